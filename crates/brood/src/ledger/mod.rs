@@ -1,0 +1,1 @@
+//! Durable event log (SQLite, WAL, one group-committing writer) and its projections.

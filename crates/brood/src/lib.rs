@@ -1,0 +1,24 @@
+//! brood — a runtime for sub-agents in coding agents.
+//!
+//! A parent agent opens child agents (explore, plan, review, implementer, verifier,
+//! general, custom), each with its own context, model and an *enforced* tool grant.
+//! brood runs them in parallel or in the background, bounds them, cancels them,
+//! records every step durably and returns structured results.
+//!
+//! The modules are the layers of `docs/ARCHITECTURE.md`; arrows point down only:
+//!
+//! ```text
+//! runtime   Session: config, event bus, supervisor wiring
+//!  ├─ subagent  roles, definitions, grants, supervisor, model-facing tools, fork, contract
+//!  ├─ agent     the loop: model step → tool calls → results → … → final answer
+//!  ├─ model     the LLM boundary: trait + providers (openai-compatible, scripted, replay)
+//!  ├─ tool      workspace tools, the jail, capability checks, shell sandbox
+//!  └─ ledger    durable event log (SQLite) and its projections
+//! ```
+
+pub mod agent;
+pub mod ledger;
+pub mod model;
+pub mod runtime;
+pub mod subagent;
+pub mod tool;

@@ -1,0 +1,78 @@
+//! Typed failures of a model step. Each names what went wrong and what to do.
+
+use thiserror::Error;
+
+/// Why a model step failed.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ModelError {
+    /// No connection could be made (after retries, when wrapped in `RetriesExhausted`).
+    #[error("cannot reach {url}: {detail}")]
+    Connect { url: String, detail: String },
+    /// The step took longer than `api_timeout_secs`.
+    #[error(
+        "model step timed out after {secs} s (api_timeout_secs); raise it or check the endpoint"
+    )]
+    Timeout { secs: u64 },
+    /// 401/403: the key is missing, wrong or not allowed.
+    #[error("{status} from {url}: {message} — check the API key in ${env_var}")]
+    Auth {
+        status: u16,
+        url: String,
+        env_var: String,
+        message: String,
+    },
+    /// The server does not know the model id.
+    #[error("unknown model '{model}': {message}")]
+    UnknownModel { model: String, message: String },
+    /// The conversation no longer fits the model's context window.
+    #[error("context length exceeded: {message}")]
+    ContextLength { message: String },
+    /// 400/422 and other non-retryable answers.
+    #[error("request rejected ({status}): {message}")]
+    BadRequest { status: u16, message: String },
+    /// A retryable HTTP status (408, 409, 429, 5xx), with the server's message.
+    #[error("server answered {status}: {message}")]
+    Status {
+        status: u16,
+        message: String,
+        /// `Retry-After`, in milliseconds, when the server sent one.
+        retry_after_ms: Option<u64>,
+    },
+    /// The stream stopped before a finish reason or `[DONE]`.
+    #[error("stream cut mid-way: {detail}")]
+    StreamCut { detail: String },
+    /// The server answered something that is not a valid chat-completions response.
+    #[error("invalid response from provider: {detail}")]
+    Protocol { detail: String },
+    /// Transient failures kept happening; `last` is the final one.
+    #[error("gave up after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        attempts: u32,
+        last: Box<ModelError>,
+    },
+    /// A missing API key: says which variable to set.
+    #[error(
+        "no API key: set ${env_var} (or choose another provider with --provider / --api-key-env)"
+    )]
+    MissingKey { env_var: String },
+    /// A scripted or replayed model had no answer for this request.
+    #[error("{0}")]
+    Script(String),
+    /// Replay found a request that differs from the recording.
+    #[error("replay mismatch at request #{index}: {detail}")]
+    ReplayMismatch { index: usize, detail: String },
+    /// Bad provider configuration (URL, preset name, …).
+    #[error("provider configuration: {0}")]
+    Config(String),
+}
+
+impl ModelError {
+    /// Whether a retry may succeed: connect errors, retryable statuses, cut streams.
+    /// A step timeout is not: it already bounds the whole step, retries included.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Connect { .. } | ModelError::Status { .. } | ModelError::StreamCut { .. }
+        )
+    }
+}

@@ -1,0 +1,263 @@
+//! The LLM boundary: the [`Model`] trait (one async call per agent step), the
+//! request/response vocabulary shared by every provider, and the providers
+//! themselves (OpenAI-compatible HTTP, scripted, record/replay).
+//!
+//! A step takes a [`ModelRequest`] and reports [`StreamEvent`]s to a callback while
+//! it runs (text deltas, reasoning deltas, tool-call fragments, usage, finish), then
+//! returns one assembled [`ModelResponse`]. Cancelling a step is dropping its future.
+
+mod error;
+
+pub use error::ModelError;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One message of a conversation, in the OpenAI chat-completions shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    /// Text content. Empty (never absent) for an assistant message that only calls tools.
+    #[serde(default)]
+    pub content: String,
+    /// Reasoning text (DeepSeek's `reasoning_content`), kept apart from `content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Tool calls made by an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a `tool` message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::plain(Role::Assistant, content)
+    }
+    /// The result of tool call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Self::plain(Role::Tool, content)
+        }
+    }
+    fn plain(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool call requested by the model. `arguments` is the raw JSON text the model sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool as the model sees it: name, description, JSON schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// How the model may use tools in one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// The model must call some tool.
+    Required,
+    /// The model must not call tools.
+    None,
+    /// The model must call this tool.
+    #[serde(untagged)]
+    Named(String),
+}
+
+impl ToolChoice {
+    /// Parse `auto`, `required`, `none`, or a tool name.
+    pub fn parse(s: &str) -> ToolChoice {
+        match s.trim() {
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            "none" => ToolChoice::None,
+            other => ToolChoice::Named(other.to_string()),
+        }
+    }
+}
+
+/// Sampling parameters; `None` leaves the provider's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// Everything one model step needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// Model id as the provider knows it.
+    pub model: String,
+    /// System prompt; sent as the first message when non-empty.
+    pub system: String,
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// `None` sends no `tool_choice` field (the provider's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(default)]
+    pub sampling: Sampling,
+}
+
+/// Token usage of one step (or a sum of steps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens served from the provider's prefix cache.
+    pub cached_input_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+    }
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl FinishReason {
+    pub fn parse(s: &str) -> FinishReason {
+        match s {
+            "stop" | "eos" => FinishReason::Stop,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_string()),
+        }
+    }
+}
+
+/// What a step reports while it runs. Any event counts as progress for the heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    TextDelta {
+        text: String,
+    },
+    ReasoningDelta {
+        text: String,
+    },
+    /// A fragment of tool call number `index` of this step.
+    ToolCallDelta {
+        index: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        arguments: String,
+    },
+    Usage {
+        usage: Usage,
+    },
+    Finish {
+        reason: FinishReason,
+    },
+    /// A transient failure is being retried after `delay_ms`.
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        error: String,
+    },
+}
+
+/// The assembled result of one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// The assistant message (content, reasoning, tool calls).
+    pub message: Message,
+    /// `None` when the server reported no usage.
+    pub usage: Option<Usage>,
+    pub finish_reason: FinishReason,
+}
+
+/// Callback that receives a step's events as they happen.
+pub type EventFn<'a> = &'a (dyn Fn(StreamEvent) + Send + Sync);
+
+/// One LLM step. Implementations: [`openai::OpenAiProvider`], [`scripted::ScriptedModel`],
+/// [`record::Recorder`], [`record::Replayer`].
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// A short label for records and errors (e.g. `deepseek`, `scripted`).
+    fn provider_name(&self) -> &str;
+
+    /// Run one step. Events are reported to `on_event` as they arrive; the assembled
+    /// response is returned at the end. Dropping the future cancels the step.
+    async fn step(
+        &self,
+        request: &ModelRequest,
+        on_event: EventFn<'_>,
+    ) -> Result<ModelResponse, ModelError>;
+
+    /// The model ids this provider accepts, when it can list them (used to fail a
+    /// spawn early with the accepted list). `Ok(None)`: the provider does not say.
+    async fn list_models(&self) -> Result<Option<Vec<String>>, ModelError> {
+        Ok(None)
+    }
+}
+
+pub mod openai;
+pub mod preset;
+pub mod record;
+pub mod retry;
+pub mod scripted;
+mod sse;

@@ -1,0 +1,1 @@
+//! One session: configuration, wiring of model, tools, ledger and supervisor.

@@ -1,0 +1,221 @@
+//! Workspace tools and the rules that bound them.
+//!
+//! A [`Tool`] has a name, a JSON schema, a [`Capability`] class and an async call that
+//! takes JSON and returns text or a typed [`ToolError`]. A tool error goes back to
+//! the model as the tool result; it never aborts the agent.
+//!
+//! [`Permissions`] say what a run may do; a [`Toolbox`] is built from them (tools
+//! outside them are not offered) and checks them again on every call. Paths go
+//! through the [`Workspace`] jail; shells of runs without Write run sandboxed.
+
+mod error;
+pub mod fs;
+pub mod jail;
+pub mod memory;
+pub mod sandbox;
+pub mod search;
+pub mod shell;
+pub mod todo;
+mod toolbox;
+
+pub use error::ToolError;
+pub use jail::Workspace;
+pub use toolbox::Toolbox;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The class of effect a tool has. Grants are expressed in these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    /// Reads the workspace.
+    Read,
+    /// Changes files in the workspace.
+    Write,
+    /// Runs shell commands.
+    Shell,
+    /// Reads or appends the memory files.
+    Memory,
+    /// Opens, waits for or closes sub-agents.
+    Delegate,
+    /// Talks to the network.
+    Network,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 6] = [
+        Capability::Read,
+        Capability::Write,
+        Capability::Shell,
+        Capability::Memory,
+        Capability::Delegate,
+        Capability::Network,
+    ];
+}
+
+/// How a run may use the shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShellPolicy {
+    /// No shell at all.
+    None,
+    /// Shell under a landlock ruleset: the filesystem is read-only except a private
+    /// temp dir. Where landlock is unavailable the shell is refused, never unsandboxed.
+    ReadOnly,
+    /// Ordinary shell inside the workspace.
+    Full,
+}
+
+/// What a run may do with tools. Narrowed with [`Permissions::intersect`], never widened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Permissions {
+    /// Capability classes granted.
+    pub capabilities: BTreeSet<Capability>,
+    /// When set, only these tool names (on top of the capability check).
+    pub allowed_tools: Option<BTreeSet<String>>,
+    /// When set, writes are allowed only under these workspace-relative directories.
+    pub write_scopes: Option<Vec<PathBuf>>,
+    pub shell: ShellPolicy,
+    /// Who holds these permissions (a role or definition name), for error messages.
+    pub holder: String,
+}
+
+impl Permissions {
+    /// Everything: all capabilities, any tool, full shell.
+    pub fn full(holder: impl Into<String>) -> Self {
+        Permissions {
+            capabilities: Capability::ALL.into_iter().collect(),
+            allowed_tools: None,
+            write_scopes: None,
+            shell: ShellPolicy::Full,
+            holder: holder.into(),
+        }
+    }
+
+    /// The narrower of `self` and `other`, held by `other.holder`.
+    pub fn intersect(&self, other: &Permissions) -> Permissions {
+        let allowed_tools = match (&self.allowed_tools, &other.allowed_tools) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => Some(a.intersection(b).cloned().collect()),
+        };
+        let write_scopes = match (&self.write_scopes, &other.write_scopes) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => Some(
+                a.iter()
+                    .flat_map(|x| {
+                        b.iter().filter_map(move |y| {
+                            if x.starts_with(y) {
+                                Some(x.clone())
+                            } else if y.starts_with(x) {
+                                Some(y.clone())
+                            } else {
+                                None
+                            }
+                        })
+                    })
+                    .collect(),
+            ),
+        };
+        Permissions {
+            capabilities: self
+                .capabilities
+                .intersection(&other.capabilities)
+                .copied()
+                .collect(),
+            allowed_tools,
+            write_scopes,
+            shell: self.shell.min(other.shell),
+            holder: other.holder.clone(),
+        }
+    }
+
+    /// Whether `tool` may be offered and called under these permissions.
+    pub fn check_tool(&self, tool: &dyn Tool) -> Result<(), ToolError> {
+        let name = tool.name();
+        if let Some(allowed) = &self.allowed_tools {
+            if !allowed.contains(name) {
+                return Err(ToolError::NotGranted {
+                    tool: name.to_string(),
+                    holder: self.holder.clone(),
+                    reason: "not in the allowed tool list".into(),
+                });
+            }
+        }
+        let cap = tool.capability();
+        if !self.capabilities.contains(&cap) {
+            return Err(ToolError::NotGranted {
+                tool: name.to_string(),
+                holder: self.holder.clone(),
+                reason: format!("the {cap:?} capability is not granted"),
+            });
+        }
+        if cap == Capability::Shell && self.shell == ShellPolicy::None {
+            return Err(ToolError::NotGranted {
+                tool: name.to_string(),
+                holder: self.holder.clone(),
+                reason: "no shell is granted".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What a tool call gets besides its arguments.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The jail every path goes through.
+    pub workspace: Arc<Workspace>,
+    /// The caller's permissions, checked again inside tools that write or run shells.
+    pub permissions: Arc<Permissions>,
+    /// Cancelled when the calling turn is cancelled; long tools must stop on it.
+    pub cancel: CancellationToken,
+    /// The run making the call (for records and delegation).
+    pub run_id: String,
+}
+
+/// A capability the agent can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Unique name the model calls it by.
+    fn name(&self) -> &str;
+    /// What it does, written for a model.
+    fn description(&self) -> &str;
+    /// JSON schema of the arguments object.
+    fn schema(&self) -> serde_json::Value;
+    fn capability(&self) -> Capability;
+    /// Run it. Errors go back to the model as the tool result.
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError>;
+}
+
+/// Deserialize a tool's arguments, turning serde's message into a [`ToolError`].
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: serde_json::Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments {
+        tool: tool.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+/// JSON schema of `T` (derived with `schemars`), as a tool's `schema()`.
+pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    let settings = schemars::gen::SchemaSettings::draft07().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    let schema = settings.into_generator().into_root_schema_for::<T>();
+    let mut v = serde_json::to_value(schema).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("title");
+        obj.remove("$schema");
+    }
+    v
+}

@@ -1,0 +1,120 @@
+//! The set of tools one run may call, built from its [`Permissions`] and checked
+//! again at every call.
+
+use super::{Permissions, Tool, ToolContext, ToolError};
+use crate::model::{ToolCall, ToolSpec};
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+/// Tools offered to one run. Only tools its permissions allow are kept.
+#[derive(Clone)]
+pub struct Toolbox {
+    tools: Vec<Arc<dyn Tool>>,
+    permissions: Arc<Permissions>,
+}
+
+impl Toolbox {
+    /// Keep the tools of `candidates` that `permissions` allow (first of a name wins).
+    pub fn new(candidates: Vec<Arc<dyn Tool>>, permissions: Permissions) -> Self {
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for t in candidates {
+            if permissions.check_tool(t.as_ref()).is_ok()
+                && !tools.iter().any(|x| x.name() == t.name())
+            {
+                tools.push(t);
+            }
+        }
+        Toolbox {
+            tools,
+            permissions: Arc::new(permissions),
+        }
+    }
+
+    /// An empty toolbox (a tool-less step).
+    pub fn empty(holder: &str) -> Self {
+        Toolbox::new(Vec::new(), Permissions::full(holder))
+    }
+
+    pub fn permissions(&self) -> &Arc<Permissions> {
+        &self.permissions
+    }
+
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.name().to_string()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The specs sent to the model, in a stable order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.schema(),
+            })
+            .collect()
+    }
+
+    /// Run one call: find the tool, check the permissions again, parse the
+    /// arguments, call it. A panic inside the tool becomes [`ToolError::Panicked`].
+    pub async fn call(&self, call: &ToolCall, ctx: &ToolContext) -> Result<String, ToolError> {
+        let Some(tool) = self.get(&call.name) else {
+            return Err(ToolError::UnknownTool {
+                name: call.name.clone(),
+                available: self.names().join(", "),
+            });
+        };
+        self.permissions.check_tool(tool.as_ref())?;
+        ctx.permissions.check_tool(tool.as_ref())?;
+        let args = parse_arguments(&call.name, &call.arguments)?;
+        let fut = AssertUnwindSafe(tool.call(args, ctx)).catch_unwind();
+        tokio::select! {
+            r = fut => r.unwrap_or_else(|panic| Err(ToolError::Panicked {
+                tool: call.name.clone(),
+                detail: panic_message(&panic),
+            })),
+            _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+        }
+    }
+}
+
+/// Arguments as the model sent them: a JSON object (empty text means `{}`).
+fn parse_arguments(tool: &str, raw: &str) -> Result<serde_json::Value, ToolError> {
+    if raw.trim().is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(other) => Err(ToolError::InvalidArguments {
+            tool: tool.to_string(),
+            detail: format!("expected a JSON object, got {other}"),
+        }),
+        Err(e) => Err(ToolError::InvalidArguments {
+            tool: tool.to_string(),
+            detail: format!("arguments are not valid JSON ({e}): {raw}"),
+        }),
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
+    }
+}
