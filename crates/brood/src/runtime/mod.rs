@@ -1,1 +1,13 @@
 //! One session: configuration, wiring of model, tools, ledger and supervisor.
+//!
+//! A [`Session`] is what the `brood` command (or an embedding program) opens for a
+//! workspace. It loads the [`config::Config`], builds the providers, opens the
+//! ledger, owns the session's cancellation token and supervisor, and runs parent
+//! agents whose every step is recorded.
+
+pub mod config;
+pub mod provider;
+pub mod session;
+
+pub use config::{Config, ConfigError, ConfigPaths, Overrides};
+pub use session::{RunReport, Session, SessionError, SessionOptions};

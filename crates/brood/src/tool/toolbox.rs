@@ -11,6 +11,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
+    /// Candidates the permissions refused, with why (named in call errors).
+    refused: Vec<(String, ToolError)>,
     permissions: Arc<Permissions>,
 }
 
@@ -18,15 +20,19 @@ impl Toolbox {
     /// Keep the tools of `candidates` that `permissions` allow (first of a name wins).
     pub fn new(candidates: Vec<Arc<dyn Tool>>, permissions: Permissions) -> Self {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut refused = Vec::new();
         for t in candidates {
-            if permissions.check_tool(t.as_ref()).is_ok()
-                && !tools.iter().any(|x| x.name() == t.name())
-            {
-                tools.push(t);
+            if tools.iter().any(|x| x.name() == t.name()) {
+                continue;
+            }
+            match permissions.check_tool(t.as_ref()) {
+                Ok(()) => tools.push(t),
+                Err(e) => refused.push((t.name().to_string(), e)),
             }
         }
         Toolbox {
             tools,
+            refused,
             permissions: Arc::new(permissions),
         }
     }
@@ -72,6 +78,9 @@ impl Toolbox {
     /// arguments, call it. A panic inside the tool becomes [`ToolError::Panicked`].
     pub async fn call(&self, call: &ToolCall, ctx: &ToolContext) -> Result<String, ToolError> {
         let Some(tool) = self.get(&call.name) else {
+            if let Some((_, e)) = self.refused.iter().find(|(n, _)| n == &call.name) {
+                return Err(e.clone());
+            }
             return Err(ToolError::UnknownTool {
                 name: call.name.clone(),
                 available: self.names().join(", "),

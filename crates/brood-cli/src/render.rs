@@ -1,0 +1,105 @@
+//! Live rendering of a parent run: answer text to stdout as it streams, one line
+//! per tool call to stderr (tool, short arguments, ok/error, duration).
+
+use brood::agent::{AgentEvent, EventSink};
+use brood::model::StreamEvent;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Prints a run as it happens. With `stream = false` (`--json`) it prints only
+/// tool activity to stderr.
+pub struct Printer {
+    stream: bool,
+    /// Whether the text of the last step was already streamed.
+    streamed: Arc<AtomicBool>,
+    printed_any: Arc<AtomicBool>,
+}
+
+impl Printer {
+    pub fn new(stream: bool) -> Self {
+        Printer {
+            stream,
+            streamed: Arc::new(AtomicBool::new(false)),
+            printed_any: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn sink(&self) -> EventSink {
+        let stream = self.stream;
+        let streamed = self.streamed.clone();
+        let printed_any = self.printed_any.clone();
+        Arc::new(move |event: &AgentEvent| match event {
+            AgentEvent::ModelRequest { .. } => streamed.store(false, Ordering::Relaxed),
+            AgentEvent::Stream {
+                event: StreamEvent::TextDelta { text },
+                ..
+            } if stream => {
+                streamed.store(true, Ordering::Relaxed);
+                printed_any.store(true, Ordering::Relaxed);
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+            }
+            AgentEvent::ModelResponse { response, .. } if stream => {
+                // A provider that did not stream: print the whole text now.
+                if !streamed.load(Ordering::Relaxed) && !response.message.content.is_empty() {
+                    printed_any.store(true, Ordering::Relaxed);
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(response.message.content.as_bytes());
+                    let _ = out.flush();
+                }
+                if !response.message.content.is_empty() {
+                    let _ = std::io::stdout().lock().write_all(b"\n");
+                }
+            }
+            AgentEvent::ToolFinished {
+                call,
+                ok,
+                output,
+                duration_ms,
+            } => {
+                let status = if *ok {
+                    "ok".to_string()
+                } else {
+                    format!("error: {}", first_line(output))
+                };
+                eprintln!(
+                    "  [tool] {} {} {} ({} ms)",
+                    call.name,
+                    short(&call.arguments, 80),
+                    status,
+                    duration_ms
+                );
+            }
+            AgentEvent::Stream {
+                event: StreamEvent::Retrying { attempt, delay_ms, error },
+                ..
+            } => {
+                eprintln!("  [retry] attempt {attempt} in {delay_ms} ms: {}", first_line(error));
+            }
+            _ => {}
+        })
+    }
+
+    /// After the run: make sure the final answer was shown.
+    pub fn finish(&self, final_text: &str) {
+        if self.stream && !self.printed_any.load(Ordering::Relaxed) && !final_text.is_empty() {
+            println!("{final_text}");
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    short(s.lines().next().unwrap_or(""), 160)
+}
+
+fn short(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}

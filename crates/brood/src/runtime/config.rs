@@ -1,0 +1,470 @@
+//! Layered configuration: built-in defaults, then `~/.config/brood/config.toml`,
+//! then `<workspace>/.brood/config.toml`, then `BROOD_*` environment variables,
+//! then command-line flags; a later layer wins key by key. Every effective value
+//! remembers where it came from (`brood config show`). Unknown keys and bad values
+//! are errors naming the key and the file (or variable, or flag).
+
+use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS};
+use crate::model::{Sampling, ToolChoice};
+use crate::subagent::config::{MemoryConfig, QuickModel, SubagentsConfig};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// A configuration problem. Each names the key and where it was set.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {detail}")]
+    Read { path: PathBuf, detail: String },
+    #[error("config file {path}: {detail}")]
+    Invalid { path: String, detail: String },
+    #[error("{source_name}: bad value {value:?} for {key}: {detail}")]
+    BadValue {
+        source_name: String,
+        key: String,
+        value: String,
+        detail: String,
+    },
+}
+
+/// Where an effective value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(String),
+    Flag(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Default => write!(f, "default"),
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Env(v) => write!(f, "env {v}"),
+            Source::Flag(v) => write!(f, "flag {v}"),
+        }
+    }
+}
+
+/// The shape of a config file. Every key is optional; unknown keys are errors.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Provider preset: deepseek, openai, openrouter, ollama, vllm, llamacpp, local.
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// Name of the environment variable that holds the API key.
+    pub api_key_env: Option<String>,
+    pub api_timeout_secs: Option<u64>,
+    /// Attempts per model step for transient failures (1..=10).
+    pub max_attempts: Option<u32>,
+    /// Stream responses (SSE). Default true.
+    pub stream: Option<bool>,
+    pub max_turns: Option<u32>,
+    /// auto, required, none, or a tool name: applies to every step.
+    pub tool_choice: Option<String>,
+    /// The same, for the first step only.
+    pub first_tool_choice: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    pub subagents: Option<toml::Table>,
+    pub models: Option<toml::Table>,
+    pub memory: Option<toml::Table>,
+}
+
+/// Values given on the command line (the last layer).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub max_turns: Option<u32>,
+}
+
+/// Where to look for the layers. `user_dir` is normally `~/.config/brood`.
+#[derive(Debug, Clone)]
+pub struct ConfigPaths {
+    pub user_dir: Option<PathBuf>,
+    pub workspace: PathBuf,
+}
+
+impl ConfigPaths {
+    /// `~/.config/brood` from `$XDG_CONFIG_HOME` or `$HOME`, and the workspace.
+    pub fn from_env(workspace: &Path) -> ConfigPaths {
+        let user_dir = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .map(|d| d.join("brood"));
+        ConfigPaths {
+            user_dir,
+            workspace: workspace.to_path_buf(),
+        }
+    }
+}
+
+/// The effective configuration of a session.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub provider: String,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    /// Clamped to 1..=1800; 0 or unset is 120.
+    pub api_timeout_secs: u64,
+    pub max_attempts: u32,
+    pub stream: bool,
+    pub max_turns: u32,
+    pub tool_choice: ToolChoicePolicy,
+    pub sampling: Sampling,
+    pub subagents: SubagentsConfig,
+    pub models: BTreeMap<String, QuickModel>,
+    pub memory: MemoryConfig,
+    /// Directory of user-level files (`config.toml`, `agents/`, `memory.md`).
+    pub user_dir: Option<PathBuf>,
+    /// Each effective leaf key, its value, and where it came from.
+    pub provenance: Vec<(String, String, Source)>,
+}
+
+/// Environment variables read, and the key each sets.
+pub const ENV_KEYS: &[(&str, &str)] = &[
+    ("BROOD_PROVIDER", "provider"),
+    ("BROOD_BASE_URL", "base_url"),
+    ("BROOD_MODEL", "model"),
+    ("BROOD_API_KEY_ENV", "api_key_env"),
+    ("BROOD_API_TIMEOUT_SECS", "api_timeout_secs"),
+    ("BROOD_MAX_ATTEMPTS", "max_attempts"),
+    ("BROOD_STREAM", "stream"),
+    ("BROOD_MAX_TURNS", "max_turns"),
+    ("BROOD_TOOL_CHOICE", "tool_choice"),
+    ("BROOD_FIRST_TOOL_CHOICE", "first_tool_choice"),
+    ("BROOD_MEMORY", "memory.enabled"),
+    ("BROOD_SUBAGENT_MODEL", "subagents.subagent_model"),
+    ("BROOD_SUBAGENT_PROVIDER", "subagents.subagent_provider"),
+    ("BROOD_MAX_CONCURRENT", "subagents.max_concurrent"),
+];
+
+/// Flat map from dotted key to (value, source), later layers overwriting.
+type Layers = BTreeMap<String, (toml::Value, Source)>;
+
+impl Config {
+    /// Load every layer. `env` is the process environment (passed in: no globals).
+    pub fn load(
+        paths: &ConfigPaths,
+        env: &BTreeMap<String, String>,
+        flags: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut layers = Layers::new();
+        let mut files = Vec::new();
+        if let Some(dir) = &paths.user_dir {
+            files.push(dir.join("config.toml"));
+        }
+        files.push(paths.workspace.join(".brood").join("config.toml"));
+        for path in files {
+            if let Some(table) = read_file(&path)? {
+                flatten("", table, &Source::File(path.clone()), &mut layers);
+            }
+        }
+        for (var, key) in ENV_KEYS {
+            if let Some(raw) = env.get(*var) {
+                let value = env_value(var, key, raw)?;
+                layers.insert(key.to_string(), (value, Source::Env(var.to_string())));
+            }
+        }
+        let flag = |layers: &mut Layers, key: &str, name: &str, v: toml::Value| {
+            layers.insert(key.to_string(), (v, Source::Flag(name.to_string())));
+        };
+        if let Some(v) = &flags.provider {
+            flag(&mut layers, "provider", "--provider", v.clone().into());
+        }
+        if let Some(v) = &flags.base_url {
+            flag(&mut layers, "base_url", "--base-url", v.clone().into());
+        }
+        if let Some(v) = &flags.model {
+            flag(&mut layers, "model", "--model", v.clone().into());
+        }
+        if let Some(v) = &flags.api_key_env {
+            flag(&mut layers, "api_key_env", "--api-key-env", v.clone().into());
+        }
+        if let Some(v) = flags.max_turns {
+            flag(&mut layers, "max_turns", "--max-turns", i64::from(v).into());
+        }
+        build(layers, paths.user_dir.clone())
+    }
+}
+
+fn read_file(path: &Path) -> Result<Option<toml::Table>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            })
+        }
+    };
+    let invalid = |detail: String| ConfigError::Invalid {
+        path: path.display().to_string(),
+        detail,
+    };
+    // Check the whole shape (unknown keys, types) against this file alone, so the
+    // error names this file.
+    let parsed: ConfigFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    check_sections(&parsed, &path.display().to_string())?;
+    toml::from_str::<toml::Table>(&text)
+        .map(Some)
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// Validate the nested sections of one layer with their own typed parsers.
+fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), ConfigError> {
+    let invalid = |section: &str, detail: String| ConfigError::Invalid {
+        path: origin.to_string(),
+        detail: format!("[{section}] {detail}"),
+    };
+    if let Some(t) = &file.subagents {
+        toml::Value::Table(t.clone())
+            .try_into::<SubagentsConfig>()
+            .map_err(|e| invalid("subagents", e.to_string()))?;
+    }
+    if let Some(t) = &file.models {
+        toml::Value::Table(t.clone())
+            .try_into::<BTreeMap<String, QuickModel>>()
+            .map_err(|e| invalid("models", e.to_string()))?;
+    }
+    if let Some(t) = &file.memory {
+        toml::Value::Table(t.clone())
+            .try_into::<MemoryConfig>()
+            .map_err(|e| invalid("memory", e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn flatten(prefix: &str, table: toml::Table, source: &Source, out: &mut Layers) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten(&key, t, source, out),
+            other => {
+                out.insert(key, (other, source.clone()));
+            }
+        }
+    }
+}
+
+fn unflatten(layers: &Layers) -> toml::Table {
+    let mut root = toml::Table::new();
+    for (key, (value, _)) in layers {
+        let mut parts: Vec<&str> = key.split('.').collect();
+        let last = parts.pop().unwrap_or_default();
+        let mut table = &mut root;
+        for p in parts {
+            let entry = table
+                .entry(p.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if !entry.is_table() {
+                *entry = toml::Value::Table(toml::Table::new());
+            }
+            match entry {
+                toml::Value::Table(t) => table = t,
+                _ => unreachable!("just made a table"),
+            }
+        }
+        table.insert(last.to_string(), value.clone());
+    }
+    root
+}
+
+impl Config {
+    /// Every effective top-level value with its source, defaults included, then
+    /// every nested key that some layer set (for `brood config show`).
+    pub fn effective(&self) -> Vec<(String, String, Source)> {
+        let source = |key: &str| {
+            self.provenance
+                .iter()
+                .find(|(k, _, _)| k == key)
+                .map(|(_, _, s)| s.clone())
+                .unwrap_or(Source::Default)
+        };
+        let opt = |v: &Option<String>| v.clone().map(|s| format!("{s:?}")).unwrap_or_else(|| "(preset)".into());
+        let choice = |c: &Option<ToolChoice>| match c {
+            None => "(provider default)".to_string(),
+            Some(ToolChoice::Named(n)) => format!("{n:?}"),
+            Some(other) => format!("{other:?}").to_lowercase(),
+        };
+        let mut out: Vec<(String, String, Source)> = vec![
+            ("provider".into(), format!("{:?}", self.provider), source("provider")),
+            ("base_url".into(), opt(&self.base_url), source("base_url")),
+            ("model".into(), opt(&self.model), source("model")),
+            ("api_key_env".into(), opt(&self.api_key_env), source("api_key_env")),
+            ("api_timeout_secs".into(), self.api_timeout_secs.to_string(), source("api_timeout_secs")),
+            ("max_attempts".into(), self.max_attempts.to_string(), source("max_attempts")),
+            ("stream".into(), self.stream.to_string(), source("stream")),
+            ("max_turns".into(), self.max_turns.to_string(), source("max_turns")),
+            ("tool_choice".into(), choice(&self.tool_choice.rest), source("tool_choice")),
+            ("first_tool_choice".into(), choice(&self.tool_choice.first), source("first_tool_choice")),
+        ];
+        let shown: Vec<String> = out.iter().map(|(k, _, _)| k.clone()).collect();
+        for (k, v, s) in &self.provenance {
+            if !shown.contains(k) {
+                out.push((k.clone(), v.clone(), s.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// Parse an environment value into the TOML type its key wants.
+fn env_value(var: &str, key: &str, raw: &str) -> Result<toml::Value, ConfigError> {
+    let bad = |detail: &str| ConfigError::BadValue {
+        source_name: format!("env {var}"),
+        key: key.to_string(),
+        value: raw.to_string(),
+        detail: detail.to_string(),
+    };
+    let raw_t = raw.trim();
+    Ok(match key {
+        "api_timeout_secs" | "max_attempts" | "max_turns" | "subagents.max_concurrent" => {
+            toml::Value::Integer(
+                raw_t
+                    .parse::<i64>()
+                    .map_err(|_| bad("expected a whole number"))?,
+            )
+        }
+        "stream" | "memory.enabled" => toml::Value::Boolean(match raw_t.to_ascii_lowercase().as_str()
+        {
+            "1" | "true" | "on" | "yes" => true,
+            "0" | "false" | "off" | "no" => false,
+            _ => return Err(bad("expected on/off, true/false or 1/0")),
+        }),
+        _ => toml::Value::String(raw_t.to_string()),
+    })
+}
+
+fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigError> {
+    let source_of = |key: &str| {
+        layers
+            .get(key)
+            .map(|(_, s)| s.to_string())
+            .unwrap_or_else(|| "default".into())
+    };
+    let merged: ConfigFile = toml::Value::Table(unflatten(&layers))
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Invalid {
+            path: "effective configuration".into(),
+            detail: e.to_string(),
+        })?;
+    check_sections(&merged, "effective configuration")?;
+    let bad = |key: &str, value: String, detail: &str| ConfigError::BadValue {
+        source_name: source_of(key),
+        key: key.to_string(),
+        value,
+        detail: detail.to_string(),
+    };
+    let max_attempts = merged.max_attempts.unwrap_or(4);
+    if !(1..=10).contains(&max_attempts) {
+        return Err(bad(
+            "max_attempts",
+            max_attempts.to_string(),
+            "must be between 1 and 10",
+        ));
+    }
+    let max_turns = merged.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    if max_turns == 0 || max_turns > 1000 {
+        return Err(bad(
+            "max_turns",
+            max_turns.to_string(),
+            "must be between 1 and 1000",
+        ));
+    }
+    let choice = |key: &str, v: &Option<String>| -> Result<Option<ToolChoice>, ConfigError> {
+        match v {
+            None => Ok(None),
+            Some(s) if s.trim().is_empty() => Err(bad(
+                key,
+                s.clone(),
+                "expected auto, required, none or a tool name",
+            )),
+            Some(s) => Ok(Some(ToolChoice::parse(s))),
+        }
+    };
+    if let Some(t) = merged.temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(bad("temperature", t.to_string(), "must be within 0..=2"));
+        }
+    }
+    let subagents: SubagentsConfig = toml::Value::Table(merged.subagents.clone().unwrap_or_default())
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Invalid {
+            path: source_of("subagents"),
+            detail: e.to_string(),
+        })?;
+    let models: BTreeMap<String, QuickModel> =
+        toml::Value::Table(merged.models.clone().unwrap_or_default())
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                path: source_of("models"),
+                detail: e.to_string(),
+            })?;
+    let memory: MemoryConfig = toml::Value::Table(merged.memory.clone().unwrap_or_default())
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Invalid {
+            path: source_of("memory"),
+            detail: e.to_string(),
+        })?;
+    let provenance = layers
+        .iter()
+        .map(|(k, (v, s))| (k.clone(), display_value(k, v), s.clone()))
+        .collect();
+    Ok(Config {
+        provider: merged.provider.unwrap_or_else(|| "deepseek".into()),
+        base_url: merged.base_url,
+        model: merged.model,
+        api_key_env: merged.api_key_env,
+        api_timeout_secs: clamp_api_timeout(merged.api_timeout_secs),
+        max_attempts,
+        stream: merged.stream.unwrap_or(true),
+        max_turns,
+        tool_choice: ToolChoicePolicy {
+            first: choice("first_tool_choice", &merged.first_tool_choice)?,
+            rest: choice("tool_choice", &merged.tool_choice)?,
+        },
+        sampling: Sampling {
+            temperature: merged.temperature,
+            max_tokens: merged.max_tokens,
+            ..Sampling::default()
+        },
+        subagents,
+        models,
+        memory,
+        user_dir,
+        provenance,
+    })
+}
+
+/// `api_timeout_secs`: default 120, clamped to 1..=1800; 0 or unset means 120.
+pub fn clamp_api_timeout(v: Option<u64>) -> u64 {
+    match v {
+        None | Some(0) => 120,
+        Some(s) => s.clamp(1, 1800),
+    }
+}
+
+/// Values shown by `config show`: secrets are never printed.
+fn display_value(key: &str, v: &toml::Value) -> String {
+    let k = key.to_ascii_lowercase();
+    let secret = (k.contains("key") && !k.ends_with("key_env")) || k.contains("token") && !k.contains("budget") || k.contains("secret");
+    if secret {
+        "<redacted>".into()
+    } else {
+        v.to_string()
+    }
+}

@@ -1,0 +1,102 @@
+//! Building model providers from the configuration: a preset name, optional
+//! base-URL/model/key-variable overrides, and the key read from the environment.
+
+use super::config::Config;
+use crate::model::openai::{OpenAiProvider, ProviderConfig};
+use crate::model::preset::Preset;
+use crate::model::{Model, ModelError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A provider ready for use, and the model id to ask it for.
+#[derive(Clone)]
+pub struct Route {
+    pub provider_name: String,
+    pub model_id: String,
+    pub model: Arc<dyn Model>,
+}
+
+/// Builds providers by name; the main one from the top-level keys.
+#[derive(Clone)]
+pub struct ProviderFactory {
+    config: Arc<Config>,
+    env: Arc<BTreeMap<String, String>>,
+}
+
+impl ProviderFactory {
+    pub fn new(config: Arc<Config>, env: Arc<BTreeMap<String, String>>) -> Self {
+        ProviderFactory { config, env }
+    }
+
+    /// The session's main provider and model.
+    pub fn main(&self) -> Result<Route, ModelError> {
+        let preset = Preset::lookup(&self.config.provider)?;
+        let model_id = self
+            .config
+            .model
+            .clone()
+            .unwrap_or_else(|| preset.default_model.to_string());
+        self.build(
+            &preset,
+            self.config.base_url.clone(),
+            self.config.api_key_env.clone(),
+            model_id,
+        )
+    }
+
+    /// A provider by preset name with `model_id`; the main provider's overrides
+    /// (base URL, key variable) apply only when `name` is the main provider.
+    pub fn named(&self, name: &str, model_id: &str) -> Result<Route, ModelError> {
+        let preset = Preset::lookup(name)?;
+        let same = preset.name.eq_ignore_ascii_case(&self.config.provider);
+        let (base, key_env) = if same {
+            (
+                self.config.base_url.clone(),
+                self.config.api_key_env.clone(),
+            )
+        } else {
+            (None, None)
+        };
+        self.build(&preset, base, key_env, model_id.to_string())
+    }
+
+    fn build(
+        &self,
+        preset: &Preset,
+        base_url: Option<String>,
+        key_env: Option<String>,
+        model_id: String,
+    ) -> Result<Route, ModelError> {
+        let key_env = key_env.or_else(|| preset.api_key_env.map(str::to_string));
+        let api_key = match &key_env {
+            Some(var) => match self.env.get(var) {
+                Some(v) if !v.trim().is_empty() => Some(v.trim().to_string()),
+                // An explicitly named variable must be set; a preset's default too,
+                // unless the endpoint was overridden (local servers need no key).
+                _ if base_url.is_some() && self.config.api_key_env.is_none() => None,
+                _ => {
+                    return Err(ModelError::MissingKey {
+                        env_var: var.clone(),
+                    })
+                }
+            },
+            None => None,
+        };
+        let cfg = ProviderConfig {
+            name: preset.name.to_string(),
+            base_url: base_url.unwrap_or_else(|| preset.base_url.to_string()),
+            api_key,
+            api_key_env: key_env,
+            api_timeout_secs: self.config.api_timeout_secs,
+            max_attempts: self.config.max_attempts,
+            stream: self.config.stream,
+            ..ProviderConfig::default()
+        };
+        let provider = OpenAiProvider::new(cfg)?;
+        Ok(Route {
+            provider_name: preset.name.to_string(),
+            model_id,
+            model: Arc::new(provider),
+        })
+    }
+}

@@ -1,0 +1,358 @@
+//! A session on one workspace: the wiring of config, providers, tools, ledger
+//! and supervisor, and the entry point for running a parent agent.
+
+use super::config::Config;
+use super::provider::ProviderFactory;
+use crate::agent::{AgentOutcome, Ending, EventSink};
+use crate::ledger::{Ledger, LedgerError, LedgerOptions};
+use crate::model::record::{Recorder, Replayer};
+use crate::model::{Model, ModelError, Usage};
+use crate::subagent::config::{memory_enabled, QuickModels};
+use crate::subagent::definition::AgentCatalog;
+use crate::subagent::{RootRequest, Supervisor, SupervisorEnv, ToolFactory};
+use crate::tool::{self, Workspace};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+/// Why a session could not open or a run could not start.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    #[error("workspace {path}: {detail}")]
+    Workspace { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Config(#[from] super::config::ConfigError),
+    #[error("{0}")]
+    Subagents(String),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("{0}")]
+    Spawn(String),
+}
+
+impl SessionError {
+    /// Configuration and usage problems (exit code 2) versus run failures (1).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Workspace { .. }
+                | SessionError::Config(_)
+                | SessionError::Subagents(_)
+                | SessionError::Model(ModelError::MissingKey { .. })
+                | SessionError::Model(ModelError::Config(_))
+        )
+    }
+}
+
+/// Where model answers come from.
+#[derive(Clone, Default)]
+pub enum ModelSource {
+    /// The configured providers, over the network.
+    #[default]
+    Live,
+    /// Live, and every request and response appended to this JSON-lines file.
+    Record(PathBuf),
+    /// Answers from a recording; no network at all.
+    Replay(PathBuf),
+    /// This model for every run (tests, benchmarks, embedding programs).
+    Fixed(Arc<dyn Model>),
+}
+
+/// How to open a session.
+#[derive(Clone)]
+pub struct SessionOptions {
+    pub workspace: PathBuf,
+    pub config: Config,
+    /// The process environment (API keys, `BROOD_MEMORY`); passed in, never read globally.
+    pub env: BTreeMap<String, String>,
+    pub models: ModelSource,
+    /// Build children's providers for routes other than the main one; defaults to
+    /// the configured presets. Tests use it to send children to another server.
+    pub route_builder: Option<crate::subagent::run::RouteBuilder>,
+    /// Overrides the supervisor limits derived from the config (tests).
+    pub limits: Option<crate::subagent::Limits>,
+}
+
+impl SessionOptions {
+    pub fn new(workspace: impl Into<PathBuf>, config: Config) -> Self {
+        SessionOptions {
+            workspace: workspace.into(),
+            config,
+            env: BTreeMap::new(),
+            models: ModelSource::Live,
+            route_builder: None,
+            limits: None,
+        }
+    }
+}
+
+/// What a finished parent run reports (`brood run --json` prints this).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    #[serde(rename = "final")]
+    pub final_text: String,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub usage: Usage,
+    #[serde(skip)]
+    pub ending: Ending,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunReport {
+    pub fn succeeded(&self) -> bool {
+        matches!(
+            self.ending,
+            Ending::Completed | Ending::MaxTurns | Ending::Budget { .. }
+        )
+    }
+}
+
+/// An open session on a workspace.
+pub struct Session {
+    config: Arc<Config>,
+    workspace: Arc<Workspace>,
+    ledger: Ledger,
+    supervisor: Supervisor,
+    cancel: CancellationToken,
+    roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
+}
+
+impl Session {
+    /// Open the workspace: ledger (recovering dead sessions' runs), providers,
+    /// agent definitions, supervisor.
+    pub async fn open(opts: SessionOptions) -> Result<Session, SessionError> {
+        let workspace = Workspace::open(&opts.workspace).map_err(|e| SessionError::Workspace {
+            path: opts.workspace.clone(),
+            detail: format!("{e} (it must be an existing directory)"),
+        })?;
+        let workspace = Arc::new(workspace);
+        let config = Arc::new(opts.config);
+        let env = Arc::new(opts.env);
+        let mut sub_cfg = config.subagents.clone();
+        if sub_cfg.api_timeout_secs.is_none() {
+            sub_cfg.api_timeout_secs = Some(config.api_timeout_secs);
+        }
+        let settings = sub_cfg
+            .resolve()
+            .map_err(|e| SessionError::Subagents(e.to_string()))?;
+        let quick_models = QuickModels::from_config(&config.models)
+            .map_err(|e| SessionError::Subagents(e.to_string()))?;
+        let memory = memory_enabled(&config.memory, env.get("BROOD_MEMORY").map(String::as_str))
+            .map_err(|e| SessionError::Subagents(e.to_string()))?;
+
+        let factory = ProviderFactory::new(config.clone(), env.clone());
+        let (main_provider, main_model_id, main_model, routes) =
+            build_models(&config, &factory, &opts.models, opts.route_builder)?;
+
+        let ledger = Ledger::open(workspace.root(), LedgerOptions::default())?;
+        let catalog = AgentCatalog::load(workspace.root(), config.user_dir.as_deref())
+            .map_err(|e| SessionError::Subagents(e.to_string()))?;
+
+        let tool_ws = workspace.clone();
+        let user_memory = config.user_dir.as_ref().map(|d| d.join("memory.md"));
+        let tools: ToolFactory = Arc::new(move |_run_id: &str| {
+            tool::builtin::builtin_tools(&tool::builtin::BuiltinOptions {
+                workspace: tool_ws.clone(),
+                memory: memory.then(|| tool::memory::MemoryFiles {
+                    workspace_file: tool_ws.root().join(".brood").join("memory.md"),
+                    user_file: user_memory.clone(),
+                }),
+            })
+        });
+        let cancel = CancellationToken::new();
+        let env = SupervisorEnv {
+            workspace: workspace.clone(),
+            ledger: ledger.clone(),
+            catalog: Arc::new(catalog),
+            settings,
+            quick_models,
+            main_provider,
+            main_model_id,
+            main_model,
+            routes,
+            tools,
+            read_only_shell: tool::sandbox::read_only_shell_available(),
+            sampling: config.sampling.clone(),
+            tool_choice: config.tool_choice.clone(),
+            session_cancel: cancel.clone(),
+            session_id: ledger.session_id().to_string(),
+        };
+        let supervisor = match opts.limits {
+            Some(l) => Supervisor::with_limits(l, env),
+            None => Supervisor::new(env),
+        };
+        let session = Session {
+            config,
+            workspace,
+            ledger,
+            supervisor,
+            cancel,
+            roots: Arc::new(Mutex::new(HashMap::new())),
+        };
+        session.start_cancel_poller();
+        Ok(session)
+    }
+
+    /// `brood agents cancel` from another process writes a request row; this
+    /// session polls for requests addressed to it.
+    fn start_cancel_poller(&self) {
+        let ledger = self.ledger.clone();
+        let sup = self.supervisor.clone();
+        let roots = self.roots.clone();
+        let cancel = self.cancel.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = cancel.cancelled() => break,
+                }
+                let Ok(ids) = ledger.take_cancel_requests().await else {
+                    continue;
+                };
+                for id in ids {
+                    let id = id.as_str().to_string();
+                    let root = roots.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
+                    match root {
+                        Some(token) => token.cancel(),
+                        None => {
+                            sup.cancel(&id, "cancelled from the command line (brood agents cancel)");
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+    /// The session's token: cancelling it stops every run.
+    pub fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Run a parent agent on `prompt` until it ends (and, if it opened background
+    /// children, until their completions were delivered to it). `turn` cancels it.
+    pub async fn run(
+        &self,
+        prompt: &str,
+        events: Option<EventSink>,
+        turn: CancellationToken,
+    ) -> Result<RunReport, SessionError> {
+        let req = RootRequest {
+            prompt: prompt.to_string(),
+            system: None,
+            max_turns: self.config.max_turns,
+            events,
+            cancel: turn.clone(),
+            name: "parent".into(),
+        };
+        let roots = self.roots.clone();
+        let (id, outcome): (String, AgentOutcome) = self
+            .supervisor
+            .run_root_with(req, move |id| {
+                roots
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.to_string(), turn.clone());
+            })
+            .await
+            .map_err(|e| SessionError::Spawn(e.to_string()))?;
+        self.roots.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        Ok(RunReport {
+            run_id: id,
+            final_text: outcome.final_text,
+            turns: outcome.turns,
+            tool_calls: outcome.tool_calls,
+            usage: outcome.usage,
+            error: outcome.error.map(|e| e.to_string()).or(match &outcome.ending {
+                Ending::Cancelled => Some("cancelled".into()),
+                _ => None,
+            }),
+            ending: outcome.ending,
+        })
+    }
+
+    /// Stop every run, wait for their final records, flush the ledger.
+    pub async fn close(self) {
+        self.supervisor.shutdown().await;
+        let _ = self.ledger.flush().await;
+    }
+}
+
+type Models = (
+    String,
+    String,
+    Arc<dyn Model>,
+    crate::subagent::run::RouteBuilder,
+);
+
+/// The main model and the builder for other routes, per the model source.
+fn build_models(
+    config: &Config,
+    factory: &ProviderFactory,
+    source: &ModelSource,
+    route_builder: Option<crate::subagent::run::RouteBuilder>,
+) -> Result<Models, SessionError> {
+    let default_routes = |wrap: Option<Arc<dyn Model>>| -> crate::subagent::run::RouteBuilder {
+        let f = factory.clone();
+        Arc::new(move |provider: &str, model: &str| match &wrap {
+            Some(m) => Ok(m.clone()),
+            None => f.named(provider, model).map(|r| r.model),
+        })
+    };
+    let model_id = || {
+        config.model.clone().unwrap_or_else(|| {
+            crate::model::preset::Preset::lookup(&config.provider)
+                .map(|p| p.default_model.to_string())
+                .unwrap_or_else(|_| "default".into())
+        })
+    };
+    let (provider, id, main, routes) = match source {
+        ModelSource::Live => {
+            let r = factory.main()?;
+            (r.provider_name, r.model_id, r.model, default_routes(None))
+        }
+        ModelSource::Record(path) => {
+            let r = factory.main()?;
+            let rec: Arc<dyn Model> = Arc::new(Recorder::new(r.model, path)?);
+            let f = factory.clone();
+            let path = path.clone();
+            let routes: crate::subagent::run::RouteBuilder =
+                Arc::new(move |provider: &str, model: &str| {
+                    let inner = f.named(provider, model)?.model;
+                    Ok(Arc::new(Recorder::new(inner, &path)?) as Arc<dyn Model>)
+                });
+            (r.provider_name, r.model_id, rec, routes)
+        }
+        ModelSource::Replay(path) => {
+            let rep: Arc<dyn Model> = Arc::new(Replayer::from_file(path)?);
+            (config.provider.clone(), model_id(), rep.clone(), default_routes(Some(rep)))
+        }
+        ModelSource::Fixed(m) => (
+            m.provider_name().to_string(),
+            model_id(),
+            m.clone(),
+            default_routes(Some(m.clone())),
+        ),
+    };
+    Ok((provider, id, main, route_builder.unwrap_or(routes)))
+}

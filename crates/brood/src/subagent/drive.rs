@@ -1,0 +1,554 @@
+//! Driving one run from spawn to its terminal record: wait for a slot (queued),
+//! run the agent loop with the ledger, heartbeat and inbox wired in, enforce the
+//! output contract, record the end durably, then publish the result (and push it
+//! to a background child's parent).
+
+use super::contract;
+use super::definition::AgentDefinition;
+use super::fork;
+use super::inbox::{Claim, RunInbox};
+use super::result::ChildResult;
+use super::role::Role;
+use super::run::{RootRequest, Supervisor};
+use super::supervisor::{LiveStatus, Progress};
+use super::tools::delegation_tools;
+use super::SpawnError;
+use crate::agent::{self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard};
+use crate::model::{Message, Model, ModelRequest, Usage};
+use crate::tool::{Capability, Permissions, Tool, Toolbox};
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+/// Token and time budgets of one run, and the shared counter of its tree.
+pub struct Budgets {
+    /// Tokens used by the whole tree (root and all descendants).
+    tree_used: Arc<AtomicU64>,
+    tree_budget: Option<u64>,
+    run_budget: Option<u64>,
+    deadline: Option<Instant>,
+}
+
+impl Budgets {
+    pub fn root(tree_budget: Option<u64>) -> Self {
+        Budgets {
+            tree_used: Arc::new(AtomicU64::new(0)),
+            tree_budget,
+            run_budget: None,
+            deadline: None,
+        }
+    }
+    pub fn child(parent: &Budgets, run_budget: Option<u64>, wall_time: Duration) -> Self {
+        Budgets {
+            tree_used: parent.tree_used.clone(),
+            tree_budget: parent.tree_budget,
+            run_budget,
+            deadline: Some(Instant::now() + wall_time),
+        }
+    }
+    fn add(&self, usage: &Usage) {
+        self.tree_used.fetch_add(usage.total(), Ordering::Relaxed);
+    }
+    pub fn check_tree(&self) -> Result<(), SpawnError> {
+        match self.tree_budget {
+            Some(budget) => {
+                let used = self.tree_used.load(Ordering::Relaxed);
+                if used >= budget {
+                    Err(SpawnError::TreeBudget { used, budget })
+                } else {
+                    Ok(())
+                }
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Guard for Budgets {
+    fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), String> {
+        if let Some(deadline) = self.deadline {
+            if Instant::now() >= deadline {
+                return Err("wall time exhausted (wall_time_secs)".into());
+            }
+        }
+        if let Some(b) = self.run_budget {
+            if usage.total() >= b {
+                return Err(format!("token budget exhausted ({} of {b} tokens)", usage.total()));
+            }
+        }
+        self.check_tree().map_err(|e| e.to_string())
+    }
+}
+
+/// What a run's own tools need to know about it (its delegation tools open
+/// children of it).
+pub struct RunCtx {
+    pub run_id: String,
+    pub root_id: String,
+    pub name: String,
+    pub depth: u32,
+    pub role: Role,
+    pub kind_name: String,
+    pub permissions: Arc<Permissions>,
+    /// Names of the tools this run has (a custom child may only pick among them).
+    pub tool_names: Vec<String>,
+    pub inbox: Arc<RunInbox>,
+    pub progress: Arc<Progress>,
+    pub budgets: Budgets,
+    pub provider_name: String,
+    pub model_id: String,
+    pub model: Arc<dyn Model>,
+    /// The running slot this run holds (children only); yielded while it waits.
+    pub(crate) slot: Mutex<Option<OwnedSemaphorePermit>>,
+    pub(crate) last_request: Mutex<Option<Arc<ModelRequest>>>,
+}
+
+impl RunCtx {
+    /// The request this run sent last (what a forked child continues from).
+    pub fn last_request(&self) -> Option<Arc<ModelRequest>> {
+        self.last_request
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Everything decided at spawn time for one child.
+pub(crate) struct ChildPlan {
+    pub ctx: Arc<RunCtx>,
+    pub parent_id: String,
+    pub parent_inbox: Arc<RunInbox>,
+    pub prompt: String,
+    pub definition: Option<AgentDefinition>,
+    pub fork_from: Option<Arc<ModelRequest>>,
+    pub max_turns: u32,
+    pub background: bool,
+    pub cancel: CancellationToken,
+    pub result_tx: watch::Sender<Option<ChildResult>>,
+    pub claim: Arc<Claim>,
+    pub transcript_handle: String,
+    pub warnings: Vec<String>,
+}
+
+pub(crate) async fn record_spawn(sup: &Supervisor, plan: &ChildPlan) -> Result<(), SpawnError> {
+    let ctx = &plan.ctx;
+    sup.inner
+        .recorder
+        .spawn(super::record::SpawnRecord {
+            id: &ctx.run_id,
+            parent_id: Some(&plan.parent_id),
+            root_id: &ctx.root_id,
+            depth: ctx.depth,
+            name: &ctx.name,
+            role: ctx.role.as_str(),
+            agent_type: &ctx.kind_name,
+            objective: &plan.prompt,
+            model: &ctx.model_id,
+            provider: &ctx.provider_name,
+            workspace: sup.inner.env.workspace.root(),
+            warnings: &plan.warnings,
+        })
+        .await
+        .map_err(SpawnError::Ledger)
+}
+
+/// Start the child's task. A panic anywhere in it becomes a failed record.
+pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
+    tokio::spawn(async move {
+        let ctx = plan.ctx.clone();
+        let result_tx = plan.result_tx.clone();
+        let parent_inbox = plan.parent_inbox.clone();
+        let claim = plan.claim.clone();
+        let background = plan.background;
+        let handle = plan.transcript_handle.clone();
+        let sup2 = sup.clone();
+        let outcome = AssertUnwindSafe(drive_child(sup2, plan)).catch_unwind().await;
+        if let Err(panic) = outcome {
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            let result = ChildResult {
+                agent_id: ctx.run_id.clone(),
+                name: ctx.name.clone(),
+                role: ctx.kind_name.clone(),
+                status: LiveStatus::Failed,
+                reason: Some(format!("the run crashed: {detail}")),
+                final_text: String::new(),
+                report: None,
+                turns: 0,
+                tool_calls: 0,
+                usage: Usage::default(),
+                error: Some(format!("the run crashed: {detail}")),
+                transcript_handle: handle,
+                model: format!("{}/{}", ctx.provider_name, ctx.model_id),
+                warnings: Vec::new(),
+            };
+            finish(&sup, &ctx, result, background, &parent_inbox, &claim, &result_tx).await;
+        }
+    });
+}
+
+async fn drive_child(sup: Supervisor, plan: ChildPlan) {
+    let inner = &sup.inner;
+    let ctx = plan.ctx.clone();
+    // Queue for a running slot; queued time does not count for the heartbeat.
+    let permit = match inner.board.try_slot() {
+        Some(p) => Some(p),
+        None => {
+            inner.board.set_status(&ctx.run_id, LiveStatus::Queued);
+            inner.recorder.status(&ctx.run_id, LiveStatus::Queued, None).await;
+            inner.board.acquire_slot(&plan.cancel).await
+        }
+    };
+    let Some(permit) = permit else {
+        let result = settle(&sup, &plan, None, LiveStatus::Cancelled).await;
+        finish(&sup, &ctx, result, plan.background, &plan.parent_inbox, &plan.claim, &plan.result_tx).await;
+        return;
+    };
+    *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+    inner.board.set_status(&ctx.run_id, LiveStatus::Running);
+    inner.recorder.status(&ctx.run_id, LiveStatus::Running, None).await;
+    ctx.progress.pause(false);
+
+    let (system, messages, offered) = first_context(&sup, &plan);
+    let toolbox = build_toolbox(&sup, &ctx, offered.is_some());
+    let spec = AgentSpec {
+        run_id: ctx.run_id.clone(),
+        system,
+        model: ctx.model.clone(),
+        model_id: ctx.model_id.clone(),
+        sampling: match &plan.fork_from {
+            Some(f) => f.sampling.clone(),
+            None => inner.env.sampling.clone(),
+        },
+        tool_choice: inner.env.tool_choice.clone(),
+        toolbox,
+        workspace: inner.env.workspace.clone(),
+        max_turns: plan.max_turns,
+        offered_tools: offered,
+    };
+    let hooks = hooks_for(&sup, &ctx, None);
+    let mut outcome = agent::run(&spec, messages, &hooks, &plan.cancel).await;
+    // The output contract: parse; ask once for the format if sections are missing.
+    let mut report = None;
+    if outcome.succeeded() {
+        let mut parsed = contract::parse(&outcome.final_text);
+        if !parsed.missing.is_empty() && !plan.cancel.is_cancelled() {
+            let mut messages = outcome.messages.clone();
+            messages.push(Message::user(contract::repair_prompt(&parsed.missing)));
+            let repair_spec = AgentSpec {
+                max_turns: 1,
+                toolbox: Toolbox::empty(&ctx.kind_name),
+                offered_tools: None,
+                ..spec.clone()
+            };
+            let repaired = agent::run(&repair_spec, messages, &hooks, &plan.cancel).await;
+            if repaired.succeeded() && !repaired.final_text.trim().is_empty() {
+                let again = contract::parse(&repaired.final_text);
+                if again.missing.len() < parsed.missing.len() {
+                    parsed = again;
+                    outcome.final_text = repaired.final_text.clone();
+                }
+            }
+            outcome.turns += repaired.turns;
+            outcome.usage.add(&repaired.usage);
+            outcome.messages = repaired.messages;
+        }
+        contract::verify_evidence(&mut parsed, inner.env.workspace.root());
+        report = serde_json::to_value(&parsed).ok();
+    }
+    ctx.progress.pause(true);
+    // Give the slot back before the (durable) terminal write.
+    drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+    let status = match outcome.ending {
+        Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
+        Ending::Cancelled => LiveStatus::Cancelled,
+        Ending::Failed { .. } => LiveStatus::Failed,
+    };
+    let mut result = settle(&sup, &plan, Some(&outcome), status).await;
+    result.report = report;
+    finish(&sup, &ctx, result, plan.background, &plan.parent_inbox, &plan.claim, &plan.result_tx).await;
+}
+
+/// The child's system prompt and first messages; for a fork, also the parent's
+/// tool specs (offered byte-identical; the grant is enforced at execution).
+fn first_context(
+    sup: &Supervisor,
+    plan: &ChildPlan,
+) -> (String, Vec<Message>, Option<Vec<crate::model::ToolSpec>>) {
+    let ctx = &plan.ctx;
+    let instructions = role_instructions(ctx.role, plan.definition.as_ref());
+    match &plan.fork_from {
+        Some(parent) => {
+            let tail = fork::fork_tail(&instructions, &fork::StateSnapshot {
+                parent_run: &plan.parent_id,
+                child_run: &ctx.run_id,
+                role: &ctx.kind_name,
+                depth: ctx.depth,
+                parent_messages: parent.messages.len(),
+                allowed_tools: ctx.permissions.allowed_tools.clone(),
+            }, &plan.prompt);
+            let mut messages = parent.messages.clone();
+            messages.push(Message::user(tail));
+            (parent.system.clone(), messages, Some(parent.tools.clone()))
+        }
+        None => {
+            let _ = sup;
+            (instructions, vec![Message::user(plan.prompt.clone())], None)
+        }
+    }
+}
+
+/// A child's system prompt: its stance (or definition body) and the contract.
+fn role_instructions(role: Role, definition: Option<&AgentDefinition>) -> String {
+    let stance = match definition {
+        Some(d) if !d.prompt.trim().is_empty() => d.prompt.trim().to_string(),
+        _ => role.stance_prompt().to_string(),
+    };
+    format!(
+        "You are a sub-agent of brood, opened by a parent agent for one focused task. \
+Work inside the workspace with the tools you are given; calls outside your grant are refused.\n\n{stance}\n\n{}",
+        contract::instructions()
+    )
+}
+
+/// The run's toolbox: fresh workspace tools, plus delegation tools unless the run
+/// is at the depth limit. `fork` keeps every candidate so specs can match the parent.
+fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>, _fork: bool) -> Toolbox {
+    let mut tools: Vec<Arc<dyn Tool>> = (sup.inner.env.tools)(&ctx.run_id);
+    let can_delegate = sup.inner.env.settings.enabled
+        && ctx.depth < sup.limits().max_depth
+        && ctx.permissions.capabilities.contains(&Capability::Delegate);
+    if can_delegate {
+        tools.extend(delegation_tools(sup, ctx));
+    }
+    Toolbox::new(tools, (*ctx.permissions).clone())
+}
+
+fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> AgentHooks {
+    let recorder = sup.inner.recorder.clone();
+    let ctx2 = ctx.clone();
+    let sink: EventSink = Arc::new(move |event: &AgentEvent| {
+        match event {
+            AgentEvent::ModelRequest { request, .. } => {
+                *ctx2.last_request.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.clone());
+            }
+            AgentEvent::ModelResponse { response, .. } => {
+                if let Some(u) = &response.usage {
+                    ctx2.budgets.add(u);
+                }
+            }
+            AgentEvent::ToolStarted { .. } => ctx2.progress.tool_started(),
+            AgentEvent::ToolFinished { .. } => ctx2.progress.tool_finished(),
+            _ => {}
+        }
+        ctx2.progress.touch();
+        recorder.observe(&ctx2.run_id, event);
+        if let Some(x) = &extra {
+            x(event);
+        }
+    });
+    AgentHooks {
+        events: Some(sink),
+        inbox: Some(ctx.inbox.clone()),
+        guard: Some(Arc::new(GuardRef(ctx.clone()))),
+    }
+}
+
+struct GuardRef(Arc<RunCtx>);
+
+impl Guard for GuardRef {
+    fn before_step(&self, usage: &Usage, turn: u32) -> Result<(), String> {
+        self.0.budgets.before_step(usage, turn)
+    }
+}
+
+/// Build the child's result from its outcome (or its absence when cancelled
+/// before it started).
+async fn settle(
+    sup: &Supervisor,
+    plan: &ChildPlan,
+    outcome: Option<&AgentOutcome>,
+    status: LiveStatus,
+) -> ChildResult {
+    let ctx = &plan.ctx;
+    let cancel_reason = sup.inner.board.cancel_reason(&ctx.run_id);
+    let reason = match outcome.map(|o| &o.ending) {
+        Some(Ending::MaxTurns) => Some(format!("max_turns = {} reached; final report", plan.max_turns)),
+        Some(Ending::Budget { reason }) => Some(format!("{reason}; final report")),
+        Some(Ending::Failed { error }) => Some(error.clone()),
+        Some(Ending::Cancelled) | None => Some(
+            cancel_reason.unwrap_or_else(|| "cancelled (the parent's turn or the session ended)".into()),
+        ),
+        Some(Ending::Completed) => None,
+    };
+    ChildResult {
+        agent_id: ctx.run_id.clone(),
+        name: ctx.name.clone(),
+        role: ctx.kind_name.clone(),
+        status,
+        error: match (&status, &reason) {
+            (LiveStatus::Failed, Some(r)) => Some(r.clone()),
+            _ => None,
+        },
+        reason,
+        final_text: outcome.map(|o| o.final_text.clone()).unwrap_or_default(),
+        report: None,
+        turns: outcome.map(|o| o.turns).unwrap_or(0),
+        tool_calls: outcome.map(|o| o.tool_calls).unwrap_or(0),
+        usage: outcome.map(|o| o.usage).unwrap_or_default(),
+        transcript_handle: plan.transcript_handle.clone(),
+        model: format!("{}/{}", ctx.provider_name, ctx.model_id),
+        warnings: plan.warnings.clone(),
+    }
+}
+
+/// Record the end (durably), then publish it; a background child's result is
+/// pushed into its parent's next step unless someone claimed it first.
+async fn finish(
+    sup: &Supervisor,
+    ctx: &Arc<RunCtx>,
+    result: ChildResult,
+    background: bool,
+    parent_inbox: &Arc<RunInbox>,
+    claim: &Arc<Claim>,
+    result_tx: &watch::Sender<Option<ChildResult>>,
+) {
+    drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+    sup.inner.recorder.finish(&result).await;
+    sup.inner.board.set_status(&ctx.run_id, result.status);
+    if background {
+        let cap = sup.inner.env.settings.context_cap_bytes;
+        let text = format!(
+            "Background sub-agent {} ({}) settled:\n{}",
+            result.name,
+            result.agent_id,
+            super::tools::render_result(&result, cap)
+        );
+        parent_inbox.push_completion(&ctx.run_id, Message::user(text), claim.clone());
+    }
+    let _ = result_tx.send(Some(result));
+}
+
+/// The session's root run: recorded like any other, no slot, full grant.
+pub(crate) async fn run_root(
+    sup: &Supervisor,
+    req: RootRequest,
+    on_start: impl FnOnce(&str),
+) -> Result<(String, AgentOutcome), SpawnError> {
+    let inner = &sup.inner;
+    let env = &inner.env;
+    let id = super::run::new_run_id();
+    let progress = inner.board.new_progress();
+    let permissions = env.root_permissions();
+    let ctx = Arc::new(RunCtx {
+        run_id: id.clone(),
+        root_id: id.clone(),
+        name: req.name.clone(),
+        depth: 0,
+        role: Role::General,
+        kind_name: "parent".into(),
+        tool_names: (env.tools)(&id).iter().map(|t| t.name().to_string()).collect(),
+        permissions: Arc::new(permissions),
+        inbox: RunInbox::new(),
+        progress,
+        budgets: Budgets::root(env.settings.tree_token_budget),
+        provider_name: env.main_provider.clone(),
+        model_id: env.main_model_id.clone(),
+        model: env.main_model.clone(),
+        slot: Mutex::new(None),
+        last_request: Mutex::new(None),
+    });
+    inner
+        .recorder
+        .spawn(super::record::SpawnRecord {
+            id: &id,
+            parent_id: None,
+            root_id: &id,
+            depth: 0,
+            name: &req.name,
+            role: "parent",
+            agent_type: "parent",
+            objective: &req.prompt,
+            model: &ctx.model_id,
+            provider: &ctx.provider_name,
+            workspace: env.workspace.root(),
+            warnings: &[],
+        })
+        .await
+        .map_err(SpawnError::Ledger)?;
+    inner.recorder.status(&id, LiveStatus::Running, None).await;
+    on_start(&id);
+    let toolbox = build_toolbox(sup, &ctx, false);
+    let spec = AgentSpec {
+        run_id: id.clone(),
+        system: req.system.unwrap_or_else(|| root_system_prompt(sup)),
+        model: ctx.model.clone(),
+        model_id: ctx.model_id.clone(),
+        sampling: env.sampling.clone(),
+        tool_choice: env.tool_choice.clone(),
+        toolbox,
+        workspace: env.workspace.clone(),
+        max_turns: req.max_turns,
+        offered_tools: None,
+    };
+    let hooks = hooks_for(sup, &ctx, req.events);
+    let outcome = agent::run(&spec, vec![Message::user(req.prompt)], &hooks, &req.cancel).await;
+    let status = match outcome.ending {
+        Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
+        Ending::Cancelled => LiveStatus::Cancelled,
+        Ending::Failed { .. } => LiveStatus::Failed,
+    };
+    let result = ChildResult {
+        agent_id: id.clone(),
+        name: req.name,
+        role: "parent".into(),
+        status,
+        reason: match &outcome.ending {
+            Ending::Completed => None,
+            Ending::MaxTurns => Some(format!("max_turns = {} reached; final report", req.max_turns)),
+            Ending::Budget { reason } => Some(reason.clone()),
+            Ending::Cancelled => Some("cancelled".into()),
+            Ending::Failed { error } => Some(error.clone()),
+        },
+        final_text: outcome.final_text.clone(),
+        report: None,
+        turns: outcome.turns,
+        tool_calls: outcome.tool_calls,
+        usage: outcome.usage,
+        error: match &outcome.ending {
+            Ending::Failed { error } => Some(error.clone()),
+            _ => None,
+        },
+        transcript_handle: format!("transcript:{id}"),
+        model: format!("{}/{}", ctx.provider_name, ctx.model_id),
+        warnings: Vec::new(),
+    };
+    inner.recorder.finish(&result).await;
+    Ok((id, outcome))
+}
+
+fn root_system_prompt(sup: &Supervisor) -> String {
+    let mut s = String::from(
+        "You are a coding agent working in a software workspace through tools. Read before \
+you change things, keep changes minimal, and verify them. When you are done, answer with a \
+short account of what you did and found.",
+    );
+    if sup.inner.env.settings.enabled {
+        s.push_str(
+            "\n\nYou can delegate to sub-agents. Use `task` to run focused children in \
+parallel and wait for their structured results (one prompt per independent question), or \
+`agent_open` for background work whose result arrives in a later turn by itself (no polling \
+needed). Roles: explore (read-only search with path:line evidence), plan, review, \
+implementer, verifier, general. Children report SUMMARY, CHANGES, EVIDENCE, RISKS, BLOCKERS; \
+treat their results as a working set to check, not as ground truth.",
+        );
+    }
+    s
+}

@@ -1,0 +1,523 @@
+//! The [`Supervisor`]'s public face: opening children (and the session's root
+//! run), waiting for them, cancelling them. The per-run driver lives in
+//! `drive.rs`; the registry and slots in `supervisor.rs`.
+
+use super::config::SubagentSettings;
+use super::definition::AgentCatalog;
+use super::drive::{self, Budgets, ChildPlan, RunCtx};
+use super::inbox::{Claim, RunInbox};
+use super::record::Recorder;
+use super::result::ChildResult;
+use super::role::Role;
+use super::supervisor::{Board, Entry, Limits, LiveStatus, RunSnapshot};
+use super::{grant, routing, SpawnError};
+use crate::agent::{AgentOutcome, EventSink, ToolChoicePolicy};
+use crate::ledger::Ledger;
+use crate::model::{Model, ModelError, ModelRequest, Sampling};
+use crate::tool::{Permissions, Tool, Workspace};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Builds a fresh set of workspace tools for one run (todo lists are per run).
+pub type ToolFactory = Arc<dyn Fn(&str) -> Vec<Arc<dyn Tool>> + Send + Sync>;
+
+/// Builds a provider for `(provider, model)` routes other than the main one.
+pub type RouteBuilder =
+    Arc<dyn Fn(&str, &str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
+
+/// What the supervisor needs from the session.
+#[derive(Clone)]
+pub struct SupervisorEnv {
+    pub workspace: Arc<Workspace>,
+    pub ledger: Ledger,
+    pub catalog: Arc<AgentCatalog>,
+    pub settings: SubagentSettings,
+    /// Quick models (`[models.<alias>]`) for routing.
+    pub quick_models: super::config::QuickModels,
+    /// The session's main provider name, model id and model.
+    pub main_provider: String,
+    pub main_model_id: String,
+    pub main_model: Arc<dyn Model>,
+    pub routes: RouteBuilder,
+    pub tools: ToolFactory,
+    /// Whether read-only shells can be sandboxed here (landlock).
+    pub read_only_shell: bool,
+    pub sampling: Sampling,
+    /// Tool-choice policy for every run (parents and children).
+    pub tool_choice: ToolChoicePolicy,
+    /// The session's token: cancelling it stops every run.
+    pub session_cancel: CancellationToken,
+    /// Session identity for the ledger.
+    pub session_id: String,
+}
+
+/// How a child belongs to its parent.
+#[derive(Clone)]
+pub enum SpawnMode {
+    /// `task`: belongs to the parent's turn; cancelling the turn cancels it.
+    Task { turn_cancel: CancellationToken },
+    /// `agent_open`: belongs to the session; its completion is pushed to the parent.
+    Background,
+}
+
+/// One child to open.
+#[derive(Clone)]
+pub struct SpawnRequest {
+    pub prompt: String,
+    pub agent_type: Option<String>,
+    pub name: Option<String>,
+    pub model: Option<String>,
+    /// When set, the child continues from this parent request (`fork_context`).
+    pub fork_from: Option<Arc<ModelRequest>>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub mode: SpawnMode,
+}
+
+/// The session's top-level run (`brood run`).
+pub struct RootRequest {
+    pub prompt: String,
+    pub system: Option<String>,
+    pub max_turns: u32,
+    /// Extra observer (the CLI's live output).
+    pub events: Option<EventSink>,
+    /// The turn's token.
+    pub cancel: CancellationToken,
+    pub name: String,
+}
+
+/// What `agent_open` returns at once.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Opened {
+    pub agent_id: String,
+    pub name: String,
+    pub status: LiveStatus,
+    pub transcript_handle: String,
+    pub role: String,
+    pub model: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+pub(crate) struct Inner {
+    pub env: SupervisorEnv,
+    pub board: Board,
+    pub recorder: Recorder,
+    /// Models each provider accepts, once asked (`None`: it does not say).
+    known_models: Mutex<HashMap<String, Option<Vec<String>>>>,
+}
+
+/// One per session: admits, runs, bounds and records every run.
+#[derive(Clone)]
+pub struct Supervisor {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Supervisor {
+    /// Build the supervisor and start its heartbeat.
+    pub fn new(env: SupervisorEnv) -> Supervisor {
+        Self::with_limits(env.settings_limits(), env)
+    }
+
+    /// As [`Supervisor::new`] with explicit limits (tests use short heartbeats).
+    pub fn with_limits(limits: Limits, env: SupervisorEnv) -> Supervisor {
+        let board = Board::new(limits);
+        let recorder = Recorder::new(env.ledger.clone(), env.session_id.clone());
+        let sup = Supervisor {
+            inner: Arc::new(Inner {
+                env,
+                board,
+                recorder,
+                known_models: Mutex::new(HashMap::new()),
+            }),
+        };
+        sup.start_heartbeat();
+        sup
+    }
+
+    fn start_heartbeat(&self) {
+        let board = self.inner.board.clone();
+        let cancel = self.inner.env.session_cancel.clone();
+        let period = (board.limits().heartbeat / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => { board.sweep(); }
+                    _ = cancel.cancelled() => break,
+                }
+            }
+        });
+    }
+
+    pub fn limits(&self) -> &Limits {
+        self.inner.board.limits()
+    }
+
+    pub fn env(&self) -> &SupervisorEnv {
+        &self.inner.env
+    }
+
+    /// A copy of every run this session knows (never waits for runs).
+    pub fn snapshot(&self) -> Vec<RunSnapshot> {
+        self.inner.board.snapshot()
+    }
+
+    /// Runs currently in `Running`.
+    pub fn running(&self) -> usize {
+        self.inner.board.running()
+    }
+
+    /// Run the session's top-level agent to its end. Its children, grandchildren
+    /// and their records hang off it.
+    pub async fn run_root(&self, req: RootRequest) -> Result<(String, AgentOutcome), SpawnError> {
+        drive::run_root(self, req, |_| {}).await
+    }
+
+    /// As [`Supervisor::run_root`], telling `on_start` the run id once it is recorded
+    /// (so the caller can route cancel requests to it).
+    pub async fn run_root_with(
+        &self,
+        req: RootRequest,
+        on_start: impl FnOnce(&str),
+    ) -> Result<(String, AgentOutcome), SpawnError> {
+        drive::run_root(self, req, on_start).await
+    }
+
+    /// Open a child of `parent`. Returns at once; the child runs in the background
+    /// (for `task` the caller then waits with [`Supervisor::wait`]).
+    pub async fn open(&self, parent: &Arc<RunCtx>, req: SpawnRequest) -> Result<Opened, SpawnError> {
+        let inner = &self.inner;
+        if inner.env.session_cancel.is_cancelled() {
+            return Err(SpawnError::Closed);
+        }
+        let depth = parent.depth + 1;
+        if depth > inner.board.limits().max_depth {
+            return Err(SpawnError::DepthLimit {
+                max_depth: inner.board.limits().max_depth,
+            });
+        }
+        parent.budgets.check_tree()?;
+        // What kind of agent: a definition, else a role or alias.
+        let kind = inner
+            .env
+            .catalog
+            .resolve(req.agent_type.as_deref().unwrap_or("general"))
+            .map_err(|e| SpawnError::UnknownType(e.to_string()))?;
+        let role: Role = kind.role();
+        let definition = kind.definition().cloned();
+        // The grant: parent ∩ role posture ∩ definition list (∩ custom allowlist).
+        let permissions = grant::child_permissions(
+            &parent.permissions,
+            role,
+            definition.as_ref().and_then(|d| d.tools.as_deref()),
+            req.allowed_tools.as_deref(),
+            &parent.tool_names,
+            inner.env.read_only_shell,
+        )
+        .map_err(|e| SpawnError::Grant(e.to_string()))?;
+        // The model route.
+        let mut warnings = Vec::new();
+        let (provider_name, model_id, model) =
+            self.route_for(parent, &kind, &req, &mut warnings).await?;
+        let max_turns = definition
+            .as_ref()
+            .and_then(|d| d.max_turns)
+            .or(inner.env.settings.max_turns)
+            .unwrap_or_else(|| role.default_max_turns());
+        let fork_from = match (&req.fork_from, definition.as_ref().and_then(|d| d.fork_context)) {
+            (Some(f), _) => Some(f.clone()),
+            (None, Some(true)) => parent.last_request(),
+            _ => None,
+        };
+        let kind_name = kind.name().to_string();
+        let name = req.name.clone().unwrap_or_else(|| kind_name.clone());
+        let id = new_run_id();
+        let cancel = match &req.mode {
+            SpawnMode::Task { turn_cancel } => turn_cancel.child_token(),
+            SpawnMode::Background => inner.env.session_cancel.child_token(),
+        };
+        let background = matches!(req.mode, SpawnMode::Background);
+        let (result_tx, result_rx) = watch::channel(None);
+        let inbox = RunInbox::new();
+        let claim = Arc::new(Claim::default());
+        let progress = inner.board.new_progress();
+        let transcript_handle = format!("transcript:{id}");
+        let (id, name) = inner.board.admit(
+            Entry {
+                id: id.clone(),
+                name,
+                parent_id: Some(parent.run_id.clone()),
+                depth,
+                role: role.as_str().to_string(),
+                background,
+                status: LiveStatus::Pending,
+                cancel: cancel.clone(),
+                cancel_reason: None,
+                progress: progress.clone(),
+                inbox: inbox.clone(),
+                claim: claim.clone(),
+                result: result_rx,
+                transcript_handle: transcript_handle.clone(),
+            },
+            background,
+        )?;
+        let ctx = Arc::new(RunCtx {
+            run_id: id.clone(),
+            root_id: parent.root_id.clone(),
+            name: name.clone(),
+            depth,
+            role,
+            kind_name: kind_name.clone(),
+            permissions: Arc::new(permissions),
+            tool_names: Vec::new(),
+            inbox,
+            progress,
+            budgets: Budgets::child(
+                &parent.budgets,
+                inner.env.settings.token_budget,
+                inner.env.settings.wall_time,
+            ),
+            provider_name: provider_name.clone(),
+            model_id: model_id.clone(),
+            model,
+            slot: Mutex::new(None),
+            last_request: Mutex::new(None),
+        });
+        let plan = ChildPlan {
+            ctx: ctx.clone(),
+            parent_id: parent.run_id.clone(),
+            parent_inbox: parent.inbox.clone(),
+            prompt: req.prompt,
+            definition,
+            fork_from,
+            max_turns,
+            background,
+            cancel,
+            result_tx,
+            claim,
+            transcript_handle: transcript_handle.clone(),
+            warnings: warnings.clone(),
+        };
+        // The spawn is on disk before the child starts (and before we report it).
+        if let Err(e) = drive::record_spawn(self, &plan).await {
+            inner.board.set_status(&id, LiveStatus::Failed);
+            return Err(e);
+        }
+        if background {
+            parent.inbox.expect_child(&id);
+        }
+        drive::start_child(self.clone(), plan);
+        Ok(Opened {
+            agent_id: id,
+            name,
+            status: LiveStatus::Pending,
+            transcript_handle,
+            role: kind_name,
+            model: format!("{provider_name}/{model_id}"),
+            warnings,
+        })
+    }
+
+    async fn route_for(
+        &self,
+        parent: &RunCtx,
+        kind: &super::definition::AgentKind,
+        req: &SpawnRequest,
+        warnings: &mut Vec<String>,
+    ) -> Result<(String, String, Arc<dyn Model>), SpawnError> {
+        let env = &self.inner.env;
+        // A forked child keeps the parent's route (so prefix caches can hit)
+        // unless the call names a model.
+        if req.fork_from.is_some() && req.model.is_none() {
+            return Ok((
+                parent.provider_name.clone(),
+                parent.model_id.clone(),
+                parent.model.clone(),
+            ));
+        }
+        let route = routing::resolve_route(
+            &env.settings.models,
+            &env.quick_models,
+            kind,
+            req.model.as_deref(),
+            (&env.main_provider, &env.main_model_id),
+        );
+        if route.provider.eq_ignore_ascii_case(&env.main_provider) && route.model == env.main_model_id {
+            return Ok((route.provider, route.model, env.main_model.clone()));
+        }
+        let model = if route.provider.eq_ignore_ascii_case(&env.main_provider) {
+            Ok(env.main_model.clone())
+        } else {
+            (env.routes)(&route.provider, &route.model)
+        };
+        let model = match model {
+            Ok(m) => m,
+            Err(e) => {
+                warnings.push(format!(
+                    "provider '{}' could not be built ({e}); the child runs on the main provider {}/{}",
+                    route.provider, env.main_provider, env.main_model_id
+                ));
+                return Ok((
+                    env.main_provider.clone(),
+                    env.main_model_id.clone(),
+                    env.main_model.clone(),
+                ));
+            }
+        };
+        self.check_model_known(&route.provider, &route.model, model.as_ref())
+            .await?;
+        Ok((route.provider, route.model, model))
+    }
+
+    /// Where the provider lists its models, an unknown id fails the spawn.
+    async fn check_model_known(
+        &self,
+        provider: &str,
+        model_id: &str,
+        model: &dyn Model,
+    ) -> Result<(), SpawnError> {
+        let cached = self
+            .inner
+            .known_models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(provider)
+            .cloned();
+        let known = match cached {
+            Some(k) => k,
+            None => {
+                // A provider that cannot list its models is the authority itself.
+                let k = model.list_models().await.unwrap_or(None);
+                self.inner
+                    .known_models
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(provider.to_string(), k.clone());
+                k
+            }
+        };
+        match known {
+            Some(list) if !list.is_empty() && !list.iter().any(|m| m == model_id) => {
+                Err(SpawnError::Model(format!(
+                    "unknown model '{model_id}' for provider {provider}; it accepts: {}",
+                    list.join(", ")
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait until `id` settles, `timeout` passes, or `cancel` fires.
+    pub async fn wait(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Option<ChildResult> {
+        let mut rx = self.inner.board.handles(id)?.result;
+        let settled = async {
+            loop {
+                if let Some(r) = rx.borrow_and_update().clone() {
+                    return Some(r);
+                }
+                if rx.changed().await.is_err() {
+                    return rx.borrow().clone();
+                }
+            }
+        };
+        tokio::select! {
+            r = settled => r,
+            _ = cancel.cancelled() => None,
+            _ = sleep_or_forever(timeout) => None,
+        }
+    }
+
+    /// Claim delivery of a settled child's result (so it is not pushed again).
+    pub fn claim(&self, id: &str) -> bool {
+        match self.inner.board.handles(id) {
+            Some(h) => {
+                let first = h.claim.take();
+                if let Some(parent) = h.parent_id.as_deref().and_then(|p| self.inner.board.handles(p)) {
+                    parent.inbox.child_delivered(id);
+                }
+                first
+            }
+            None => false,
+        }
+    }
+
+    /// Cancel a run (and everything below its turn). `false` if it already ended.
+    pub fn cancel(&self, id: &str, reason: &str) -> bool {
+        self.inner.board.cancel(id, reason)
+    }
+
+    /// Deliver a message to a running child at its next step.
+    pub fn message(&self, id: &str, text: &str) -> bool {
+        match self.inner.board.handles(id) {
+            Some(h) if !h.status.is_terminal() => {
+                h.inbox
+                    .push_note(crate::model::Message::user(format!("Message from your parent agent:\n{text}")));
+                self.inner.recorder.message_queued(id, text);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Find a run by id, unique id prefix, or name.
+    pub fn lookup(&self, key: &str) -> Option<String> {
+        self.inner.board.lookup(key)
+    }
+
+    /// Cancel every run of the session and wait until their records are final.
+    pub async fn shutdown(&self) {
+        self.inner.env.session_cancel.cancel();
+        for run in self.snapshot() {
+            if !run.status.is_terminal() {
+                let _ = self
+                    .wait(&run.agent_id, Some(Duration::from_secs(10)), &CancellationToken::new())
+                    .await;
+            }
+        }
+        self.inner.recorder.flush().await;
+    }
+}
+
+impl SupervisorEnv {
+    fn settings_limits(&self) -> Limits {
+        let s = &self.settings;
+        Limits {
+            max_concurrent: s.max_concurrent,
+            launch_concurrency: s.launch_concurrency,
+            max_depth: s.max_depth,
+            max_total: s.max_total as usize,
+            heartbeat: s.heartbeat_timeout,
+        }
+    }
+
+    /// Permissions of a session's root run: everything, less delegation when
+    /// sub-agents are disabled.
+    pub fn root_permissions(&self) -> Permissions {
+        let mut p = Permissions::full("parent");
+        if !self.settings.enabled {
+            p.capabilities.remove(&crate::tool::Capability::Delegate);
+        }
+        p
+    }
+}
+
+async fn sleep_or_forever(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Run ids sort by creation time (UUIDv7).
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}

@@ -1,0 +1,383 @@
+//! The supervisor: one per session. It admits runs (depth, total, cap), hands out
+//! running slots (children beyond `launch_concurrency` wait in `queued`), tracks
+//! progress for the heartbeat, and keeps the registry of live and settled runs.
+//!
+//! The registry is behind a `std::sync::Mutex` that is only ever held for a few
+//! field updates — never across an `.await` or I/O. Listings copy a snapshot.
+//! Progress is an atomic per run, so stream deltas never take the lock.
+
+use super::inbox::{Claim, RunInbox};
+use super::result::ChildResult;
+use super::SpawnError;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Limits the supervisor enforces (resolved from `[subagents]`).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_concurrent: usize,
+    pub launch_concurrency: usize,
+    pub max_depth: u32,
+    pub max_total: usize,
+    pub heartbeat: Duration,
+}
+
+/// A run's live status as the supervisor sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveStatus {
+    Pending,
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl LiveStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            LiveStatus::Completed
+                | LiveStatus::Failed
+                | LiveStatus::Cancelled
+                | LiveStatus::Interrupted
+        )
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LiveStatus::Pending => "pending",
+            LiveStatus::Queued => "queued",
+            LiveStatus::Running => "running",
+            LiveStatus::Completed => "completed",
+            LiveStatus::Failed => "failed",
+            LiveStatus::Cancelled => "cancelled",
+            LiveStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Shared, lock-free progress clock of one run.
+#[derive(Debug)]
+pub struct Progress {
+    epoch: Instant,
+    last_ms: AtomicU64,
+    /// While set (waiting on its own children, or queued), the heartbeat skips it.
+    paused: AtomicBool,
+    /// Tool calls executing now. Tools bound themselves (shell timeouts, waits on
+    /// children), so a long `cargo test` is not mistaken for a stall.
+    tools_in_flight: AtomicU32,
+}
+
+impl Progress {
+    fn new(epoch: Instant) -> Self {
+        Progress {
+            epoch,
+            last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64),
+            paused: AtomicBool::new(true),
+            tools_in_flight: AtomicU32::new(0),
+        }
+    }
+    /// Something happened: a stream delta, a tool event.
+    pub fn touch(&self) {
+        self.last_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+    /// Stop (true) or resume (false) the heartbeat clock; resuming restarts it.
+    pub fn pause(&self, paused: bool) {
+        if !paused {
+            self.touch();
+        }
+        self.paused.store(paused, Ordering::Relaxed);
+    }
+    pub fn tool_started(&self) {
+        self.tools_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn tool_finished(&self) {
+        let _ = self
+            .tools_in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.touch();
+    }
+    fn idle_for(&self) -> Option<Duration> {
+        if self.paused.load(Ordering::Relaxed) || self.tools_in_flight.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let now = self.epoch.elapsed().as_millis() as u64;
+        Some(Duration::from_millis(
+            now.saturating_sub(self.last_ms.load(Ordering::Relaxed)),
+        ))
+    }
+}
+
+/// Everything the supervisor keeps about one run.
+pub(crate) struct Entry {
+    pub id: String,
+    pub name: String,
+    pub parent_id: Option<String>,
+    pub depth: u32,
+    pub role: String,
+    pub background: bool,
+    pub status: LiveStatus,
+    pub cancel: CancellationToken,
+    pub cancel_reason: Option<String>,
+    pub progress: Arc<Progress>,
+    pub inbox: Arc<RunInbox>,
+    pub claim: Arc<Claim>,
+    pub result: watch::Receiver<Option<ChildResult>>,
+    pub transcript_handle: String,
+}
+
+/// A copy of one entry, for listings (never blocks the runs).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunSnapshot {
+    pub agent_id: String,
+    pub name: String,
+    pub parent_id: Option<String>,
+    pub depth: u32,
+    pub role: String,
+    pub background: bool,
+    pub status: LiveStatus,
+    pub transcript_handle: String,
+}
+
+#[derive(Default)]
+struct Registry {
+    runs: HashMap<String, Entry>,
+    /// Live runs admitted against `max_concurrent` (pending, queued or running).
+    admitted: usize,
+    total_spawned: usize,
+}
+
+/// The registry and the slots. Cheap to clone.
+#[derive(Clone)]
+pub struct Board {
+    limits: Arc<Limits>,
+    registry: Arc<Mutex<Registry>>,
+    slots: Arc<Semaphore>,
+    epoch: Instant,
+}
+
+impl Board {
+    pub fn new(limits: Limits) -> Self {
+        let slots = Arc::new(Semaphore::new(
+            limits.launch_concurrency.min(limits.max_concurrent).max(1),
+        ));
+        Board {
+            limits: Arc::new(limits),
+            registry: Arc::new(Mutex::new(Registry::default())),
+            slots,
+            epoch: Instant::now(),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn new_progress(&self) -> Arc<Progress> {
+        Arc::new(Progress::new(self.epoch))
+    }
+
+    /// Admit a new run: checks depth, the session total and (for background
+    /// children) the cap. Task children are admitted beyond the cap and queue.
+    pub(crate) fn admit(
+        &self,
+        mut entry: Entry,
+        enforce_cap: bool,
+    ) -> Result<(String, String), SpawnError> {
+        let mut reg = self.lock();
+        if entry.depth > self.limits.max_depth {
+            return Err(SpawnError::DepthLimit {
+                max_depth: self.limits.max_depth,
+            });
+        }
+        if reg.total_spawned >= self.limits.max_total {
+            return Err(SpawnError::TotalLimit {
+                max_total: self.limits.max_total,
+            });
+        }
+        if enforce_cap && reg.admitted >= self.limits.max_concurrent {
+            return Err(SpawnError::CapReached {
+                max_concurrent: self.limits.max_concurrent,
+            });
+        }
+        // Names are unique among live runs only: suffix a taken name.
+        let base = entry.name.clone();
+        let mut n = 1;
+        while reg
+            .runs
+            .values()
+            .any(|r| !r.status.is_terminal() && r.name == entry.name)
+        {
+            n += 1;
+            entry.name = format!("{base}-{n}");
+        }
+        reg.admitted += 1;
+        reg.total_spawned += 1;
+        let out = (entry.id.clone(), entry.name.clone());
+        reg.runs.insert(entry.id.clone(), entry);
+        Ok(out)
+    }
+
+    /// Wait for a running slot. Returns `None` if cancelled first.
+    pub async fn acquire_slot(&self, cancel: &CancellationToken) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            p = self.slots.clone().acquire_owned() => p.ok(),
+            _ = cancel.cancelled() => None,
+        }
+    }
+
+    /// Whether a slot is free right now (the run will not be queued).
+    pub fn try_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    pub fn set_status(&self, id: &str, status: LiveStatus) {
+        let mut reg = self.lock();
+        let mut release = false;
+        if let Some(e) = reg.runs.get_mut(id) {
+            if !e.status.is_terminal() {
+                release = status.is_terminal();
+                e.status = status;
+            }
+        }
+        if release {
+            reg.admitted = reg.admitted.saturating_sub(1);
+        }
+    }
+
+    /// Cancel a run, remembering why (the first reason wins).
+    pub fn cancel(&self, id: &str, reason: &str) -> bool {
+        let token = {
+            let mut reg = self.lock();
+            let Some(e) = reg.runs.get_mut(id) else {
+                return false;
+            };
+            if e.status.is_terminal() {
+                return false;
+            }
+            if e.cancel_reason.is_none() {
+                e.cancel_reason = Some(reason.to_string());
+            }
+            e.cancel.clone()
+        };
+        token.cancel();
+        true
+    }
+
+    pub fn cancel_reason(&self, id: &str) -> Option<String> {
+        self.lock().runs.get(id).and_then(|e| e.cancel_reason.clone())
+    }
+
+    /// Fields a caller needs to wait on or talk to a run.
+    pub(crate) fn handles(&self, id: &str) -> Option<RunHandles> {
+        self.lock().runs.get(id).map(|e| RunHandles {
+            id: e.id.clone(),
+            name: e.name.clone(),
+            parent_id: e.parent_id.clone(),
+            status: e.status,
+            inbox: e.inbox.clone(),
+            claim: e.claim.clone(),
+            result: e.result.clone(),
+            transcript_handle: e.transcript_handle.clone(),
+        })
+    }
+
+    /// Find a run by id, unique id prefix, or live name.
+    pub fn lookup(&self, key: &str) -> Option<String> {
+        let reg = self.lock();
+        if reg.runs.contains_key(key) {
+            return Some(key.to_string());
+        }
+        let by_name: Vec<&Entry> = reg.runs.values().filter(|e| e.name == key).collect();
+        if let Some(e) = by_name
+            .iter()
+            .find(|e| !e.status.is_terminal())
+            .or(by_name.first())
+        {
+            return Some(e.id.clone());
+        }
+        let by_prefix: Vec<&String> = reg.runs.keys().filter(|k| k.starts_with(key)).collect();
+        (by_prefix.len() == 1).then(|| by_prefix[0].clone())
+    }
+
+    pub fn snapshot(&self) -> Vec<RunSnapshot> {
+        let reg = self.lock();
+        let mut v: Vec<RunSnapshot> = reg
+            .runs
+            .values()
+            .map(|e| RunSnapshot {
+                agent_id: e.id.clone(),
+                name: e.name.clone(),
+                parent_id: e.parent_id.clone(),
+                depth: e.depth,
+                role: e.role.clone(),
+                background: e.background,
+                status: e.status,
+                transcript_handle: e.transcript_handle.clone(),
+            })
+            .collect();
+        v.sort_by(|a, b| a.agent_id.cmp(&b.agent_id));
+        v
+    }
+
+    /// Number of runs in `Running` (for tests and the cap).
+    pub fn running(&self) -> usize {
+        self.lock()
+            .runs
+            .values()
+            .filter(|e| e.status == LiveStatus::Running)
+            .count()
+    }
+
+    /// One heartbeat pass: cancel every running run idle longer than the window.
+    pub fn sweep(&self) -> Vec<String> {
+        let window = self.limits.heartbeat;
+        let stale: Vec<(String, CancellationToken)> = {
+            let mut reg = self.lock();
+            let mut out = Vec::new();
+            for e in reg.runs.values_mut() {
+                if e.status != LiveStatus::Running {
+                    continue;
+                }
+                if let Some(idle) = e.progress.idle_for() {
+                    if idle > window && e.cancel_reason.is_none() {
+                        e.cancel_reason = Some(format!(
+                            "heartbeat: no progress for {} s (heartbeat_timeout_secs)",
+                            window.as_secs()
+                        ));
+                        out.push((e.id.clone(), e.cancel.clone()));
+                    }
+                }
+            }
+            out
+        };
+        for (_, t) in &stale {
+            t.cancel();
+        }
+        stale.into_iter().map(|(id, _)| id).collect()
+    }
+}
+
+/// Handles of one run, copied out of the registry.
+#[derive(Clone)]
+pub(crate) struct RunHandles {
+    pub id: String,
+    pub name: String,
+    pub parent_id: Option<String>,
+    pub status: LiveStatus,
+    pub inbox: Arc<RunInbox>,
+    pub claim: Arc<Claim>,
+    pub result: watch::Receiver<Option<ChildResult>>,
+    pub transcript_handle: String,
+}

@@ -1,0 +1,516 @@
+//! The model-facing delegation tools of one run: `task`, `agent_open`,
+//! `agent_eval`, `agent_close`, `agent_list`, `handle_read`. Their schemas are
+//! derived from the argument structs; their descriptions are written for a model.
+//!
+//! While a run waits on its children (`task`, `agent_eval`, `agent_close`) it gives
+//! its running slot back, so a parent blocked on children never starves them.
+
+use super::drive::RunCtx;
+use super::result::ChildResult;
+use super::run::{SpawnMode, SpawnRequest, Supervisor};
+use super::supervisor::LiveStatus;
+use crate::tool::{parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The delegation tools bound to the run `ctx`.
+pub fn delegation_tools(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Vec<Arc<dyn Tool>> {
+    let b = || Bound {
+        sup: sup.clone(),
+        ctx: ctx.clone(),
+    };
+    vec![
+        Arc::new(TaskTool(b())),
+        Arc::new(OpenTool(b())),
+        Arc::new(EvalTool(b())),
+        Arc::new(CloseTool(b())),
+        Arc::new(ListTool(b())),
+        Arc::new(ReadTool(b())),
+    ]
+}
+
+#[derive(Clone)]
+struct Bound {
+    sup: Supervisor,
+    ctx: Arc<RunCtx>,
+}
+
+impl Bound {
+    /// Run `fut` with this run's slot given back; take a slot again afterwards.
+    async fn yielding<F: Future>(&self, fut: F) -> F::Output {
+        let had = self
+            .ctx
+            .slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some();
+        let out = fut.await;
+        if had {
+            let cancel = self.sup.env().session_cancel.clone();
+            if let Some(p) = self.sup.inner.board.acquire_slot(&cancel).await {
+                *self.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+            }
+        }
+        out
+    }
+
+    fn cap(&self) -> usize {
+        self.sup.env().settings.context_cap_bytes
+    }
+}
+
+/// A child's result as it goes back into a parent's context: capped, with the
+/// transcript handle for the rest.
+pub fn render_result(r: &ChildResult, cap: usize) -> String {
+    let mut head = format!("status: {}", r.status.as_str());
+    if let Some(reason) = &r.reason {
+        head.push_str(&format!(" ({reason})"));
+    }
+    let body = match &r.report {
+        Some(report) => super::contract::render_value_for_parent(report, &r.final_text),
+        None => r.final_text.clone(),
+    };
+    let text = format!("{head}\n{body}");
+    super::contract::cap_text(&text, cap, &r.transcript_handle)
+}
+
+fn child_json(index: Option<usize>, r: &ChildResult, cap: usize) -> serde_json::Value {
+    let mut v = json!({
+        "agent_id": r.agent_id,
+        "name": r.name,
+        "role": r.role,
+        "status": r.status,
+        "result": render_result(r, cap),
+        "transcript_handle": r.transcript_handle,
+    });
+    if let Some(i) = index {
+        v["index"] = json!(i);
+    }
+    v
+}
+
+fn to_text(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+// ---------------------------------------------------------------- task
+
+/// Arguments of `task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct TaskArgs {
+    /// One independent, self-contained task per entry; each gets its own sub-agent,
+    /// all run in parallel, results come back in this order. Use this OR `description`.
+    prompts: Option<Vec<String>>,
+    /// A single detailed task for one sub-agent. Use this OR `prompts`.
+    description: Option<String>,
+    /// Role or defined agent: general (default), explore, plan, review, implementer,
+    /// verifier, or a defined agent name.
+    #[serde(alias = "type")]
+    agent_type: Option<String>,
+    /// true: the children continue from your current conversation instead of
+    /// starting fresh (use when the task depends on what you already know).
+    fork_context: Option<bool>,
+}
+
+struct TaskTool(Bound);
+
+#[async_trait]
+impl Tool for TaskTool {
+    fn name(&self) -> &str {
+        "task"
+    }
+    fn description(&self) -> &str {
+        "Delegate work to sub-agents and wait for them. Give `prompts` (one focused, \
+self-contained task each; they run in parallel) or one `description`. Each child reports \
+SUMMARY, CHANGES, EVIDENCE, RISKS, BLOCKERS; results come back in prompt order, and one \
+child's failure does not affect the others. Prefer precise questions over broad ones."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<TaskArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: TaskArgs = parse_args("task", args)?;
+        let prompts = match (a.prompts, a.description) {
+            (Some(p), None) if !p.is_empty() => p,
+            (None, Some(d)) if !d.trim().is_empty() => vec![d],
+            _ => {
+                return Err(ToolError::InvalidArguments {
+                    tool: "task".into(),
+                    detail: "give exactly one of `prompts` (a non-empty list) and `description`".into(),
+                })
+            }
+        };
+        let b = &self.0;
+        let fork_from = if a.fork_context.unwrap_or(false) {
+            b.ctx.last_request()
+        } else {
+            None
+        };
+        let mut opened = Vec::new();
+        for prompt in &prompts {
+            let req = SpawnRequest {
+                prompt: prompt.clone(),
+                agent_type: a.agent_type.clone(),
+                name: None,
+                model: None,
+                fork_from: fork_from.clone(),
+                allowed_tools: None,
+                mode: SpawnMode::Task {
+                    turn_cancel: ctx.cancel.clone(),
+                },
+            };
+            opened.push(b.sup.open(&b.ctx, req).await);
+        }
+        let sup = b.sup.clone();
+        let cancel = ctx.cancel.clone();
+        let waits = opened.iter().map(|o| {
+            let sup = sup.clone();
+            let cancel = cancel.clone();
+            async move {
+                match o {
+                    Ok(op) => Ok(sup.wait(&op.agent_id, None, &cancel).await),
+                    Err(e) => Err(e.clone()),
+                }
+            }
+        });
+        let settled = b.yielding(futures::future::join_all(waits)).await;
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let results: Vec<serde_json::Value> = settled
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| match r {
+                Ok(Some(res)) => child_json(Some(i), &res, b.cap()),
+                Ok(None) => json!({"index": i, "status": "cancelled"}),
+                Err(e) => json!({"index": i, "status": "failed", "error": e.to_string()}),
+            })
+            .collect();
+        Ok(to_text(&json!({ "results": results })))
+    }
+}
+
+// ---------------------------------------------------------------- agent_open
+
+/// Arguments of `agent_open`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct OpenArgs {
+    /// The task, self-contained: the child sees only this (unless fork_context).
+    prompt: String,
+    /// Role or defined agent (general, explore, plan, review, implementer, verifier,
+    /// custom, or a defined agent name).
+    #[serde(alias = "type")]
+    agent_type: Option<String>,
+    /// A short name for the child (unique among live children).
+    name: Option<String>,
+    /// Model id for this child (overrides routing).
+    model: Option<String>,
+    /// true: continue from your current conversation instead of starting fresh.
+    fork_context: Option<bool>,
+    /// For agent_type custom: exactly the tools the child may use (you must have them).
+    allowed_tools: Option<Vec<String>>,
+}
+
+struct OpenTool(Bound);
+
+#[async_trait]
+impl Tool for OpenTool {
+    fn name(&self) -> &str {
+        "agent_open"
+    }
+    fn description(&self) -> &str {
+        "Start a sub-agent in the background and return at once with its agent_id and \
+transcript handle. Keep working; when it finishes, its result is put into your conversation \
+automatically (no polling). Use agent_eval to wait for it or message it, agent_close to cancel."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<OpenArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: OpenArgs = parse_args("agent_open", args)?;
+        let b = &self.0;
+        let req = SpawnRequest {
+            prompt: a.prompt,
+            agent_type: a.agent_type,
+            name: a.name,
+            model: a.model,
+            fork_from: if a.fork_context.unwrap_or(false) {
+                b.ctx.last_request()
+            } else {
+                None
+            },
+            allowed_tools: a.allowed_tools,
+            mode: SpawnMode::Background,
+        };
+        let opened = b
+            .sup
+            .open(&b.ctx, req)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        Ok(to_text(&serde_json::to_value(&opened).unwrap_or_default()))
+    }
+}
+
+// ---------------------------------------------------------------- agent_eval
+
+/// Arguments of `agent_eval`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EvalArgs {
+    /// One child to wait for.
+    agent_id: Option<String>,
+    /// Several children to wait for (all of them). Omit both to wait for all your
+    /// unsettled background children.
+    agent_ids: Option<Vec<String>>,
+    /// How long to wait, in milliseconds (1000..=600000, default 30000).
+    timeout_ms: Option<u64>,
+    /// A message delivered to each named running child at its next step.
+    message: Option<String>,
+}
+
+struct EvalTool(Bound);
+
+#[async_trait]
+impl Tool for EvalTool {
+    fn name(&self) -> &str {
+        "agent_eval"
+    }
+    fn description(&self) -> &str {
+        "Wait (up to timeout_ms) for background sub-agents to settle and get their status \
+and results; optionally send them a message first. Results returned here are not delivered \
+again."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<EvalArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: EvalArgs = parse_args("agent_eval", args)?;
+        let b = &self.0;
+        let timeout = a.timeout_ms.unwrap_or(30_000);
+        if !(1000..=600_000).contains(&timeout) {
+            return Err(ToolError::InvalidArguments {
+                tool: "agent_eval".into(),
+                detail: format!("timeout_ms = {timeout} is out of range; use 1000..=600000"),
+            });
+        }
+        let mut keys: Vec<String> = a.agent_ids.unwrap_or_default();
+        keys.extend(a.agent_id);
+        let ids: Vec<String> = if keys.is_empty() {
+            b.sup
+                .snapshot()
+                .into_iter()
+                .filter(|r| r.parent_id.as_deref() == Some(&b.ctx.run_id) && r.background)
+                .filter(|r| !r.status.is_terminal() || !b.sup.inner.board.handles(&r.agent_id).is_some_and(|h| h.claim.is_taken()))
+                .map(|r| r.agent_id)
+                .collect()
+        } else {
+            keys.iter()
+                .map(|k| {
+                    b.sup.lookup(k).ok_or_else(|| ToolError::InvalidArguments {
+                        tool: "agent_eval".into(),
+                        detail: format!("no sub-agent '{k}' in this session; see agent_list"),
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        if let Some(msg) = &a.message {
+            for id in &ids {
+                b.sup.message(id, msg);
+            }
+        }
+        let deadline = Duration::from_millis(timeout);
+        let cancel = ctx.cancel.clone();
+        let waits = ids.iter().map(|id| {
+            let sup = b.sup.clone();
+            let cancel = cancel.clone();
+            let id = id.clone();
+            async move { (id.clone(), sup.wait(&id, Some(deadline), &cancel).await) }
+        });
+        let settled = b.yielding(futures::future::join_all(waits)).await;
+        let out: Vec<serde_json::Value> = settled
+            .into_iter()
+            .map(|(id, r)| match r {
+                Some(res) => {
+                    b.sup.claim(&id);
+                    child_json(None, &res, b.cap())
+                }
+                None => {
+                    let status = b
+                        .sup
+                        .inner
+                        .board
+                        .handles(&id)
+                        .map(|h| h.status)
+                        .unwrap_or(LiveStatus::Running);
+                    json!({"agent_id": id, "status": status, "settled": false})
+                }
+            })
+            .collect();
+        Ok(to_text(&json!({ "agents": out })))
+    }
+}
+
+// ---------------------------------------------------------------- agent_close
+
+/// Arguments of `agent_close`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CloseArgs {
+    /// The child to cancel.
+    agent_id: String,
+}
+
+struct CloseTool(Bound);
+
+#[async_trait]
+impl Tool for CloseTool {
+    fn name(&self) -> &str {
+        "agent_close"
+    }
+    fn description(&self) -> &str {
+        "Cancel a background sub-agent and return its final record (its transcript stays \
+readable with handle_read)."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<CloseArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: CloseArgs = parse_args("agent_close", args)?;
+        let b = &self.0;
+        let id = b.sup.lookup(&a.agent_id).ok_or_else(|| ToolError::InvalidArguments {
+            tool: "agent_close".into(),
+            detail: format!("no sub-agent '{}' in this session; see agent_list", a.agent_id),
+        })?;
+        b.sup.cancel(&id, "closed by its parent (agent_close)");
+        let never = CancellationToken::new();
+        let r = b
+            .yielding(b.sup.wait(&id, Some(Duration::from_secs(60)), &never))
+            .await;
+        b.sup.claim(&id);
+        match r {
+            Some(res) => Ok(to_text(&child_json(None, &res, b.cap()))),
+            None => Err(ToolError::Failed(format!(
+                "sub-agent {id} did not stop within 60 s; it stays cancelled and its record will say so"
+            ))),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- agent_list
+
+/// Arguments of `agent_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    /// Also list runs of earlier sessions (marked from_prior_session).
+    include_archived: Option<bool>,
+}
+
+struct ListTool(Bound);
+
+#[async_trait]
+impl Tool for ListTool {
+    fn name(&self) -> &str {
+        "agent_list"
+    }
+    fn description(&self) -> &str {
+        "List the sub-agents of this session with their status. Earlier sessions' runs are \
+archived and shown only with include_archived."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<ListArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: ListArgs = parse_args("agent_list", args)?;
+        let b = &self.0;
+        let mut agents: Vec<serde_json::Value> = b
+            .sup
+            .snapshot()
+            .into_iter()
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect();
+        if a.include_archived.unwrap_or(false) {
+            let archived = b
+                .sup
+                .inner
+                .recorder
+                .archived_runs()
+                .await
+                .map_err(ToolError::Failed)?;
+            agents.extend(archived);
+        }
+        Ok(to_text(&json!({ "agents": agents })))
+    }
+}
+
+// ---------------------------------------------------------------- handle_read
+
+/// Arguments of `handle_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    /// A transcript handle (`transcript:<agent_id>`) or an agent id.
+    handle: String,
+    /// First message index to return (default 0).
+    from: Option<u64>,
+    /// How many messages (default 20, at most 200).
+    limit: Option<u64>,
+}
+
+struct ReadTool(Bound);
+
+#[async_trait]
+impl Tool for ReadTool {
+    fn name(&self) -> &str {
+        "handle_read"
+    }
+    fn description(&self) -> &str {
+        "Read a slice of a sub-agent's transcript by its handle, for detail its capped \
+result left out."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<ReadArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: ReadArgs = parse_args("handle_read", args)?;
+        let b = &self.0;
+        let key = a.handle.strip_prefix("transcript:").unwrap_or(&a.handle);
+        let id = b.sup.lookup(key).unwrap_or_else(|| key.to_string());
+        let limit = a.limit.unwrap_or(20).clamp(1, 200);
+        let slice = b
+            .sup
+            .inner
+            .recorder
+            .transcript(&id, a.from.unwrap_or(0), limit)
+            .await
+            .map_err(ToolError::Failed)?;
+        Ok(to_text(&slice))
+    }
+}
