@@ -31,7 +31,9 @@ pub enum ToolError {
     EditAmbiguous { path: String, count: usize },
     #[error("command timed out after {secs} s; its process group was killed")]
     Timeout { secs: u64 },
-    #[error("command timed out after {secs} s; its process group was killed. Output so far:\n{output}")]
+    #[error(
+        "command timed out after {secs} s; its process group was killed. Output so far:\n{output}"
+    )]
     ShellTimeout { secs: u64, output: String },
     #[error("cancelled")]
     Cancelled,

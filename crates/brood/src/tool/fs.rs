@@ -41,9 +41,9 @@ pub(crate) fn io_error(path: &str, e: io::Error) -> ToolError {
 /// disk, rename it over. Parent directories are created; an existing file keeps its
 /// permissions.
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path.parent().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "cannot write to the root")
-    })?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "cannot write to the root"))?;
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;

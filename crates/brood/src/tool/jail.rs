@@ -160,8 +160,7 @@ impl Workspace {
         });
         match lexical {
             Some(lex) if !lex.starts_with(&self.root) => {
-                if given.is_absolute() && !given.components().any(|c| c == Component::ParentDir)
-                {
+                if given.is_absolute() && !given.components().any(|c| c == Component::ParentDir) {
                     format!(
                         "absolute path not under the workspace root {}",
                         self.root.display()
