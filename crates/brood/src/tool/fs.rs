@@ -37,6 +37,16 @@ pub(crate) fn io_error(path: &str, e: io::Error) -> ToolError {
     }
 }
 
+/// The error for a path that is a FIFO, socket or device: opening it could block.
+pub(crate) fn not_regular(shown: &str) -> ToolError {
+    ToolError::Io {
+        path: shown.to_string(),
+        detail: "is not a regular file (a pipe, socket or device); file tools only handle \
+                 regular files"
+            .into(),
+    }
+}
+
 /// Replace `path` with `data` atomically: write a temp file next to it, flush it to
 /// disk, rename it over. Parent directories are created; an existing file keeps its
 /// permissions.
@@ -175,6 +185,9 @@ fn read_numbered(
             path: shown.to_string(),
             detail: "is a directory; use list_dir to see its entries".into(),
         });
+    }
+    if !meta.is_file() {
+        return Err(not_regular(shown));
     }
     let file = File::open(abs).map_err(|e| io_error(shown, e))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
@@ -490,6 +503,10 @@ impl Tool for EditFile {
         blocking(move || {
             let abs = ws.resolve_for_write(&a.path, "edit_file", &perms)?;
             let shown = ws.display(&abs);
+            let meta = fs::metadata(&abs).map_err(|e| io_error(&shown, e))?;
+            if !meta.is_file() {
+                return Err(not_regular(&shown));
+            }
             let bytes = fs::read(&abs).map_err(|e| io_error(&shown, e))?;
             let text = String::from_utf8(bytes).map_err(|_| ToolError::Io {
                 path: shown.clone(),

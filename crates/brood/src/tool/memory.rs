@@ -9,7 +9,7 @@
 //! remember at once without interleaving or losing notes. All three tools have
 //! [`Capability::Memory`]; which of them a role gets is decided by its allowed tools.
 
-use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
+use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace};
 use async_trait::async_trait;
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcherBuilder;
@@ -40,6 +40,7 @@ pub struct MemoryFiles {
 impl MemoryFiles {
     /// `<root>/.brood/memory.md` plus the given user file.
     pub fn for_workspace(root: &Path, user_file: Option<PathBuf>) -> Self {
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         MemoryFiles {
             workspace_file: root.join(".brood").join("memory.md"),
             user_file,
@@ -55,28 +56,45 @@ impl MemoryFiles {
         Some(base.join("brood").join("memory.md"))
     }
 
-    /// The files that exist or may, each with the name shown to the model.
-    fn labelled(&self, ctx: &ToolContext) -> Vec<(&'static str, PathBuf, String)> {
+    /// Both files, each with its label and the name shown to the model. A file
+    /// inside the workspace goes through the jail, so a symlink planted at
+    /// `.brood/memory.md` cannot redirect reads or appends out of the workspace.
+    fn labelled(&self, ws: &Workspace) -> Result<Vec<(&'static str, PathBuf, String)>, ToolError> {
         let mut v = vec![(
             "workspace memory",
-            self.workspace_file.clone(),
-            shown(ctx, &self.workspace_file),
+            jailed(ws, &self.workspace_file)?,
+            shown(ws, &self.workspace_file),
         )];
         if let Some(u) = &self.user_file {
-            v.push(("user memory", u.clone(), shown(ctx, u)))
+            v.push(("user memory", jailed(ws, u)?, shown(ws, u)))
         }
-        v
+        Ok(v)
     }
 }
 
+/// `path` resolved through the workspace jail when it is relative or lies in the
+/// workspace; a file elsewhere (the user's) is used as configured.
+fn jailed(ws: &Workspace, path: &Path) -> Result<PathBuf, ToolError> {
+    let root = ws.root();
+    let rel = if path.is_absolute() {
+        match path.strip_prefix(root) {
+            Ok(rel) => rel,
+            Err(_) => return Ok(path.to_path_buf()),
+        }
+    } else {
+        path
+    };
+    ws.resolve(&rel.to_string_lossy())
+}
+
 /// A memory file's name for output: workspace-relative if inside it.
-fn shown(ctx: &ToolContext, path: &Path) -> String {
+fn shown(ws: &Workspace, path: &Path) -> String {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        ctx.workspace.root().join(path)
+        ws.root().join(path)
     };
-    match abs.strip_prefix(ctx.workspace.root()) {
+    match abs.strip_prefix(ws.root()) {
         Ok(rel) => rel.display().to_string(),
         Err(_) => abs.display().to_string(),
     }
@@ -98,6 +116,7 @@ pub fn memory_tools(files: MemoryFiles) -> Vec<Arc<dyn Tool>> {
 
 /// The lines of `path` (none if it does not exist).
 fn read_lines(path: &Path, shown: &str) -> Result<Vec<String>, ToolError> {
+    check_regular(path, shown)?;
     match fs::read(path) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes)
             .lines()
@@ -108,6 +127,17 @@ fn read_lines(path: &Path, shown: &str) -> Result<Vec<String>, ToolError> {
             path: shown.to_string(),
             detail: e.to_string(),
         }),
+    }
+}
+
+/// Refuse a memory path that exists but is not a regular file (a FIFO would block).
+fn check_regular(path: &Path, shown: &str) -> Result<(), ToolError> {
+    match fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(ToolError::Io {
+            path: shown.to_string(),
+            detail: "is not a regular file; the memory file must be a plain Markdown file".into(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -141,8 +171,9 @@ impl Tool for MemoryRead {
     }
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let _: MemoryReadArgs = parse_args(self.name(), args)?;
-        let files = self.files.labelled(ctx);
+        let (files, ws) = (self.files.clone(), ctx.workspace.clone());
         blocking(move || {
+            let files = files.labelled(&ws)?;
             let mut out = String::new();
             for (label, path, shown) in files {
                 let lines = read_lines(&path, &shown)?;
@@ -229,9 +260,10 @@ impl Tool for MemorySearch {
             let q = a.query.to_lowercase();
             Box::new(move |line: &str| line.to_lowercase().contains(&q))
         };
-        let files = self.files.labelled(ctx);
+        let (files, ws) = (self.files.clone(), ctx.workspace.clone());
         let query = a.query;
         blocking(move || {
+            let files = files.labelled(&ws)?;
             let mut out = String::new();
             let mut count = 0usize;
             for (_, path, shown) in files {
@@ -310,9 +342,11 @@ impl Tool for Remember {
             });
         }
         let line = format!("- {}: {note}", chrono::Local::now().format("%Y-%m-%d"));
-        let path = self.files.workspace_file.clone();
-        let shown = shown(ctx, &path);
+        let (files, ws) = (self.files.clone(), ctx.workspace.clone());
         blocking(move || {
+            let shown = shown(&ws, &files.workspace_file);
+            let path = jailed(&ws, &files.workspace_file)?;
+            check_regular(&path, &shown)?;
             let n = append_line(&path, &line).map_err(|e| ToolError::Io {
                 path: shown.clone(),
                 detail: e.to_string(),

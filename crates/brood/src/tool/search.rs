@@ -82,6 +82,15 @@ fn walk(dir: &Path) -> ignore::Walk {
         .build()
 }
 
+/// The path a glob is matched against: relative to the searched directory, or the
+/// file name when a single file was given as `path`.
+fn glob_path<'a>(entry: &'a ignore::DirEntry, dir: &Path) -> &'a Path {
+    match entry.path().strip_prefix(dir) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel,
+        _ => Path::new(entry.file_name()),
+    }
+}
+
 /// Resolve the optional `path` argument to a directory or file to search.
 fn search_root(ws: &Workspace, path: Option<&str>) -> Result<std::path::PathBuf, ToolError> {
     let shown = path.unwrap_or(".");
@@ -159,8 +168,7 @@ fn find(
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        if !glob.matches(rel) {
+        if !glob.matches(glob_path(&entry, dir)) {
             continue;
         }
         total += 1;
@@ -277,14 +285,7 @@ fn grep(
             continue;
         }
         if let Some(g) = glob {
-            let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-            // A single file given as `path` is matched by its name.
-            let rel = if rel.as_os_str().is_empty() {
-                Path::new(entry.file_name())
-            } else {
-                rel
-            };
-            if !g.matches(rel) {
+            if !g.matches(glob_path(&entry, dir)) {
                 continue;
             }
         }
