@@ -23,6 +23,7 @@ pub enum ToolError {
     NotFound { path: String },
     #[error("{path}: {detail}")]
     Io { path: String, detail: String },
+    /// `read_file` on a file with NUL bytes in its first 8 KiB.
     #[error("{path} is a binary file ({bytes} bytes); read_file shows text only - use bash (e.g. `xxd FILE | head`) to inspect bytes")]
     BinaryFile { path: String, bytes: u64 },
     #[error("edit_file: old_string not found in {path}; read the file and copy the exact text")]

@@ -22,6 +22,8 @@ mod toolbox;
 pub use builtin::{builtin_tools, BuiltinOptions};
 pub use error::ToolError;
 pub use jail::Workspace;
+pub use memory::MemoryFiles;
+pub use sandbox::Sandbox;
 pub use toolbox::Toolbox;
 
 use async_trait::async_trait;

@@ -110,7 +110,7 @@ impl Tool for Bash {
         let ws = ctx.workspace.clone();
         let cwd_arg = a.cwd.clone();
         let sandbox = self.sandbox.clone();
-        let (cwd, prepared) = blocking(move || {
+        let (cwd, mut prepared) = blocking(move || {
             let cwd = ws.resolve(cwd_arg.as_deref().unwrap_or(""))?;
             if !cwd.is_dir() {
                 return Err(ToolError::Io {
@@ -134,7 +134,6 @@ impl Tool for Bash {
             Ok((cwd, prepared))
         })
         .await?;
-        let mut prepared = prepared;
         let result = run(&a.command, &cwd, secs, prepared.as_mut(), ctx).await;
         if let Some(p) = prepared {
             // Remove the private temp dir off the async threads.
