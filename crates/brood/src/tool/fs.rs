@@ -1,1 +1,538 @@
-//! TODO(tool helper): fs
+//! File tools: `read_file`, `list_dir`, `write_file` and `edit_file`.
+//!
+//! Every path goes through the [`Workspace`](super::Workspace) jail; writes also go
+//! through the caller's write scopes. Output is capped with a marker that says how
+//! to read more. Writes are atomic: a temp file in the same directory, then a rename.
+
+use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Most lines `read_file` returns in one call.
+pub const READ_MAX_LINES: usize = 2000;
+/// Most bytes of text `read_file` returns in one call.
+pub const READ_MAX_BYTES: usize = 256 * 1024;
+/// Longer lines are cut to this many bytes.
+pub const READ_MAX_LINE_BYTES: usize = 2000;
+/// Most entries `list_dir` shows.
+pub const LIST_MAX_ENTRIES: usize = 1000;
+/// How much of a file's start is checked for NUL bytes to call it binary.
+const BINARY_SNIFF_BYTES: usize = 8192;
+
+/// Turn an I/O error on `path` (as shown to the model) into a [`ToolError`].
+pub(crate) fn io_error(path: &str, e: io::Error) -> ToolError {
+    if e.kind() == io::ErrorKind::NotFound {
+        ToolError::NotFound {
+            path: path.to_string(),
+        }
+    } else {
+        ToolError::Io {
+            path: path.to_string(),
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// The error for a path that is a FIFO, socket or device: opening it could block.
+pub(crate) fn not_regular(shown: &str) -> ToolError {
+    ToolError::Io {
+        path: shown.to_string(),
+        detail: "is not a regular file (a pipe, socket or device); file tools only handle \
+                 regular files"
+            .into(),
+    }
+}
+
+/// Replace `path` with `data` atomically: write a temp file next to it, flush it to
+/// disk, rename it over. Parent directories are created; an existing file keeps its
+/// permissions.
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "cannot write to the root"))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    fs::create_dir_all(dir)?;
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory, not a file",
+        ));
+    }
+    let tmp = dir.join(format!(
+        ".{}.brood-{}.tmp",
+        name.to_string_lossy(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        if let Ok(meta) = fs::metadata(path) {
+            f.set_permissions(meta.permissions())?;
+        }
+        f.write_all(data)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The builtin file tools, fresh instances.
+pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
+    vec![
+        std::sync::Arc::new(ReadFile),
+        std::sync::Arc::new(ListDir),
+        std::sync::Arc::new(WriteFile),
+        std::sync::Arc::new(EditFile),
+    ]
+}
+
+// ---------------------------------------------------------------- read_file
+
+/// `read_file`: a text file with line numbers, optionally a line range.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReadFile;
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileArgs {
+    /// Path of the file, relative to the workspace root (or absolute inside it).
+    pub path: String,
+    /// First line to show, 1-based (default 1). Use it to continue after a truncated read.
+    #[serde(default, alias = "offset", alias = "offset_line")]
+    pub start_line: Option<usize>,
+    /// Last line to show, inclusive. Leave out to read to the end (within the cap).
+    #[serde(default)]
+    pub end_line: Option<usize>,
+    /// Number of lines to show from start_line (an alternative to end_line).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[async_trait]
+impl Tool for ReadFile {
+    fn name(&self) -> &str {
+        "read_file"
+    }
+    fn description(&self) -> &str {
+        "Read a text file in the workspace. Returns lines prefixed with their 1-based line \
+         number and a tab. At most 2000 lines / 256 KiB are returned per call; when the output \
+         is cut, the last line says which start_line to use to read on. Use start_line with \
+         end_line or limit to read a range of a large file. Binary files are refused."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<ReadFileArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Read
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: ReadFileArgs = parse_args(self.name(), args)?;
+        let start = a.start_line.unwrap_or(1).max(1);
+        let end = match (a.end_line, a.limit) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::InvalidArguments {
+                    tool: self.name().into(),
+                    detail: "give end_line or limit, not both".into(),
+                })
+            }
+            (Some(e), None) if e < start => {
+                return Err(ToolError::InvalidArguments {
+                    tool: self.name().into(),
+                    detail: format!("end_line {e} is before start_line {start}"),
+                })
+            }
+            (Some(e), None) => Some(e),
+            (None, Some(0)) => {
+                return Err(ToolError::InvalidArguments {
+                    tool: self.name().into(),
+                    detail: "limit must be at least 1".into(),
+                })
+            }
+            (None, Some(n)) => Some(start.saturating_add(n - 1)),
+            (None, None) => None,
+        };
+        let ws = ctx.workspace.clone();
+        let path = a.path;
+        blocking(move || {
+            let abs = ws.resolve(&path)?;
+            let shown = ws.display(&abs);
+            read_numbered(&abs, &shown, start, end)
+        })
+        .await
+    }
+}
+
+/// Lines `start..=end` of the file at `abs`, numbered, within the caps.
+fn read_numbered(
+    abs: &Path,
+    shown: &str,
+    start: usize,
+    end: Option<usize>,
+) -> Result<String, ToolError> {
+    let meta = fs::metadata(abs).map_err(|e| io_error(shown, e))?;
+    if meta.is_dir() {
+        return Err(ToolError::Io {
+            path: shown.to_string(),
+            detail: "is a directory; use list_dir to see its entries".into(),
+        });
+    }
+    if !meta.is_file() {
+        return Err(not_regular(shown));
+    }
+    let file = File::open(abs).map_err(|e| io_error(shown, e))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    {
+        let mut sniff = Vec::with_capacity(BINARY_SNIFF_BYTES);
+        reader
+            .get_mut()
+            .take(BINARY_SNIFF_BYTES as u64)
+            .read_to_end(&mut sniff)
+            .map_err(|e| io_error(shown, e))?;
+        if sniff.contains(&0) {
+            return Err(ToolError::BinaryFile {
+                path: shown.to_string(),
+                bytes: meta.len(),
+            });
+        }
+        // Start over from the beginning for the real read.
+        use std::io::Seek;
+        reader
+            .seek(io::SeekFrom::Start(0))
+            .map_err(|e| io_error(shown, e))?;
+    }
+
+    let last_wanted = end.unwrap_or(usize::MAX);
+    let cap_last = start.saturating_add(READ_MAX_LINES - 1);
+    let mut out = String::new();
+    let mut shown_last = 0usize; // last line number written to `out`
+    let mut full = false; // a cap was hit; later lines are only counted
+    let mut line_no = 1usize;
+    let mut cur: Vec<u8> = Vec::new();
+    let mut cur_cut = false;
+    let mut cur_nonempty = false;
+
+    let mut finish = |line_no: usize, cur: &mut Vec<u8>, cut: bool, out: &mut String| {
+        if !full && line_no >= start && line_no <= last_wanted {
+            if line_no > cap_last || out.len() >= READ_MAX_BYTES {
+                full = true;
+            } else {
+                if cur.last() == Some(&b'\r') {
+                    cur.pop();
+                }
+                let text = String::from_utf8_lossy(cur);
+                out.push_str(&format!("{line_no:>6}\t{text}"));
+                if cut {
+                    out.push_str(" [line cut]");
+                }
+                out.push('\n');
+                shown_last = line_no;
+            }
+        }
+        cur.clear();
+    };
+
+    loop {
+        let chunk = reader.fill_buf().map_err(|e| io_error(shown, e))?;
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        let mut i = 0;
+        while i < n {
+            let rest = &chunk[i..];
+            let (piece, newline) = match rest.iter().position(|&b| b == b'\n') {
+                Some(j) => (&rest[..j], true),
+                None => (rest, false),
+            };
+            let in_window = line_no >= start && line_no <= last_wanted;
+            if in_window && !piece.is_empty() {
+                let room = READ_MAX_LINE_BYTES.saturating_sub(cur.len());
+                if piece.len() > room {
+                    cur_cut = true;
+                }
+                cur.extend_from_slice(&piece[..piece.len().min(room)]);
+            }
+            cur_nonempty |= !piece.is_empty();
+            i += piece.len();
+            if newline {
+                i += 1;
+                finish(line_no, &mut cur, cur_cut, &mut out);
+                line_no += 1;
+                cur_cut = false;
+                cur_nonempty = false;
+            }
+        }
+        reader.consume(n);
+    }
+    // A last line without a trailing newline.
+    let total = if cur_nonempty {
+        finish(line_no, &mut cur, cur_cut, &mut out);
+        line_no
+    } else {
+        line_no - 1
+    };
+
+    if total == 0 {
+        return Ok(format!("({shown} is empty)"));
+    }
+    if start > total {
+        return Err(ToolError::InvalidArguments {
+            tool: "read_file".into(),
+            detail: format!("start_line {start} is past the end of {shown} ({total} lines)"),
+        });
+    }
+    let window_end = last_wanted.min(total);
+    if shown_last < window_end {
+        out.push_str(&format!(
+            "[output cut at {} lines / {} KiB: showing lines {start}-{shown_last} of {total}; \
+             call read_file with start_line={} to read more]\n",
+            READ_MAX_LINES,
+            READ_MAX_BYTES / 1024,
+            shown_last + 1
+        ));
+    } else if start > 1 || window_end < total {
+        out.push_str(&format!(
+            "[showing lines {start}-{window_end} of {total}]\n"
+        ));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- list_dir
+
+/// `list_dir`: the entries of one directory.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ListDir;
+
+/// Arguments of `list_dir`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirArgs {
+    /// Directory to list, relative to the workspace root (default: the root).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[async_trait]
+impl Tool for ListDir {
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+    fn description(&self) -> &str {
+        "List the entries of one directory in the workspace (not recursive), sorted by name. \
+         Directories end with '/', symlinks show their target after '->'. Hidden files are \
+         included. Use find_files to search recursively."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<ListDirArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Read
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: ListDirArgs = parse_args(self.name(), args)?;
+        let ws = ctx.workspace.clone();
+        blocking(move || {
+            let path = a.path.unwrap_or_default();
+            let abs = ws.resolve(&path)?;
+            let shown = ws.display(&abs);
+            list(&abs, &shown)
+        })
+        .await
+    }
+}
+
+fn list(abs: &Path, shown: &str) -> Result<String, ToolError> {
+    let meta = fs::metadata(abs).map_err(|e| io_error(shown, e))?;
+    if !meta.is_dir() {
+        return Err(ToolError::Io {
+            path: shown.to_string(),
+            detail: "is a file, not a directory; use read_file to read it".into(),
+        });
+    }
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for entry in fs::read_dir(abs).map_err(|e| io_error(shown, e))? {
+        let entry = entry.map_err(|e| io_error(shown, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path: PathBuf = entry.path();
+        let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
+        let is_dir = fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false);
+        let mut line = name.clone();
+        if is_dir {
+            line.push('/');
+        }
+        if is_link {
+            if let Ok(target) = fs::read_link(&path) {
+                line.push_str(&format!(" -> {}", target.display()));
+            }
+        }
+        entries.push((name, line));
+    }
+    if entries.is_empty() {
+        return Ok(format!("({shown} is empty)"));
+    }
+    entries.sort();
+    let total = entries.len();
+    let mut out = String::new();
+    for (_, line) in entries.iter().take(LIST_MAX_ENTRIES) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if total > LIST_MAX_ENTRIES {
+        out.push_str(&format!(
+            "[{} more entries not shown ({total} in all); use find_files with a pattern to narrow]\n",
+            total - LIST_MAX_ENTRIES
+        ));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- write_file
+
+/// `write_file`: create or replace a file.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WriteFile;
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileArgs {
+    /// Path of the file, relative to the workspace root. Missing parent directories are created.
+    pub path: String,
+    /// The complete new content of the file.
+    pub content: String,
+}
+
+#[async_trait]
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+    fn description(&self) -> &str {
+        "Create a file or replace its whole content. Missing parent directories are created; \
+         the write is atomic. To change part of an existing file prefer edit_file."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<WriteFileArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Write
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: WriteFileArgs = parse_args(self.name(), args)?;
+        let ws = ctx.workspace.clone();
+        let perms = ctx.permissions.clone();
+        blocking(move || {
+            let abs = ws.resolve_for_write(&a.path, "write_file", &perms)?;
+            let shown = ws.display(&abs);
+            let existed = abs.exists();
+            write_atomic(&abs, a.content.as_bytes()).map_err(|e| io_error(&shown, e))?;
+            Ok(format!(
+                "{} {shown} ({} bytes, {} lines)",
+                if existed { "overwrote" } else { "created" },
+                a.content.len(),
+                a.content.lines().count()
+            ))
+        })
+        .await
+    }
+}
+
+// ---------------------------------------------------------------- edit_file
+
+/// `edit_file`: replace one exact occurrence of a string.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EditFile;
+
+/// Arguments of `edit_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    /// Path of the file to change, relative to the workspace root.
+    pub path: String,
+    /// The exact text to replace, including whitespace and indentation. It must occur
+    /// exactly once in the file; add surrounding lines to make it unique.
+    pub old_string: String,
+    /// The text to put in its place.
+    pub new_string: String,
+}
+
+#[async_trait]
+impl Tool for EditFile {
+    fn name(&self) -> &str {
+        "edit_file"
+    }
+    fn description(&self) -> &str {
+        "Replace one exact occurrence of old_string with new_string in a file. old_string must \
+         match the file byte for byte (copy it from read_file output without the line-number \
+         prefix) and occur exactly once; if it occurs 0 or several times nothing is changed and \
+         the error says how many matches there were."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<EditFileArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Write
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: EditFileArgs = parse_args(self.name(), args)?;
+        if a.old_string.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: "old_string is empty; to create a file use write_file".into(),
+            });
+        }
+        if a.old_string == a.new_string {
+            return Err(ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: "old_string and new_string are identical; nothing would change".into(),
+            });
+        }
+        let ws = ctx.workspace.clone();
+        let perms = ctx.permissions.clone();
+        blocking(move || {
+            let abs = ws.resolve_for_write(&a.path, "edit_file", &perms)?;
+            let shown = ws.display(&abs);
+            let meta = fs::metadata(&abs).map_err(|e| io_error(&shown, e))?;
+            if !meta.is_file() {
+                return Err(not_regular(&shown));
+            }
+            let bytes = fs::read(&abs).map_err(|e| io_error(&shown, e))?;
+            let text = String::from_utf8(bytes).map_err(|_| ToolError::Io {
+                path: shown.clone(),
+                detail: "is not UTF-8 text; edit_file only edits text files".into(),
+            })?;
+            let count = text.matches(a.old_string.as_str()).count();
+            match count {
+                0 => return Err(ToolError::EditNoMatch { path: shown }),
+                1 => {}
+                n => {
+                    return Err(ToolError::EditAmbiguous {
+                        path: shown,
+                        count: n,
+                    })
+                }
+            }
+            let at = text.find(a.old_string.as_str()).unwrap_or(0);
+            let line = text[..at].matches('\n').count() + 1;
+            let new_text = text.replacen(a.old_string.as_str(), &a.new_string, 1);
+            write_atomic(&abs, new_text.as_bytes()).map_err(|e| io_error(&shown, e))?;
+            Ok(format!(
+                "edited {shown}: replaced 1 occurrence at line {line} ({} lines -> {} lines)",
+                a.old_string.lines().count().max(1),
+                a.new_string.lines().count()
+            ))
+        })
+        .await
+    }
+}

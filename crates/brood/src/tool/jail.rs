@@ -1,7 +1,25 @@
 //! The workspace jail: every path a tool touches resolves inside the root.
+//!
+//! [`Workspace::resolve`] turns a path a model wrote (relative to the root, or
+//! absolute) into a canonical path inside the root. The longest existing prefix is
+//! canonicalized (so `..` and symlinks are resolved the way the kernel would), a
+//! dangling symlink is followed to its target, and the non-existing tail (needed to
+//! create new files) may only contain plain names. Whatever the route, the final path
+//! is re-checked against the root; a path that leaves it is refused with
+//! [`ToolError::OutsideWorkspace`] naming the path and why.
+//!
+//! Limitation: the check happens before the tool opens the path, so a process that
+//! swaps a directory for a symlink in between (a race) is not stopped by the jail.
+//! Sub-agents that can run arbitrary commands are contained by their shell policy,
+//! not by this check.
 
-use super::ToolError;
-use std::path::{Path, PathBuf};
+use super::{Permissions, ToolError};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// How many symlinks one resolution may follow before it is refused (as the kernel's
+/// `ELOOP` limit).
+const MAX_SYMLINK_HOPS: usize = 40;
 
 /// A workspace root. All tool paths resolve inside it.
 #[derive(Debug, Clone)]
@@ -9,20 +27,267 @@ pub struct Workspace {
     root: PathBuf,
 }
 
+/// Why a resolution failed before it was turned into a [`ToolError`].
+enum Refusal {
+    /// The resolved path lies outside the root.
+    Outside(PathBuf),
+    /// `..` in a part of the path that does not exist.
+    DotDotInNewTail,
+    /// Too many symlinks.
+    Loop,
+    /// The file system said no (permission denied and the like).
+    Io(io::Error),
+}
+
 impl Workspace {
     /// Open `root` (canonicalized; it must exist and be a directory).
     pub fn open(root: impl AsRef<Path>) -> std::io::Result<Self> {
         let root = std::fs::canonicalize(root.as_ref())?;
+        if !root.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("workspace root {} is not a directory", root.display()),
+            ));
+        }
         Ok(Workspace { root })
     }
 
+    /// The canonical root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Resolve `path` (relative to the root, or absolute inside it) to a path inside
-    /// the root. TODO(tool helper): canonicalize, follow symlinks, re-check.
+    /// Resolve `path` (relative to the root, or absolute inside it) to a canonical
+    /// path inside the root. The path need not exist (its parent directories need not
+    /// either), but every existing part is resolved, symlinks included, and the
+    /// result must stay inside the root. An empty path means the root.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
-        Ok(self.root.join(path))
+        if path.contains('\0') {
+            return Err(ToolError::InvalidArguments {
+                tool: "path".into(),
+                detail: format!("path {path:?} contains a NUL byte"),
+            });
+        }
+        let given = Path::new(path);
+        let candidate = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.root.join(given)
+        };
+        match resolve_existing_prefix(&candidate, 0) {
+            Ok(resolved) if resolved.starts_with(&self.root) => Ok(resolved),
+            Ok(resolved) => Err(ToolError::OutsideWorkspace {
+                path: path.to_string(),
+                reason: self.outside_reason(given, &resolved),
+            }),
+            Err(Refusal::Outside(resolved)) => Err(ToolError::OutsideWorkspace {
+                path: path.to_string(),
+                reason: self.outside_reason(given, &resolved),
+            }),
+            Err(Refusal::DotDotInNewTail) => Err(ToolError::OutsideWorkspace {
+                path: path.to_string(),
+                reason: "'..' follows a directory that does not exist, so it cannot be checked"
+                    .into(),
+            }),
+            Err(Refusal::Loop) => Err(ToolError::OutsideWorkspace {
+                path: path.to_string(),
+                reason: format!("more than {MAX_SYMLINK_HOPS} symlinks to follow"),
+            }),
+            Err(Refusal::Io(e)) => Err(ToolError::Io {
+                path: path.to_string(),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    /// [`resolve`](Self::resolve) for a write by `tool`: additionally the result must
+    /// lie under one of `permissions.write_scopes` (workspace-relative directories)
+    /// when those are set; otherwise [`ToolError::NotGranted`] names the tool, the
+    /// holder and the allowed scopes.
+    pub fn resolve_for_write(
+        &self,
+        path: &str,
+        tool: &str,
+        permissions: &Permissions,
+    ) -> Result<PathBuf, ToolError> {
+        let resolved = self.resolve(path)?;
+        if let Some(scopes) = &permissions.write_scopes {
+            let inside = scopes.iter().any(|scope| {
+                scope
+                    .to_str()
+                    .and_then(|s| self.resolve(s).ok())
+                    .is_some_and(|dir| resolved.starts_with(dir))
+            });
+            if !inside {
+                let list = if scopes.is_empty() {
+                    "nowhere".to_string()
+                } else {
+                    scopes
+                        .iter()
+                        .map(|s| format!("{}/", s.display()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                return Err(ToolError::NotGranted {
+                    tool: tool.to_string(),
+                    holder: permissions.holder.clone(),
+                    reason: format!(
+                        "'{}' is outside the writable scopes; writes are allowed only under: {list}",
+                        self.display(&resolved)
+                    ),
+                });
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// `abs` relative to the root for tool output (`.` for the root itself); paths
+    /// outside the root are shown in full.
+    pub fn display(&self, abs: &Path) -> String {
+        match abs.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => abs.display().to_string(),
+        }
+    }
+
+    /// Why a path that resolved to `resolved` (outside the root) is refused.
+    fn outside_reason(&self, given: &Path, resolved: &Path) -> String {
+        let lexical = lexical_normalize(&if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.root.join(given)
+        });
+        match lexical {
+            Some(lex) if !lex.starts_with(&self.root) => {
+                if given.is_absolute() && !given.components().any(|c| c == Component::ParentDir) {
+                    format!(
+                        "absolute path not under the workspace root {}",
+                        self.root.display()
+                    )
+                } else {
+                    format!(
+                        "'..' leads out of the workspace root {}",
+                        self.root.display()
+                    )
+                }
+            }
+            None => format!(
+                "'..' leads out of the workspace root {}",
+                self.root.display()
+            ),
+            Some(_) => format!(
+                "a symlink leads to {}, outside the workspace root {}",
+                resolved.display(),
+                self.root.display()
+            ),
+        }
+    }
+}
+
+/// Resolve an absolute `candidate`: canonicalize its longest existing prefix, follow
+/// a dangling symlink at the boundary, and append the non-existing tail (plain names
+/// only).
+fn resolve_existing_prefix(candidate: &Path, hops: usize) -> Result<PathBuf, Refusal> {
+    if hops > MAX_SYMLINK_HOPS {
+        return Err(Refusal::Loop);
+    }
+    let mut prefix = candidate;
+    loop {
+        match std::fs::canonicalize(prefix) {
+            Ok(canon) => {
+                let tail = strip(candidate, prefix);
+                return append_tail(canon, &tail);
+            }
+            Err(e) if is_missing(&e) => {
+                // A dangling symlink: follow it by hand, then resolve its target
+                // with the rest of the path appended.
+                if let Ok(meta) = std::fs::symlink_metadata(prefix) {
+                    if meta.file_type().is_symlink() {
+                        let target = std::fs::read_link(prefix).map_err(Refusal::Io)?;
+                        let base = prefix.parent().unwrap_or(Path::new("/"));
+                        let next = base.join(target).join(strip(candidate, prefix));
+                        return resolve_existing_prefix(&next, hops + 1);
+                    }
+                }
+                match prefix.parent() {
+                    Some(parent) => prefix = parent,
+                    // Nothing exists, not even "/": cannot happen on a sane system.
+                    None => return Err(Refusal::Io(e)),
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(Refusal::Loop),
+            Err(e) => return Err(Refusal::Io(e)),
+        }
+    }
+}
+
+/// `full` with its leading `prefix` removed.
+fn strip(full: &Path, prefix: &Path) -> PathBuf {
+    full.strip_prefix(prefix)
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Append a tail that does not exist yet: `.` is dropped, `..` refused.
+fn append_tail(mut base: PathBuf, tail: &Path) -> Result<PathBuf, Refusal> {
+    for c in tail.components() {
+        match c {
+            Component::Normal(name) => base.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => return Err(Refusal::DotDotInNewTail),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(Refusal::Outside(tail.to_path_buf()))
+            }
+        }
+    }
+    Ok(base)
+}
+
+fn is_missing(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// `..` and `.` removed without touching the file system; `None` if `..` climbs
+/// above `/`.
+fn lexical_normalize(p: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_normalize_resolves_dots() {
+        assert_eq!(
+            lexical_normalize(Path::new("/a/b/../c/./d")),
+            Some(PathBuf::from("/a/c/d"))
+        );
+        assert_eq!(lexical_normalize(Path::new("/..")), None);
+    }
+
+    #[test]
+    fn tail_refuses_dotdot() {
+        assert!(matches!(
+            append_tail(PathBuf::from("/r"), Path::new("a/../b")),
+            Err(Refusal::DotDotInNewTail)
+        ));
+        assert_eq!(
+            append_tail(PathBuf::from("/r"), Path::new("./a/b")).ok(),
+            Some(PathBuf::from("/r/a/b"))
+        );
     }
 }

@@ -1,1 +1,414 @@
-//! TODO(tool helper): memory
+//! Memory tools: notes that outlive a run, in two Markdown files — the workspace's
+//! `<workspace>/.brood/memory.md` and the user's (normally
+//! `~/.config/brood/memory.md`).
+//!
+//! `memory_read` shows both with line numbers, `memory_search` finds lines in them
+//! (`file:line: text`), `remember` appends one dated line (`- 2026-11-22: note`) to
+//! the workspace file. Appends take an exclusive `flock` on the file and write the
+//! whole line with one `O_APPEND` write, so any number of children and processes can
+//! remember at once without interleaving or losing notes. All three tools have
+//! [`Capability::Memory`]; which of them a role gets is decided by its allowed tools.
+
+use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace};
+use async_trait::async_trait;
+use grep_matcher::Matcher;
+use grep_regex::RegexMatcherBuilder;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Most bytes `memory_read` shows per file (the newest lines are kept).
+pub const READ_MAX_BYTES: usize = 64 * 1024;
+/// Most lines `memory_search` returns.
+pub const SEARCH_MAX_RESULTS: usize = 200;
+/// Longest note, in characters.
+pub const MAX_NOTE_CHARS: usize = 1000;
+
+/// The two memory files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryFiles {
+    /// The workspace's file; `remember` appends here.
+    pub workspace_file: PathBuf,
+    /// The user's file, read and searched but not written by tools.
+    pub user_file: Option<PathBuf>,
+}
+
+impl MemoryFiles {
+    /// `<root>/.brood/memory.md` plus the given user file.
+    pub fn for_workspace(root: &Path, user_file: Option<PathBuf>) -> Self {
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        MemoryFiles {
+            workspace_file: root.join(".brood").join("memory.md"),
+            user_file,
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/brood/memory.md`, else `$HOME/.config/brood/memory.md`.
+    pub fn default_user_file() -> Option<PathBuf> {
+        let base = match std::env::var_os("XDG_CONFIG_HOME") {
+            Some(x) if !x.is_empty() => PathBuf::from(x),
+            _ => PathBuf::from(std::env::var_os("HOME")?).join(".config"),
+        };
+        Some(base.join("brood").join("memory.md"))
+    }
+
+    /// Both files, each with its label and the name shown to the model. A file
+    /// inside the workspace goes through the jail, so a symlink planted at
+    /// `.brood/memory.md` cannot redirect reads or appends out of the workspace.
+    fn labelled(&self, ws: &Workspace) -> Result<Vec<(&'static str, PathBuf, String)>, ToolError> {
+        let mut v = vec![(
+            "workspace memory",
+            jailed(ws, &self.workspace_file)?,
+            shown(ws, &self.workspace_file),
+        )];
+        if let Some(u) = &self.user_file {
+            v.push(("user memory", jailed(ws, u)?, shown(ws, u)))
+        }
+        Ok(v)
+    }
+}
+
+/// `path` resolved through the workspace jail when it is relative or lies in the
+/// workspace; a file elsewhere (the user's) is used as configured.
+fn jailed(ws: &Workspace, path: &Path) -> Result<PathBuf, ToolError> {
+    let root = ws.root();
+    let rel = if path.is_absolute() {
+        match path.strip_prefix(root) {
+            Ok(rel) => rel,
+            Err(_) => return Ok(path.to_path_buf()),
+        }
+    } else {
+        path
+    };
+    ws.resolve(&rel.to_string_lossy())
+}
+
+/// A memory file's name for output: workspace-relative if inside it.
+fn shown(ws: &Workspace, path: &Path) -> String {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        ws.root().join(path)
+    };
+    match abs.strip_prefix(ws.root()) {
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => abs.display().to_string(),
+    }
+}
+
+/// The three memory tools sharing `files`.
+pub fn memory_tools(files: MemoryFiles) -> Vec<Arc<dyn Tool>> {
+    let files = Arc::new(files);
+    vec![
+        Arc::new(MemoryRead {
+            files: files.clone(),
+        }),
+        Arc::new(MemorySearch {
+            files: files.clone(),
+        }),
+        Arc::new(Remember { files }),
+    ]
+}
+
+/// The lines of `path` (none if it does not exist).
+fn read_lines(path: &Path, shown: &str) -> Result<Vec<String>, ToolError> {
+    check_regular(path, shown)?;
+    match fs::read(path) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_string)
+            .collect()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(ToolError::Io {
+            path: shown.to_string(),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+/// Refuse a memory path that exists but is not a regular file (a FIFO would block).
+fn check_regular(path: &Path, shown: &str) -> Result<(), ToolError> {
+    match fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(ToolError::Io {
+            path: shown.to_string(),
+            detail: "is not a regular file; the memory file must be a plain Markdown file".into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------- memory_read
+
+/// `memory_read`.
+#[derive(Debug, Clone)]
+pub struct MemoryRead {
+    files: Arc<MemoryFiles>,
+}
+
+/// Arguments of `memory_read` (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReadArgs {}
+
+#[async_trait]
+impl Tool for MemoryRead {
+    fn name(&self) -> &str {
+        "memory_read"
+    }
+    fn description(&self) -> &str {
+        "Read the memory files: notes kept across runs about this workspace and about the user. \
+         Lines are numbered; cite them as file:line."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<MemoryReadArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Memory
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let _: MemoryReadArgs = parse_args(self.name(), args)?;
+        let (files, ws) = (self.files.clone(), ctx.workspace.clone());
+        blocking(move || {
+            let files = files.labelled(&ws)?;
+            let mut out = String::new();
+            for (label, path, shown) in files {
+                let lines = read_lines(&path, &shown)?;
+                out.push_str(&format!("## {label} ({shown})\n"));
+                if lines.is_empty() {
+                    out.push_str("(empty)\n\n");
+                    continue;
+                }
+                // Keep the newest lines within the cap.
+                let mut first = lines.len();
+                let mut bytes = 0usize;
+                while first > 0 && bytes + lines[first - 1].len() + 8 <= READ_MAX_BYTES {
+                    first -= 1;
+                    bytes += lines[first].len() + 8;
+                }
+                if first > 0 {
+                    out.push_str(&format!(
+                        "[lines 1-{first} not shown; use memory_search to find older notes]\n"
+                    ));
+                }
+                for (i, line) in lines.iter().enumerate().skip(first) {
+                    out.push_str(&format!("{:>6}\t{line}\n", i + 1));
+                }
+                out.push('\n');
+            }
+            Ok(out.trim_end().to_string())
+        })
+        .await
+    }
+}
+
+// ---------------------------------------------------------------- memory_search
+
+/// `memory_search`.
+#[derive(Debug, Clone)]
+pub struct MemorySearch {
+    files: Arc<MemoryFiles>,
+}
+
+/// Arguments of `memory_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearchArgs {
+    /// Text to look for, case-insensitive. A plain substring unless `regex` is true.
+    pub query: String,
+    /// Treat `query` as a regular expression (default false).
+    #[serde(default)]
+    pub regex: Option<bool>,
+}
+
+#[async_trait]
+impl Tool for MemorySearch {
+    fn name(&self) -> &str {
+        "memory_search"
+    }
+    fn description(&self) -> &str {
+        "Search the memory files (workspace and user notes kept across runs) for lines \
+         containing `query`, case-insensitive. Returns 'file:line: text' lines."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<MemorySearchArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Memory
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: MemorySearchArgs = parse_args(self.name(), args)?;
+        if a.query.trim().is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: "query is empty".into(),
+            });
+        }
+        let is_match: Box<dyn Fn(&str) -> bool + Send> = if a.regex.unwrap_or(false) {
+            let m = RegexMatcherBuilder::new()
+                .case_insensitive(true)
+                .build(&a.query)
+                .map_err(|e| ToolError::InvalidArguments {
+                    tool: self.name().into(),
+                    detail: format!("bad regex: {e}"),
+                })?;
+            Box::new(move |line: &str| m.is_match(line.as_bytes()).unwrap_or(false))
+        } else {
+            let q = a.query.to_lowercase();
+            Box::new(move |line: &str| line.to_lowercase().contains(&q))
+        };
+        let (files, ws) = (self.files.clone(), ctx.workspace.clone());
+        let query = a.query;
+        blocking(move || {
+            let files = files.labelled(&ws)?;
+            let mut out = String::new();
+            let mut count = 0usize;
+            for (_, path, shown) in files {
+                for (i, line) in read_lines(&path, &shown)?.iter().enumerate() {
+                    if is_match(line) {
+                        count += 1;
+                        if count <= SEARCH_MAX_RESULTS {
+                            out.push_str(&format!("{shown}:{}: {line}\n", i + 1));
+                        }
+                    }
+                }
+            }
+            if count == 0 {
+                return Ok(format!("no memory lines match '{query}'"));
+            }
+            if count > SEARCH_MAX_RESULTS {
+                out.push_str(&format!(
+                    "[{} more matches not shown; use a narrower query]\n",
+                    count - SEARCH_MAX_RESULTS
+                ));
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+// ---------------------------------------------------------------- remember
+
+/// `remember`.
+#[derive(Debug, Clone)]
+pub struct Remember {
+    files: Arc<MemoryFiles>,
+}
+
+/// Arguments of `remember`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberArgs {
+    /// One self-contained fact worth knowing in later runs (a convention, a command that
+    /// works, a pitfall). Stored as one line; newlines become spaces.
+    pub note: String,
+}
+
+#[async_trait]
+impl Tool for Remember {
+    fn name(&self) -> &str {
+        "remember"
+    }
+    fn description(&self) -> &str {
+        "Save a short note to the workspace memory so later runs know it (for example how to \
+         run the tests, a project convention, a pitfall you hit). It is appended as a dated \
+         line; keep it to one self-contained sentence. Do not store secrets."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<RememberArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Memory
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: RememberArgs = parse_args(self.name(), args)?;
+        let note = a.note.split_whitespace().collect::<Vec<_>>().join(" ");
+        if note.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: "note is empty".into(),
+            });
+        }
+        if note.chars().count() > MAX_NOTE_CHARS {
+            return Err(ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: format!(
+                    "note is longer than {MAX_NOTE_CHARS} characters; save one short fact per note"
+                ),
+            });
+        }
+        let line = format!("- {}: {note}", chrono::Local::now().format("%Y-%m-%d"));
+        let (files, ws) = (self.files.clone(), ctx.workspace.clone());
+        blocking(move || {
+            let shown = shown(&ws, &files.workspace_file);
+            let path = jailed(&ws, &files.workspace_file)?;
+            check_regular(&path, &shown)?;
+            let n = append_line(&path, &line).map_err(|e| ToolError::Io {
+                path: shown.clone(),
+                detail: e.to_string(),
+            })?;
+            Ok(format!("remembered at {shown}:{n}: {line}"))
+        })
+        .await
+    }
+}
+
+/// Append `line` to `path` under an exclusive `flock`, in one `O_APPEND` write,
+/// starting on a fresh line. Returns the new line's number.
+pub fn append_line(path: &Path, line: &str) -> io::Result<usize> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)?;
+    let _lock = FileLock::exclusive(&file)?;
+    let mut existing = Vec::new();
+    (&file).read_to_end(&mut existing)?;
+    let mut buf = String::with_capacity(line.len() + 2);
+    if existing.last().is_some_and(|&b| b != b'\n') {
+        buf.push('\n');
+    }
+    buf.push_str(line);
+    buf.push('\n');
+    (&file).write_all(buf.as_bytes())?;
+    file.sync_data()?;
+    let before = existing.iter().filter(|&&b| b == b'\n').count()
+        + usize::from(existing.last().is_some_and(|&b| b != b'\n'));
+    Ok(before + 1)
+}
+
+/// An exclusive advisory lock on an open file, released on drop (and on close).
+struct FileLock<'a> {
+    file: &'a File,
+}
+
+impl<'a> FileLock<'a> {
+    fn exclusive(file: &'a File) -> io::Result<Self> {
+        loop {
+            // SAFETY: flock on a descriptor we hold open.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(FileLock { file });
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: unlock the descriptor we locked.
+        unsafe {
+            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! outside them are not offered) and checks them again on every call. Paths go
 //! through the [`Workspace`] jail; shells of runs without Write run sandboxed.
 
+pub mod builtin;
 mod error;
 pub mod fs;
 pub mod jail;
@@ -18,8 +19,11 @@ pub mod shell;
 pub mod todo;
 mod toolbox;
 
+pub use builtin::{builtin_tools, BuiltinOptions};
 pub use error::ToolError;
 pub use jail::Workspace;
+pub use memory::MemoryFiles;
+pub use sandbox::Sandbox;
 pub use toolbox::Toolbox;
 
 use async_trait::async_trait;
@@ -218,4 +222,19 @@ pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
         obj.remove("$schema");
     }
     v
+}
+
+/// Run blocking work (file system, walks, process waits) off the async threads.
+/// A panic inside `f` is resumed on the caller, so [`Toolbox::call`] reports it as
+/// [`ToolError::Panicked`] like any other tool panic.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(ToolError::Cancelled),
+    }
 }

@@ -1,1 +1,365 @@
-//! TODO(tool helper): search
+//! Search tools: `find_files` (glob) and `grep` (regex), both over a walk of the
+//! workspace that respects `.gitignore`/`.ignore` (the `ignore` crate, as ripgrep).
+//!
+//! Hidden files are searched, `.git` is not; symlinks are not followed, so a walk
+//! never leaves the workspace. Results are workspace-relative and capped with a
+//! marker; the walk runs on a blocking thread and stops when the call is cancelled.
+
+use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace};
+use async_trait::async_trait;
+use globset::{GlobBuilder, GlobMatcher};
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{sinks::Lossy, BinaryDetection, SearcherBuilder};
+use ignore::WalkBuilder;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Most paths `find_files` lists.
+pub const FIND_MAX_RESULTS: usize = 500;
+/// Most matching lines `grep` returns.
+pub const GREP_MAX_MATCHES: usize = 300;
+/// Most bytes of `grep` output.
+pub const GREP_MAX_BYTES: usize = 64 * 1024;
+/// Matching lines are cut to this many bytes.
+const GREP_MAX_LINE_BYTES: usize = 400;
+
+/// The builtin search tools, fresh instances.
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![Arc::new(FindFiles), Arc::new(Grep)]
+}
+
+/// A glob as the tools use it: a pattern without `/` matches a file name at any
+/// depth (`*.rs`); a pattern with `/` matches the path relative to the searched
+/// directory (`src/**/*.rs`). `*` never crosses `/`, `**` does.
+struct PathGlob {
+    matcher: GlobMatcher,
+    by_name: bool,
+}
+
+impl PathGlob {
+    fn new(tool: &str, pattern: &str) -> Result<Self, ToolError> {
+        let pattern = pattern.trim().trim_start_matches("./");
+        if pattern.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: tool.into(),
+                detail: "the glob pattern is empty; e.g. '*.rs' or 'src/**/*.toml'".into(),
+            });
+        }
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| ToolError::InvalidArguments {
+                tool: tool.into(),
+                detail: format!("bad glob '{pattern}': {e}"),
+            })?;
+        Ok(PathGlob {
+            matcher: glob.compile_matcher(),
+            by_name: !pattern.contains('/'),
+        })
+    }
+
+    fn matches(&self, rel: &Path) -> bool {
+        if self.by_name {
+            rel.file_name()
+                .is_some_and(|n| self.matcher.is_match(Path::new(n)))
+        } else {
+            self.matcher.is_match(rel)
+        }
+    }
+}
+
+/// A walk of `dir` (a file or directory) as both tools use it.
+fn walk(dir: &Path) -> ignore::Walk {
+    WalkBuilder::new(dir)
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build()
+}
+
+/// The path a glob is matched against: relative to the searched directory, or the
+/// file name when a single file was given as `path`.
+fn glob_path<'a>(entry: &'a ignore::DirEntry, dir: &Path) -> &'a Path {
+    match entry.path().strip_prefix(dir) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel,
+        _ => Path::new(entry.file_name()),
+    }
+}
+
+/// Resolve the optional `path` argument to a directory or file to search.
+fn search_root(ws: &Workspace, path: Option<&str>) -> Result<std::path::PathBuf, ToolError> {
+    let shown = path.unwrap_or(".");
+    let abs = ws.resolve(path.unwrap_or(""))?;
+    if !abs.exists() {
+        return Err(ToolError::NotFound {
+            path: shown.to_string(),
+        });
+    }
+    Ok(abs)
+}
+
+// ---------------------------------------------------------------- find_files
+
+/// `find_files`: paths matching a glob.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FindFiles;
+
+/// Arguments of `find_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindFilesArgs {
+    /// Glob to match. Without '/' it matches file names at any depth ('*.rs',
+    /// 'Cargo.toml'); with '/' it matches the path below `path` ('src/**/*.rs').
+    /// '*' stays within one directory, '**' crosses directories, '{a,b}' is either.
+    pub pattern: String,
+    /// Directory to search in, relative to the workspace root (default: the root).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[async_trait]
+impl Tool for FindFiles {
+    fn name(&self) -> &str {
+        "find_files"
+    }
+    fn description(&self) -> &str {
+        "Find files by glob pattern, recursively, skipping what .gitignore ignores. Returns \
+         workspace-relative paths sorted by directory, at most 500. Examples: pattern '*.rs' \
+         finds Rust files anywhere; 'src/**/mod.rs' only below src."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<FindFilesArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Read
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: FindFilesArgs = parse_args(self.name(), args)?;
+        let glob = PathGlob::new(self.name(), &a.pattern)?;
+        let ws = ctx.workspace.clone();
+        let cancel = ctx.cancel.clone();
+        blocking(move || {
+            let dir = search_root(&ws, a.path.as_deref())?;
+            find(&ws, &dir, &glob, &a.pattern, &cancel)
+        })
+        .await
+    }
+}
+
+fn find(
+    ws: &Workspace,
+    dir: &Path,
+    glob: &PathGlob,
+    pattern: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
+    let mut out = String::new();
+    let mut total = 0usize;
+    for entry in walk(dir) {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if !glob.matches(glob_path(&entry, dir)) {
+            continue;
+        }
+        total += 1;
+        if total <= FIND_MAX_RESULTS {
+            out.push_str(&ws.display(entry.path()));
+            out.push('\n');
+        }
+    }
+    if total == 0 {
+        return Ok(format!(
+            "no files match '{pattern}' under {}",
+            ws.display(dir)
+        ));
+    }
+    if total > FIND_MAX_RESULTS {
+        out.push_str(&format!(
+            "[{} more of {total} matches not shown; narrow the pattern or path]\n",
+            total - FIND_MAX_RESULTS
+        ));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- grep
+
+/// `grep`: lines matching a regex.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Grep;
+
+/// Arguments of `grep`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepArgs {
+    /// Regular expression (Rust/ripgrep syntax) to search for, e.g. 'fn\s+main' or
+    /// 'TODO|FIXME'. Escape regex characters to search literally ('foo\(').
+    pub pattern: String,
+    /// File or directory to search, relative to the workspace root (default: the root).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only search files matching this glob ('*.rs', 'src/**/*.ts'); same rules as find_files.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Ignore letter case (default false).
+    #[serde(default)]
+    pub case_insensitive: Option<bool>,
+}
+
+#[async_trait]
+impl Tool for Grep {
+    fn name(&self) -> &str {
+        "grep"
+    }
+    fn description(&self) -> &str {
+        "Search file contents with a regular expression (ripgrep engine), recursively, \
+         skipping .gitignored and binary files. Output lines are 'path:line: text' with \
+         workspace-relative paths, at most 300 lines; narrow with path or glob when capped."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<GrepArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Read
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: GrepArgs = parse_args(self.name(), args)?;
+        let matcher = RegexMatcherBuilder::new()
+            .case_insensitive(a.case_insensitive.unwrap_or(false))
+            .line_terminator(Some(b'\n'))
+            .build(&a.pattern)
+            .map_err(|e| ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: format!("bad regex: {e}"),
+            })?;
+        let glob = a
+            .glob
+            .as_deref()
+            .map(|g| PathGlob::new(self.name(), g))
+            .transpose()?;
+        let ws = ctx.workspace.clone();
+        let cancel = ctx.cancel.clone();
+        blocking(move || {
+            let dir = search_root(&ws, a.path.as_deref())?;
+            grep(&ws, &dir, &matcher, glob.as_ref(), &a.pattern, &cancel)
+        })
+        .await
+    }
+}
+
+fn grep(
+    ws: &Workspace,
+    dir: &Path,
+    matcher: &grep_regex::RegexMatcher,
+    glob: Option<&PathGlob>,
+    pattern: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let mut out = String::new();
+    let mut count = 0usize;
+    let mut capped = false;
+    let mut unreadable = 0usize;
+    for entry in walk(dir) {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        if capped {
+            break;
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if let Some(g) = glob {
+            if !g.matches(glob_path(&entry, dir)) {
+                continue;
+            }
+        }
+        let shown = ws.display(entry.path());
+        let result = searcher.search_path(
+            matcher,
+            entry.path(),
+            Lossy(|line_no, line| {
+                if count >= GREP_MAX_MATCHES || out.len() >= GREP_MAX_BYTES {
+                    capped = true;
+                    return Ok(false);
+                }
+                let text = line.trim_end_matches(['\n', '\r']);
+                let text = cut(text, GREP_MAX_LINE_BYTES);
+                out.push_str(&format!("{shown}:{line_no}: {text}\n"));
+                count += 1;
+                Ok(true)
+            }),
+        );
+        if result.is_err() {
+            unreadable += 1;
+        }
+    }
+    if count == 0 {
+        return Ok(format!(
+            "no matches for /{pattern}/ under {}{}",
+            ws.display(dir),
+            if unreadable > 0 {
+                format!(" ({unreadable} files could not be read)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if capped {
+        out.push_str(&format!(
+            "[stopped after {count} matching lines; narrow the pattern, path or glob to see the rest]\n"
+        ));
+    }
+    Ok(out)
+}
+
+/// `s` cut to at most `max` bytes on a char boundary, with a marker when cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} [line cut]", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_without_slash_matches_names_at_any_depth() {
+        let g = PathGlob::new("t", "*.rs").unwrap();
+        assert!(g.matches(Path::new("a/b/c.rs")));
+        assert!(!g.matches(Path::new("a/b/c.rsx")));
+        let g = PathGlob::new("t", "src/*.rs").unwrap();
+        assert!(g.matches(Path::new("src/x.rs")));
+        assert!(!g.matches(Path::new("src/deep/x.rs")));
+        let g = PathGlob::new("t", "src/**/*.rs").unwrap();
+        assert!(g.matches(Path::new("src/deep/x.rs")));
+    }
+
+    #[test]
+    fn cut_respects_char_boundaries() {
+        let s = "ééé";
+        assert_eq!(cut(s, 3), "é [line cut]");
+        assert_eq!(cut(s, 6), "ééé");
+    }
+}
