@@ -15,8 +15,8 @@
 //! role default (20 read-only, 50 otherwise). `fork_context`: the call's, else the
 //! definition's, else false.
 
+use super::catalog::AgentKind;
 use super::config::{QuickModels, SubagentSettings};
-use super::definition::AgentKind;
 use super::role::{custom_posture, Role, SHELL_TOOL};
 use super::routing::{resolve_route, Route};
 use crate::tool::{Capability, Permissions, ShellPolicy};

@@ -25,8 +25,8 @@
 //!
 //! [`AgentDefinition::route_model`]: super::definition::AgentDefinition::route_model
 
+use super::catalog::AgentKind;
 use super::config::{ModelOverrides, QuickModels};
-use super::definition::AgentKind;
 use super::role::Role;
 use serde::Serialize;
 
