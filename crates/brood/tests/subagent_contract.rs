@@ -231,6 +231,20 @@ fn missing_files_directories_and_escapes_are_not_verified() {
     }
 }
 
+#[cfg(unix)]
+#[test]
+fn absolute_path_through_another_spelling_of_the_root_is_verified() {
+    let ws = workspace();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let alias = elsewhere.path().join("ws-alias");
+    std::os::unix::fs::symlink(ws.path(), &alias).unwrap();
+    let item = format!(
+        "{}:2 via a symlinked root",
+        alias.join("src/lib.rs").display()
+    );
+    assert_eq!(check(ws.path(), &item), (Some(true), None));
+}
+
 #[test]
 fn verify_counts_and_uncited_items() {
     let ws = workspace();

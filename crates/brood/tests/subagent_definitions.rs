@@ -279,6 +279,39 @@ fn claude_permission_mode_and_ignored_keys() {
 }
 
 #[test]
+fn claude_specifiers_always_resolve_towards_less_access() {
+    let d = parse(
+        "---\ndescription: d\ntools: Read, Bash(git log:*), mcp__github__search\n\
+         disallowedTools: Bash(rm:*), TodoWrite, WebFetch\n---\n",
+    )
+    .unwrap();
+    assert_eq!(
+        d.tools,
+        Some(strings(&["read_file"])),
+        "a partial allow grants nothing"
+    );
+    assert_eq!(
+        d.disallowed_tools,
+        strings(&["bash", "todo_write"]),
+        "a partial deny denies the whole tool; denying TodoWrite keeps todo_read"
+    );
+    assert!(
+        d.warnings.iter().any(|w| w.contains("denies all of Bash")),
+        "{:?}",
+        d.warnings
+    );
+    assert!(
+        d.warnings.iter().any(|w| w.contains("mcp__github__search")),
+        "{:?}",
+        d.warnings
+    );
+    assert!(
+        !d.warnings.iter().any(|w| w.contains("WebFetch")),
+        "denying a missing tool is a no-op"
+    );
+}
+
+#[test]
 fn catalog_precedence_shadowing_and_collected_errors() {
     let ws = tempfile::tempdir().unwrap();
     let user = tempfile::tempdir().unwrap();

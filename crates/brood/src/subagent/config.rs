@@ -192,26 +192,25 @@ pub struct SubagentSettings {
 }
 
 impl Default for SubagentSettings {
+    /// The settings of an empty `[subagents]` table (the same as resolving it; a
+    /// unit test holds the two together).
     fn default() -> Self {
-        // The empty table always resolves; the fallback is never taken.
-        SubagentsConfig::default()
-            .resolve()
-            .unwrap_or_else(|_| SubagentSettings {
-                enabled: true,
-                max_concurrent: DEFAULT_MAX_CONCURRENT as usize,
-                launch_concurrency: DEFAULT_MAX_CONCURRENT as usize,
-                max_depth: DEFAULT_MAX_DEPTH as u32,
-                max_total: DEFAULT_MAX_TOTAL,
-                max_turns: None,
-                wall_time: Duration::from_secs(DEFAULT_WALL_TIME_SECS),
-                token_budget: None,
-                tree_token_budget: None,
-                api_timeout: Duration::from_secs(DEFAULT_API_TIMEOUT_SECS),
-                heartbeat_timeout: Duration::from_secs(DEFAULT_HEARTBEAT_SECS),
-                context_cap_bytes: DEFAULT_CONTEXT_CAP as usize,
-                models: ModelOverrides::default(),
-                adjustments: Vec::new(),
-            })
+        SubagentSettings {
+            enabled: true,
+            max_concurrent: DEFAULT_MAX_CONCURRENT as usize,
+            launch_concurrency: DEFAULT_MAX_CONCURRENT as usize,
+            max_depth: DEFAULT_MAX_DEPTH as u32,
+            max_total: DEFAULT_MAX_TOTAL,
+            max_turns: None,
+            wall_time: Duration::from_secs(DEFAULT_WALL_TIME_SECS),
+            token_budget: None,
+            tree_token_budget: None,
+            api_timeout: Duration::from_secs(DEFAULT_API_TIMEOUT_SECS),
+            heartbeat_timeout: Duration::from_secs(DEFAULT_HEARTBEAT_SECS),
+            context_cap_bytes: DEFAULT_CONTEXT_CAP as usize,
+            models: ModelOverrides::default(),
+            adjustments: Vec::new(),
+        }
     }
 }
 

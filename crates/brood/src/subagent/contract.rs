@@ -307,7 +307,8 @@ pub fn verify_evidence(result: &mut ParsedResult, root: &Path) -> EvidenceCheck 
 
 /// What goes back into the parent's context: the parsed sections, at most
 /// `cap_bytes` bytes (cut on a character boundary), ending with a pointer to
-/// `transcript_handle` when anything was cut.
+/// `transcript_handle` when anything was cut. The pointer itself is always kept, so
+/// a cap smaller than it (under ~120 bytes) yields just the pointer.
 pub fn render_for_parent(
     result: &ParsedResult,
     cap_bytes: usize,

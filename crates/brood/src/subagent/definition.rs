@@ -22,7 +22,8 @@
 //!
 //! Claude Code keys are accepted so existing agents work unchanged:
 //! - `color` is kept as a display hint; `maxTurns` is `max_turns`;
-//! - `disallowedTools` is honoured (removed from the grant);
+//! - `disallowedTools` is honoured (removed from the grant); a denied entry with a
+//!   specifier (`Bash(rm:*)`) denies the whole tool, since brood cannot deny part of one;
 //! - `permissionMode: plan` makes a definition without `role` take the `plan`
 //!   posture (with an explicit `role`, that role must be read-only); the other modes
 //!   concern interactive approval, which brood does not have, so they only add a
@@ -340,6 +341,7 @@ pub fn parse_definition(
         None | Some(serde_yaml::Value::Null) => None,
         Some(v) => Some(map_tools(
             &tool_list(v).map_err(|p| bad("tools", p))?,
+            ListKind::Allow,
             &mut warnings,
         )),
     };
@@ -347,7 +349,8 @@ pub fn parse_definition(
         None | Some(serde_yaml::Value::Null) => Vec::new(),
         Some(v) => map_tools(
             &tool_list(v).map_err(|p| bad("disallowedTools", p))?,
-            &mut Vec::new(),
+            ListKind::Deny,
+            &mut warnings,
         ),
     };
     for key in [
@@ -484,8 +487,17 @@ fn tool_list(v: &serde_yaml::Value) -> Result<Vec<String>, String> {
     Ok(items)
 }
 
-/// Map Claude Code tool names to brood's; drop what brood cannot provide or enforce.
-fn map_tools(items: &[String], warnings: &mut Vec<String>) -> Vec<String> {
+/// Whether a tool list grants (`tools`) or denies (`disallowedTools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListKind {
+    Allow,
+    Deny,
+}
+
+/// Map Claude Code tool names to brood's. What brood cannot enforce exactly is
+/// resolved towards less access: an allowed `Bash(git:*)` is dropped, a denied one
+/// denies all of `bash`.
+fn map_tools(items: &[String], list: ListKind, warnings: &mut Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut push = |t: &str| {
         if !out.iter().any(|x| x == t) {
@@ -493,13 +505,22 @@ fn map_tools(items: &[String], warnings: &mut Vec<String>) -> Vec<String> {
         }
     };
     for item in items {
-        if item.contains('(') {
-            warnings.push(format!(
-                "tool '{item}' dropped: brood cannot enforce the part in parentheses, so it grants nothing rather than everything"
-            ));
-            continue;
-        }
-        match item.as_str() {
+        let item = match (item.split_once('('), list) {
+            (None, _) => item.as_str(),
+            (Some(_), ListKind::Allow) => {
+                warnings.push(format!(
+                    "tool '{item}' dropped: brood cannot enforce the part in parentheses, so it grants nothing rather than everything"
+                ));
+                continue;
+            }
+            (Some((whole, _)), ListKind::Deny) => {
+                warnings.push(format!(
+                    "disallowedTools '{item}' denies all of {whole}: brood cannot deny only part of a tool"
+                ));
+                whole.trim()
+            }
+        };
+        match item {
             "Read" => push("read_file"),
             "Write" => push("write_file"),
             "Edit" | "MultiEdit" => push("edit_file"),
@@ -507,19 +528,29 @@ fn map_tools(items: &[String], warnings: &mut Vec<String>) -> Vec<String> {
             "Grep" => push("grep"),
             "LS" => push("list_dir"),
             "Bash" => push("bash"),
+            // Claude's TodoWrite also shows the list; denying it denies only writes.
             "TodoWrite" => {
                 push("todo_write");
-                push("todo_read");
+                if list == ListKind::Allow {
+                    push("todo_read");
+                }
             }
             "TodoRead" => push("todo_read"),
             "Task" | "Agent" => DELEGATION_TOOLS.iter().for_each(|t| push(t)),
             "WebFetch" | "WebSearch" | "NotebookEdit" | "NotebookRead" | "BashOutput"
             | "KillShell" | "KillBash" | "ExitPlanMode" | "SlashCommand" | "Skill" => {
-                warnings.push(format!("tool '{item}' dropped: brood has no equivalent"))
+                // Denying a tool brood does not have changes nothing.
+                if list == ListKind::Allow {
+                    warnings.push(format!("tool '{item}' dropped: brood has no equivalent"))
+                }
             }
-            other if other.starts_with("mcp__") => warnings.push(format!(
-                "tool '{item}' dropped: brood does not connect to MCP servers for sub-agents"
-            )),
+            other if other.starts_with("mcp__") => {
+                if list == ListKind::Allow {
+                    warnings.push(format!(
+                        "tool '{item}' dropped: brood does not connect to MCP servers for sub-agents"
+                    ))
+                }
+            }
             other => push(other),
         }
     }

@@ -243,16 +243,21 @@ fn verify_one(root: &Path, path: &str, start: Option<u64>, end: Option<u64>) -> 
     };
     let lexical = normalize(&joined)
         .ok_or_else(|| "the path climbs above the filesystem root".to_string())?;
-    if !lexical.starts_with(root) {
-        return Err("the path is outside the workspace".into());
-    }
-    let real = std::fs::canonicalize(&lexical).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file in the workspace".to_string(),
-        _ => format!("cannot open: {e}"),
-    })?;
-    if !real.starts_with(root) {
-        return Err("the path leads outside the workspace through a symlink".into());
-    }
+    let inside = lexical.starts_with(root);
+    let real = match std::fs::canonicalize(&lexical) {
+        // Inside once symlinks are resolved (also when written through another
+        // spelling of the root).
+        Ok(real) if real.starts_with(root) => real,
+        Ok(_) if inside => {
+            return Err("the path leads outside the workspace through a symlink".into())
+        }
+        _ if !inside => return Err("the path is outside the workspace".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err("no such file in the workspace".into())
+        }
+        Err(e) => return Err(format!("cannot open: {e}")),
+        Ok(_) => return Err("the path is outside the workspace".into()),
+    };
     if !real.is_file() {
         return Err("not a file".into());
     }
