@@ -156,15 +156,20 @@ impl Session {
         let catalog = AgentCatalog::load(workspace.root(), config.user_dir.as_deref())
             .map_err(|e| SessionError::Subagents(e.to_string()))?;
 
-        let tool_ws = workspace.clone();
-        let user_memory = config.user_dir.as_ref().map(|d| d.join("memory.md"));
+        // One sandbox per session: its landlock probe runs once.
+        let sandbox = Arc::new(tool::Sandbox::new());
+        let read_only_shell = sandbox.read_only_shell_available();
+        let memory_files = memory.then(|| {
+            tool::MemoryFiles::for_workspace(
+                workspace.root(),
+                config.user_dir.as_ref().map(|d| d.join("memory.md")),
+            )
+        });
+        let tool_sandbox = sandbox.clone();
         let tools: ToolFactory = Arc::new(move |_run_id: &str| {
-            tool::builtin::builtin_tools(&tool::builtin::BuiltinOptions {
-                workspace: tool_ws.clone(),
-                memory: memory.then(|| tool::memory::MemoryFiles {
-                    workspace_file: tool_ws.root().join(".brood").join("memory.md"),
-                    user_file: user_memory.clone(),
-                }),
+            tool::builtin_tools(&tool::BuiltinOptions {
+                memory: memory_files.clone(),
+                sandbox: Some(tool_sandbox.clone()),
             })
         });
         let cancel = CancellationToken::new();
@@ -179,7 +184,7 @@ impl Session {
             main_model,
             routes,
             tools,
-            read_only_shell: tool::sandbox::read_only_shell_available(),
+            read_only_shell,
             sampling: config.sampling.clone(),
             tool_choice: config.tool_choice.clone(),
             session_cancel: cancel.clone(),

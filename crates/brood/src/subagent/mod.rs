@@ -7,10 +7,31 @@
 //! `agent_close`, `agent_list`, `handle_read`. The [`Supervisor`] admits and runs
 //! them under the session's limits; every lifecycle transition and every child's
 //! transcript goes to the ledger.
+//!
+//! The pure logic:
+//! - [`role`]: the built-in roles, their aliases, postures and stance prompts;
+//! - [`definition`]: user agent definition files (brood's and Claude Code's format);
+//! - [`catalog`]: where definitions are found (`.brood/agents`, `.claude/agents`, the
+//!   user directory) and the [`AgentCatalog`] that resolves an `agent_type`;
+//! - [`grant`]: a child's permissions and limits, only ever narrower than the parent's;
+//! - [`contract`] and [`evidence`]: the SUMMARY/CHANGES/EVIDENCE/RISKS/BLOCKERS report,
+//!   its parser, repair prompt, citation check and capped rendering;
+//! - [`config`] and [`routing`]: the `[subagents]`, `[memory]` and `[models.*]`
+//!   configuration and which provider/model a child runs on.
+//!
+//! The machinery:
+//! - [`supervisor`]: the registry, running slots, the heartbeat;
+//! - [`run`]: the [`Supervisor`] API (open, wait, cancel, the session's root run);
+//! - `drive`: one run from spawn to its terminal record;
+//! - [`inbox`]: completions and messages pushed into a run's next step;
+//! - [`tools`]: the model-facing delegation tools; [`fork`]: forked context.
 
+pub mod catalog;
 pub mod config;
 pub mod contract;
 pub mod definition;
+mod drive;
+pub mod evidence;
 pub mod fork;
 pub mod grant;
 pub mod inbox;
@@ -18,14 +39,27 @@ mod record;
 pub mod result;
 pub mod role;
 pub mod routing;
-mod drive;
 pub mod run;
 pub mod supervisor;
 pub mod tools;
 
-pub use result::ChildResult;
+pub use catalog::{AgentCatalog, AgentKind, CatalogError, Shadowed, UnknownAgentType};
+pub use config::{
+    memory_enabled, ConfigError, MemoryConfig, ModelOverrides, QuickModelConfig, QuickModels,
+    SubagentSettings, SubagentsConfig,
+};
+pub use contract::{ParsedResult, Section};
+pub use definition::{AgentDefinition, DefinitionError, DefinitionSource};
 pub use drive::RunCtx;
-pub use run::{Opened, RootRequest, RouteBuilder, SpawnMode, SpawnRequest, Supervisor, SupervisorEnv, ToolFactory};
+pub use evidence::{Evidence, EvidenceCheck};
+pub use grant::{child_permissions, grant_for, Grant, GrantError, GrantRequest, SpawnSpec};
+pub use result::ChildResult;
+pub use role::{Role, UnknownRole};
+pub use routing::{resolve_route, Route};
+pub use run::{
+    Opened, RootRequest, RouteBuilder, SpawnMode, SpawnRequest, Supervisor, SupervisorEnv,
+    ToolFactory,
+};
 pub use supervisor::{Limits, LiveStatus, RunSnapshot};
 
 use thiserror::Error;

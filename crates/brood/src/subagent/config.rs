@@ -1,0 +1,553 @@
+//! Configuration of the sub-agent layer: the `[subagents]` and `[memory]` tables and
+//! the top-level `[models.<alias>]` quick models, as they appear in `config.toml`, and
+//! their validated, resolved form.
+//!
+//! The file structs ([`SubagentsConfig`], [`MemoryConfig`], [`QuickModelConfig`]) hold
+//! only what a file said (every field optional, unknown keys rejected), so layers can
+//! be merged ([`SubagentsConfig::merged`]: the later layer wins field by field).
+//! [`SubagentsConfig::resolve`] applies defaults, range checks and clamps and returns
+//! [`SubagentSettings`], or a [`ConfigError`] naming the key and the problem.
+//!
+//! | key | default | rule |
+//! |---|---|---|
+//! | `enabled` | true | `false` removes the delegation tools |
+//! | `max_concurrent` | 10 | 1..=64, else error |
+//! | `launch_concurrency` | = max_concurrent | 1..=max_concurrent, else error |
+//! | `max_depth` | 3 | 1..=8, else error |
+//! | `max_total` | 100 | ≥ 1, else error |
+//! | `max_turns` | per role (20 read-only, 50 others) | 1..=1000, else error |
+//! | `wall_time_secs` | 1800 | 1..=86400, else error |
+//! | `token_budget`, `tree_token_budget` | none | ≥ 1, else error |
+//! | `api_timeout_secs` | 120 | 0 → 120; clamped to 1..=1800 |
+//! | `heartbeat_timeout_secs` | 300 | clamped to 30..=3600, then raised to ≥ api_timeout_secs + 30 |
+//! | `context_cap_bytes` | 4096 | 256..=1048576, else error |
+//! | `*_model`, `models.*`, `subagent_model`, `subagent_provider` | none | non-empty |
+//!
+//! Clamps are not errors, but each one is written to [`SubagentSettings::adjustments`]
+//! so the runtime can show it.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A configuration value that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("config key `{key}`: {problem}")]
+pub struct ConfigError {
+    /// The full key, e.g. `subagents.max_concurrent`.
+    pub key: String,
+    /// What is wrong and what is accepted.
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, problem: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The `[subagents]` table as written in one config file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentsConfig {
+    pub enabled: Option<bool>,
+    pub max_concurrent: Option<u64>,
+    pub launch_concurrency: Option<u64>,
+    pub max_depth: Option<u64>,
+    pub max_total: Option<u64>,
+    pub max_turns: Option<u64>,
+    pub wall_time_secs: Option<u64>,
+    pub token_budget: Option<u64>,
+    pub tree_token_budget: Option<u64>,
+    pub api_timeout_secs: Option<u64>,
+    pub heartbeat_timeout_secs: Option<u64>,
+    pub context_cap_bytes: Option<u64>,
+    pub default_model: Option<String>,
+    pub worker_model: Option<String>,
+    pub explorer_model: Option<String>,
+    pub awaiter_model: Option<String>,
+    pub review_model: Option<String>,
+    pub custom_model: Option<String>,
+    /// Role, alias or definition name → model (keys case-insensitive).
+    pub models: Option<BTreeMap<String, String>>,
+    /// Model (or quick-model name) for children when nothing more specific applies.
+    pub subagent_model: Option<String>,
+    /// Provider for children when nothing more specific applies.
+    pub subagent_provider: Option<String>,
+}
+
+/// One `[models.<alias>]` quick model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuickModelConfig {
+    pub provider: String,
+    pub model: String,
+}
+
+/// The `[memory]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    pub enabled: Option<bool>,
+}
+
+/// Validated quick models, looked up case-insensitively by alias.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct QuickModels {
+    by_alias: BTreeMap<String, QuickModelConfig>,
+}
+
+impl QuickModels {
+    /// Validate the `[models]` table: non-empty provider and model, no two aliases
+    /// that differ only in case.
+    pub fn from_config(table: &BTreeMap<String, QuickModelConfig>) -> Result<Self, ConfigError> {
+        let mut by_alias: BTreeMap<String, QuickModelConfig> = BTreeMap::new();
+        let mut original: BTreeMap<String, &str> = BTreeMap::new();
+        for (alias, q) in table {
+            let key = format!("models.{alias}");
+            let lower = alias.trim().to_ascii_lowercase();
+            if lower.is_empty() {
+                return Err(ConfigError::new(key, "the alias is empty"));
+            }
+            for (field, v) in [("provider", &q.provider), ("model", &q.model)] {
+                if v.trim().is_empty() {
+                    return Err(ConfigError::new(
+                        format!("{key}.{field}"),
+                        "must not be empty",
+                    ));
+                }
+            }
+            if let Some(prev) = original.insert(lower.clone(), alias) {
+                return Err(ConfigError::new(
+                    key,
+                    format!(
+                        "aliases are case-insensitive and `models.{prev}` already uses this name"
+                    ),
+                ));
+            }
+            by_alias.insert(
+                lower,
+                QuickModelConfig {
+                    provider: q.provider.trim().to_string(),
+                    model: q.model.trim().to_string(),
+                },
+            );
+        }
+        Ok(QuickModels { by_alias })
+    }
+
+    /// The quick model called `alias` (case-insensitive).
+    pub fn get(&self, alias: &str) -> Option<&QuickModelConfig> {
+        self.by_alias.get(&alias.trim().to_ascii_lowercase())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_alias.is_empty()
+    }
+
+    /// Aliases (lowercase), sorted.
+    pub fn aliases(&self) -> Vec<&str> {
+        self.by_alias.keys().map(String::as_str).collect()
+    }
+}
+
+/// Model overrides from `[subagents]`, validated; map keys lowercased.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ModelOverrides {
+    pub default_model: Option<String>,
+    pub worker_model: Option<String>,
+    pub explorer_model: Option<String>,
+    pub awaiter_model: Option<String>,
+    pub review_model: Option<String>,
+    pub custom_model: Option<String>,
+    /// `[subagents.models]` with lowercase keys.
+    pub map: BTreeMap<String, String>,
+    pub subagent_model: Option<String>,
+    pub subagent_provider: Option<String>,
+}
+
+/// `[subagents]` after defaults, checks and clamps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubagentSettings {
+    pub enabled: bool,
+    pub max_concurrent: usize,
+    pub launch_concurrency: usize,
+    pub max_depth: u32,
+    pub max_total: u64,
+    /// Overrides the per-role default when set.
+    pub max_turns: Option<u32>,
+    pub wall_time: Duration,
+    pub token_budget: Option<u64>,
+    pub tree_token_budget: Option<u64>,
+    pub api_timeout: Duration,
+    pub heartbeat_timeout: Duration,
+    pub context_cap_bytes: usize,
+    pub models: ModelOverrides,
+    /// Values that were clamped, in words (e.g. for a startup notice).
+    pub adjustments: Vec<String>,
+}
+
+impl Default for SubagentSettings {
+    /// The settings of an empty `[subagents]` table (the same as resolving it; a
+    /// unit test holds the two together).
+    fn default() -> Self {
+        SubagentSettings {
+            enabled: true,
+            max_concurrent: DEFAULT_MAX_CONCURRENT as usize,
+            launch_concurrency: DEFAULT_MAX_CONCURRENT as usize,
+            max_depth: DEFAULT_MAX_DEPTH as u32,
+            max_total: DEFAULT_MAX_TOTAL,
+            max_turns: None,
+            wall_time: Duration::from_secs(DEFAULT_WALL_TIME_SECS),
+            token_budget: None,
+            tree_token_budget: None,
+            api_timeout: Duration::from_secs(DEFAULT_API_TIMEOUT_SECS),
+            heartbeat_timeout: Duration::from_secs(DEFAULT_HEARTBEAT_SECS),
+            context_cap_bytes: DEFAULT_CONTEXT_CAP as usize,
+            models: ModelOverrides::default(),
+            adjustments: Vec::new(),
+        }
+    }
+}
+
+pub const DEFAULT_MAX_CONCURRENT: u64 = 10;
+pub const MAX_CONCURRENT_LIMIT: u64 = 64;
+pub const DEFAULT_MAX_DEPTH: u64 = 3;
+pub const MAX_DEPTH_LIMIT: u64 = 8;
+pub const DEFAULT_MAX_TOTAL: u64 = 100;
+pub const MAX_TURNS_LIMIT: u64 = 1000;
+pub const DEFAULT_WALL_TIME_SECS: u64 = 1800;
+pub const WALL_TIME_LIMIT_SECS: u64 = 86_400;
+pub const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
+pub const API_TIMEOUT_RANGE: (u64, u64) = (1, 1800);
+pub const DEFAULT_HEARTBEAT_SECS: u64 = 300;
+pub const HEARTBEAT_RANGE: (u64, u64) = (30, 3600);
+/// The heartbeat is kept at least this much above the API timeout.
+pub const HEARTBEAT_MARGIN_SECS: u64 = 30;
+pub const DEFAULT_CONTEXT_CAP: u64 = 4096;
+pub const CONTEXT_CAP_RANGE: (u64, u64) = (256, 1_048_576);
+
+fn in_range(key: &str, v: u64, lo: u64, hi: u64, hint: &str) -> Result<u64, ConfigError> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ConfigError::new(
+            format!("subagents.{key}"),
+            format!("{v} is out of range; use a value from {lo} to {hi}{hint}"),
+        ))
+    }
+}
+
+fn model_value(key: &str, v: &Option<String>) -> Result<Option<String>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.trim().is_empty() => Err(ConfigError::new(
+            format!("subagents.{key}"),
+            "must not be empty; remove the key to use the default",
+        )),
+        Some(s) => Ok(Some(s.trim().to_string())),
+    }
+}
+
+impl SubagentsConfig {
+    /// `self` overridden by `over`: every field `over` sets wins; the `models` maps
+    /// are merged key by key (case-insensitively), `over` winning.
+    pub fn merged(&self, over: &SubagentsConfig) -> SubagentsConfig {
+        fn pick<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+            b.clone().or_else(|| a.clone())
+        }
+        let models = match (&self.models, &over.models) {
+            (None, None) => None,
+            (a, b) => {
+                let mut m: BTreeMap<String, String> = a.clone().unwrap_or_default();
+                for (k, v) in b.iter().flatten() {
+                    let lower = k.to_ascii_lowercase();
+                    m.retain(|old, _| old.to_ascii_lowercase() != lower);
+                    m.insert(k.clone(), v.clone());
+                }
+                Some(m)
+            }
+        };
+        SubagentsConfig {
+            enabled: pick(&self.enabled, &over.enabled),
+            max_concurrent: pick(&self.max_concurrent, &over.max_concurrent),
+            launch_concurrency: pick(&self.launch_concurrency, &over.launch_concurrency),
+            max_depth: pick(&self.max_depth, &over.max_depth),
+            max_total: pick(&self.max_total, &over.max_total),
+            max_turns: pick(&self.max_turns, &over.max_turns),
+            wall_time_secs: pick(&self.wall_time_secs, &over.wall_time_secs),
+            token_budget: pick(&self.token_budget, &over.token_budget),
+            tree_token_budget: pick(&self.tree_token_budget, &over.tree_token_budget),
+            api_timeout_secs: pick(&self.api_timeout_secs, &over.api_timeout_secs),
+            heartbeat_timeout_secs: pick(
+                &self.heartbeat_timeout_secs,
+                &over.heartbeat_timeout_secs,
+            ),
+            context_cap_bytes: pick(&self.context_cap_bytes, &over.context_cap_bytes),
+            default_model: pick(&self.default_model, &over.default_model),
+            worker_model: pick(&self.worker_model, &over.worker_model),
+            explorer_model: pick(&self.explorer_model, &over.explorer_model),
+            awaiter_model: pick(&self.awaiter_model, &over.awaiter_model),
+            review_model: pick(&self.review_model, &over.review_model),
+            custom_model: pick(&self.custom_model, &over.custom_model),
+            models,
+            subagent_model: pick(&self.subagent_model, &over.subagent_model),
+            subagent_provider: pick(&self.subagent_provider, &over.subagent_provider),
+        }
+    }
+
+    /// Check every value and apply defaults and clamps.
+    pub fn resolve(&self) -> Result<SubagentSettings, ConfigError> {
+        let mut adjustments = Vec::new();
+        let max_concurrent = in_range(
+            "max_concurrent",
+            self.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT),
+            1,
+            MAX_CONCURRENT_LIMIT,
+            "",
+        )?;
+        let launch_concurrency = in_range(
+            "launch_concurrency",
+            self.launch_concurrency.unwrap_or(max_concurrent),
+            1,
+            max_concurrent,
+            " (it cannot exceed max_concurrent)",
+        )?;
+        let max_depth = in_range(
+            "max_depth",
+            self.max_depth.unwrap_or(DEFAULT_MAX_DEPTH),
+            1,
+            MAX_DEPTH_LIMIT,
+            " (set `enabled = false` to turn sub-agents off)",
+        )?;
+        let max_total = in_range(
+            "max_total",
+            self.max_total.unwrap_or(DEFAULT_MAX_TOTAL),
+            1,
+            u64::MAX,
+            "",
+        )?;
+        let max_turns = self
+            .max_turns
+            .map(|v| in_range("max_turns", v, 1, MAX_TURNS_LIMIT, ""))
+            .transpose()?;
+        let wall_time = in_range(
+            "wall_time_secs",
+            self.wall_time_secs.unwrap_or(DEFAULT_WALL_TIME_SECS),
+            1,
+            WALL_TIME_LIMIT_SECS,
+            "",
+        )?;
+        let token_budget = self
+            .token_budget
+            .map(|v| {
+                in_range(
+                    "token_budget",
+                    v,
+                    1,
+                    u64::MAX,
+                    "; remove the key for no budget",
+                )
+            })
+            .transpose()?;
+        let tree_token_budget = self
+            .tree_token_budget
+            .map(|v| {
+                in_range(
+                    "tree_token_budget",
+                    v,
+                    1,
+                    u64::MAX,
+                    "; remove the key for no budget",
+                )
+            })
+            .transpose()?;
+
+        let api_timeout = match self.api_timeout_secs {
+            None | Some(0) => DEFAULT_API_TIMEOUT_SECS,
+            Some(v) => clamp("api_timeout_secs", v, API_TIMEOUT_RANGE, &mut adjustments),
+        };
+        let heartbeat = clamp(
+            "heartbeat_timeout_secs",
+            self.heartbeat_timeout_secs
+                .unwrap_or(DEFAULT_HEARTBEAT_SECS),
+            HEARTBEAT_RANGE,
+            &mut adjustments,
+        );
+        let heartbeat = if heartbeat < api_timeout + HEARTBEAT_MARGIN_SECS {
+            let raised = api_timeout + HEARTBEAT_MARGIN_SECS;
+            adjustments.push(format!(
+                "subagents.heartbeat_timeout_secs raised from {heartbeat} to {raised} \
+                 (at least api_timeout_secs + {HEARTBEAT_MARGIN_SECS})"
+            ));
+            raised
+        } else {
+            heartbeat
+        };
+        let context_cap = in_range(
+            "context_cap_bytes",
+            self.context_cap_bytes.unwrap_or(DEFAULT_CONTEXT_CAP),
+            CONTEXT_CAP_RANGE.0,
+            CONTEXT_CAP_RANGE.1,
+            "",
+        )?;
+
+        let mut map: BTreeMap<String, String> = BTreeMap::new();
+        let mut original: BTreeMap<String, &str> = BTreeMap::new();
+        for (k, v) in self.models.iter().flatten() {
+            let key = format!("models.{k}");
+            let lower = k.trim().to_ascii_lowercase();
+            if lower.is_empty() {
+                return Err(ConfigError::new("subagents.models", "a key is empty"));
+            }
+            let Some(v) = model_value(&key, &Some(v.clone()))? else {
+                continue;
+            };
+            if let Some(prev) = original.insert(lower.clone(), k) {
+                return Err(ConfigError::new(
+                    format!("subagents.{key}"),
+                    format!("keys are case-insensitive and `subagents.models.{prev}` names the same agent type"),
+                ));
+            }
+            map.insert(lower, v);
+        }
+        let models = ModelOverrides {
+            default_model: model_value("default_model", &self.default_model)?,
+            worker_model: model_value("worker_model", &self.worker_model)?,
+            explorer_model: model_value("explorer_model", &self.explorer_model)?,
+            awaiter_model: model_value("awaiter_model", &self.awaiter_model)?,
+            review_model: model_value("review_model", &self.review_model)?,
+            custom_model: model_value("custom_model", &self.custom_model)?,
+            map,
+            subagent_model: model_value("subagent_model", &self.subagent_model)?,
+            subagent_provider: model_value("subagent_provider", &self.subagent_provider)?,
+        };
+
+        Ok(SubagentSettings {
+            enabled: self.enabled.unwrap_or(true),
+            max_concurrent: max_concurrent as usize,
+            launch_concurrency: launch_concurrency as usize,
+            max_depth: max_depth as u32,
+            max_total,
+            max_turns: max_turns.map(|v| v as u32),
+            wall_time: Duration::from_secs(wall_time),
+            token_budget,
+            tree_token_budget,
+            api_timeout: Duration::from_secs(api_timeout),
+            heartbeat_timeout: Duration::from_secs(heartbeat),
+            context_cap_bytes: context_cap as usize,
+            models,
+            adjustments,
+        })
+    }
+}
+
+fn clamp(key: &str, v: u64, (lo, hi): (u64, u64), adjustments: &mut Vec<String>) -> u64 {
+    let c = v.clamp(lo, hi);
+    if c != v {
+        adjustments.push(format!(
+            "subagents.{key} = {v} clamped to {c} (accepted range {lo}..={hi})"
+        ));
+    }
+    c
+}
+
+/// The environment variable that turns memory on or off, over the config file.
+pub const MEMORY_ENV: &str = "BROOD_MEMORY";
+
+/// Whether memory is on: `BROOD_MEMORY` (passed in by the caller, who reads the
+/// environment) wins over `[memory] enabled`; the default is off.
+/// Accepted env values: on/true/1/yes and off/false/0/no (any case); an empty value
+/// counts as unset.
+pub fn memory_enabled(cfg: &MemoryConfig, env_value: Option<&str>) -> Result<bool, ConfigError> {
+    if let Some(raw) = env_value {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "" => {}
+            "on" | "true" | "1" | "yes" => return Ok(true),
+            "off" | "false" | "0" | "no" => return Ok(false),
+            _ => {
+                return Err(ConfigError::new(
+                    MEMORY_ENV,
+                    format!("'{raw}' is not a switch; use on or off"),
+                ))
+            }
+        }
+    }
+    Ok(cfg.enabled.unwrap_or(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let s = SubagentsConfig::default().resolve().unwrap();
+        assert!(s.enabled);
+        assert_eq!(s.max_concurrent, 10);
+        assert_eq!(s.launch_concurrency, 10);
+        assert_eq!(s.max_depth, 3);
+        assert_eq!(s.max_total, 100);
+        assert_eq!(s.max_turns, None);
+        assert_eq!(s.wall_time, Duration::from_secs(1800));
+        assert_eq!(s.api_timeout, Duration::from_secs(120));
+        assert_eq!(s.heartbeat_timeout, Duration::from_secs(300));
+        assert_eq!(s.context_cap_bytes, 4096);
+        assert!(s.adjustments.is_empty());
+        assert_eq!(SubagentSettings::default(), s);
+    }
+
+    #[test]
+    fn launch_concurrency_follows_max_concurrent() {
+        let c = SubagentsConfig {
+            max_concurrent: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(c.resolve().unwrap().launch_concurrency, 4);
+    }
+
+    #[test]
+    fn merge_later_layer_wins_and_maps_merge_case_insensitively() {
+        let user = SubagentsConfig {
+            max_depth: Some(2),
+            worker_model: Some("a".into()),
+            models: Some(
+                [
+                    ("Explore".to_string(), "x".to_string()),
+                    ("plan".into(), "p".into()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let ws = SubagentsConfig {
+            worker_model: Some("b".into()),
+            models: Some([("explore".to_string(), "y".to_string())].into()),
+            ..Default::default()
+        };
+        let m = user.merged(&ws);
+        assert_eq!(m.max_depth, Some(2));
+        assert_eq!(m.worker_model.as_deref(), Some("b"));
+        let s = m.resolve().unwrap();
+        assert_eq!(s.models.map.get("explore").map(String::as_str), Some("y"));
+        assert_eq!(s.models.map.get("plan").map(String::as_str), Some("p"));
+    }
+
+    #[test]
+    fn memory_switch() {
+        let on = MemoryConfig {
+            enabled: Some(true),
+        };
+        assert!(!memory_enabled(&MemoryConfig::default(), None).unwrap());
+        assert!(memory_enabled(&on, None).unwrap());
+        assert!(!memory_enabled(&on, Some("off")).unwrap());
+        assert!(memory_enabled(&MemoryConfig::default(), Some("ON")).unwrap());
+        assert!(memory_enabled(&on, Some("")).unwrap());
+        let e = memory_enabled(&on, Some("maybe")).unwrap_err();
+        assert_eq!(e.key, "BROOD_MEMORY");
+    }
+}

@@ -1,0 +1,558 @@
+//! Agent definitions: named agent types written by users as Markdown files with YAML
+//! front matter — the file format, how Claude Code agent files are read, and the
+//! typed errors for bad files.
+//!
+//! Where the files live and which one wins when names collide: see
+//! [`super::catalog`].
+//!
+//! # The file format
+//!
+//! ```text
+//! ---
+//! name: api-mapper            # optional; defaults to the file stem
+//! description: Maps the HTTP routes of a service.   # required
+//! tools: read_file, grep      # or a YAML list; omitted = everything the posture allows
+//! model: deepseek-chat        # optional route preference (see routing)
+//! role: explore               # brood: the posture (default general)
+//! max_turns: 15               # brood (Claude Code's `maxTurns` is accepted too)
+//! fork_context: false         # brood
+//! ---
+//! You map routes. ...         # the body is the system prompt
+//! ```
+//!
+//! Claude Code keys are accepted so existing agents work unchanged:
+//! - `color` is kept as a display hint; `maxTurns` is `max_turns`;
+//! - `disallowedTools` is honoured (removed from the grant); a denied entry with a
+//!   specifier (`Bash(rm:*)`) denies the whole tool, since brood cannot deny part of one;
+//! - `permissionMode: plan` makes a definition without `role` take the `plan`
+//!   posture (with an explicit `role`, that role must be read-only); the other modes
+//!   concern interactive approval, which brood does not have, so they only add a
+//!   warning;
+//! - `skills`, `hooks`, `mcpServers`, `memory`, `background`, `isolation` have no brood
+//!   equivalent: accepted, with a warning in [`AgentDefinition::warnings`];
+//! - Claude Code tool names are mapped (`Read`→`read_file`, `Write`→`write_file`,
+//!   `Edit`/`MultiEdit`→`edit_file`, `Glob`→`find_files`, `Grep`→`grep`, `LS`→`list_dir`,
+//!   `Bash`→`bash`, `TodoWrite`→`todo_write`+`todo_read`, `Task`/`Agent`→ the delegation
+//!   tools). Tools brood lacks (`WebFetch`, `mcp__*`, …) and tools with a specifier
+//!   brood cannot enforce (`Bash(git:*)`) are dropped with a warning: dropping only
+//!   narrows the grant;
+//! - `model: inherit` means "no preference"; from a `.claude` file, `sonnet`, `opus`
+//!   and `haiku` mean the same unless a quick model of that name is configured.
+//!
+//! Any other key, or a value of the wrong type, is a [`DefinitionError`] naming the
+//! file and the key. Tools that the role's posture never grants are an error too.
+
+use super::config::QuickModels;
+use super::role::Role;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// The delegation tools a Claude Code `Task`/`Agent` entry maps to.
+pub const DELEGATION_TOOLS: [&str; 6] = [
+    "task",
+    "agent_open",
+    "agent_eval",
+    "agent_close",
+    "agent_list",
+    "handle_read",
+];
+
+/// Keys brood understands itself.
+const BROOD_KEYS: [&str; 7] = [
+    "name",
+    "description",
+    "tools",
+    "model",
+    "role",
+    "max_turns",
+    "fork_context",
+];
+/// Claude Code keys brood accepts.
+const CLAUDE_KEYS: [&str; 10] = [
+    "color",
+    "maxTurns",
+    "disallowedTools",
+    "permissionMode",
+    "skills",
+    "hooks",
+    "mcpServers",
+    "memory",
+    "background",
+    "isolation",
+];
+const CLAUDE_PERMISSION_MODES: [&str; 6] = [
+    "default",
+    "acceptEdits",
+    "plan",
+    "bypassPermissions",
+    "dontAsk",
+    "auto",
+];
+const CLAUDE_MODEL_ALIASES: [&str; 3] = ["sonnet", "opus", "haiku"];
+const MAX_NAME_LEN: usize = 64;
+
+/// Which directory a definition came from (in precedence order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefinitionSource {
+    /// `<workspace>/.brood/agents/`
+    Workspace,
+    /// `<workspace>/.claude/agents/`
+    Claude,
+    /// The user directory (`~/.config/brood/agents/`).
+    User,
+}
+
+/// A named agent type from a definition file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentDefinition {
+    pub name: String,
+    pub description: String,
+    /// Allowed brood tool names (after mapping); `None` = whatever the posture allows.
+    pub tools: Option<Vec<String>>,
+    /// Tools removed from the grant (`disallowedTools`).
+    pub disallowed_tools: Vec<String>,
+    /// The model the file asks for, as written.
+    pub model: Option<String>,
+    /// The posture.
+    pub role: Role,
+    pub max_turns: Option<u32>,
+    pub fork_context: Option<bool>,
+    /// Display hint from Claude Code files.
+    pub color: Option<String>,
+    /// The body: the child's system prompt.
+    pub prompt: String,
+    pub path: PathBuf,
+    pub source: DefinitionSource,
+    /// Things accepted but changed or not applied, in words.
+    pub warnings: Vec<String>,
+}
+
+impl AgentDefinition {
+    /// The model this definition asks for when routing, if any: `inherit` (and, from
+    /// `.claude` files, Claude's `sonnet`/`opus`/`haiku` unless a quick model has
+    /// that name) means no preference.
+    pub fn route_model<'a>(&'a self, quick: &QuickModels) -> Option<&'a str> {
+        let m = self.model.as_deref()?;
+        if m.eq_ignore_ascii_case("inherit") {
+            return None;
+        }
+        if self.source == DefinitionSource::Claude
+            && CLAUDE_MODEL_ALIASES
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(m))
+            && quick.get(m).is_none()
+        {
+            return None;
+        }
+        Some(m)
+    }
+}
+
+/// A definition file that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DefinitionError {
+    #[error("{path}: cannot read: {detail}")]
+    Io { path: PathBuf, detail: String },
+    #[error("{path}: no YAML front matter; start the file with a `---` line, then the keys, then another `---` line")]
+    NoFrontMatter { path: PathBuf },
+    #[error("{path}: the front matter is not closed; add a `---` line after the keys")]
+    UnclosedFrontMatter { path: PathBuf },
+    #[error("{path}: the front matter is not valid YAML: {detail}")]
+    Yaml { path: PathBuf, detail: String },
+    #[error("{path}: the front matter must be a mapping of keys to values")]
+    NotAMapping { path: PathBuf },
+    #[error("{path}: unknown key `{key}`; accepted keys: {accepted}")]
+    UnknownKey {
+        path: PathBuf,
+        key: String,
+        accepted: String,
+    },
+    #[error("{path}: bad value for `{key}`: {problem}")]
+    BadValue {
+        path: PathBuf,
+        key: String,
+        problem: String,
+    },
+    #[error("{path}: missing required key `{key}`")]
+    MissingKey { path: PathBuf, key: String },
+    #[error(
+        "agent name '{name}' is defined twice in one directory: {first} and {second}; rename one"
+    )]
+    DuplicateName {
+        name: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
+    #[error("{path}: `tools` lists '{tool}', which the {role} role never grants; remove it or change `role`")]
+    ToolOutsideRole {
+        path: PathBuf,
+        tool: String,
+        role: Role,
+    },
+}
+
+/// Parse one definition file's text. `path` names it in errors (and its stem is the
+/// default name); `source` decides how Claude-only model names are read.
+pub fn parse_definition(
+    text: &str,
+    path: &Path,
+    source: DefinitionSource,
+) -> Result<AgentDefinition, DefinitionError> {
+    let (front, body) = split_front_matter(text, path)?;
+    let value: serde_yaml::Value =
+        serde_yaml::from_str(front).map_err(|e| DefinitionError::Yaml {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    let map = match value {
+        serde_yaml::Value::Mapping(m) => m,
+        serde_yaml::Value::Null => serde_yaml::Mapping::new(),
+        _ => {
+            return Err(DefinitionError::NotAMapping {
+                path: path.to_path_buf(),
+            })
+        }
+    };
+    let bad = |key: &str, problem: String| DefinitionError::BadValue {
+        path: path.to_path_buf(),
+        key: key.to_string(),
+        problem,
+    };
+
+    let mut fields: BTreeMap<String, serde_yaml::Value> = BTreeMap::new();
+    for (k, v) in map {
+        let serde_yaml::Value::String(key) = k else {
+            return Err(bad(&format!("{k:?}"), "keys must be strings".into()));
+        };
+        if !BROOD_KEYS.contains(&key.as_str()) && !CLAUDE_KEYS.contains(&key.as_str()) {
+            return Err(DefinitionError::UnknownKey {
+                path: path.to_path_buf(),
+                key,
+                accepted: BROOD_KEYS
+                    .iter()
+                    .chain(CLAUDE_KEYS.iter())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        fields.insert(key, v);
+    }
+
+    let mut warnings = Vec::new();
+    let string = |key: &str| -> Result<Option<String>, DefinitionError> {
+        match fields.get(key) {
+            None | Some(serde_yaml::Value::Null) => Ok(None),
+            Some(serde_yaml::Value::String(s)) if !s.trim().is_empty() => {
+                Ok(Some(s.trim().to_string()))
+            }
+            Some(serde_yaml::Value::String(_)) => Err(bad(key, "must not be empty".into())),
+            Some(other) => Err(bad(key, format!("expected text, found {}", kind_of(other)))),
+        }
+    };
+
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let name = string("name")?.unwrap_or(stem);
+    validate_name(&name).map_err(|p| bad("name", p))?;
+    let description = string("description")?.ok_or_else(|| DefinitionError::MissingKey {
+        path: path.to_path_buf(),
+        key: "description".into(),
+    })?;
+    let model = string("model")?;
+    let color = string("color")?;
+
+    let permission_mode = string("permissionMode")?;
+    if let Some(mode) = &permission_mode {
+        if !CLAUDE_PERMISSION_MODES.contains(&mode.as_str()) {
+            return Err(bad(
+                "permissionMode",
+                format!(
+                    "'{mode}' is not one of {}",
+                    CLAUDE_PERMISSION_MODES.join(", ")
+                ),
+            ));
+        }
+    }
+    let plan_mode = permission_mode.as_deref() == Some("plan");
+    let role = match string("role")? {
+        Some(r) => {
+            let role = Role::parse(&r).map_err(|e| bad("role", e.to_string()))?;
+            if plan_mode && !role.is_read_only() {
+                return Err(bad(
+                    "permissionMode",
+                    format!("`plan` means read-only, but role '{role}' may change files; use explore, plan or review"),
+                ));
+            }
+            role
+        }
+        None if plan_mode => Role::Plan,
+        None => Role::General,
+    };
+    if let Some(mode) = permission_mode.filter(|m| m != "plan") {
+        warnings.push(format!(
+            "permissionMode '{mode}' has no effect: brood has no approval prompts; the role and tools are enforced instead"
+        ));
+    }
+
+    let turns = |key: &str| -> Result<Option<u32>, DefinitionError> {
+        match fields.get(key) {
+            None | Some(serde_yaml::Value::Null) => Ok(None),
+            Some(serde_yaml::Value::Number(n)) => match n.as_u64() {
+                Some(v @ 1..=1000) => Ok(Some(v as u32)),
+                _ => Err(bad(
+                    key,
+                    format!("{n} is out of range; use a whole number from 1 to 1000"),
+                )),
+            },
+            Some(other) => Err(bad(
+                key,
+                format!("expected a whole number, found {}", kind_of(other)),
+            )),
+        }
+    };
+    let max_turns = match (turns("max_turns")?, turns("maxTurns")?) {
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "maxTurns",
+                "both `max_turns` and `maxTurns` are set; keep one".into(),
+            ))
+        }
+        (a, b) => a.or(b),
+    };
+    let fork_context = match fields.get("fork_context") {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::Bool(b)) => Some(*b),
+        Some(other) => {
+            return Err(bad(
+                "fork_context",
+                format!("expected true or false, found {}", kind_of(other)),
+            ))
+        }
+    };
+
+    let tools = match fields.get("tools") {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(v) => Some(map_tools(
+            &tool_list(v).map_err(|p| bad("tools", p))?,
+            ListKind::Allow,
+            &mut warnings,
+        )),
+    };
+    let disallowed_tools = match fields.get("disallowedTools") {
+        None | Some(serde_yaml::Value::Null) => Vec::new(),
+        Some(v) => map_tools(
+            &tool_list(v).map_err(|p| bad("disallowedTools", p))?,
+            ListKind::Deny,
+            &mut warnings,
+        ),
+    };
+    for key in [
+        "skills",
+        "hooks",
+        "mcpServers",
+        "memory",
+        "background",
+        "isolation",
+    ] {
+        if fields.contains_key(key) {
+            warnings.push(format!(
+                "`{key}` is a Claude Code feature brood does not have; it is ignored"
+            ));
+        }
+    }
+
+    if role == Role::Custom && tools.as_deref().unwrap_or_default().is_empty() {
+        return Err(bad(
+            "tools",
+            "role custom needs a non-empty tool list".into(),
+        ));
+    }
+    if let (Some(list), Some(allowed)) = (&tools, role.posture(true).allowed_tools) {
+        if role != Role::Custom {
+            if let Some(t) = list.iter().find(|t| !allowed.contains(*t)) {
+                return Err(DefinitionError::ToolOutsideRole {
+                    path: path.to_path_buf(),
+                    tool: t.clone(),
+                    role,
+                });
+            }
+        }
+    }
+
+    Ok(AgentDefinition {
+        name,
+        description,
+        tools,
+        disallowed_tools,
+        model,
+        role,
+        max_turns,
+        fork_context,
+        color,
+        prompt: body.trim().to_string(),
+        path: path.to_path_buf(),
+        source,
+        warnings,
+    })
+}
+
+fn split_front_matter<'a>(
+    text: &'a str,
+    path: &Path,
+) -> Result<(&'a str, &'a str), DefinitionError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or_default();
+    if first.trim_end() != "---" {
+        return Err(DefinitionError::NoFrontMatter {
+            path: path.to_path_buf(),
+        });
+    }
+    let start = first.len();
+    let mut pos = start;
+    for line in lines {
+        let t = line.trim_end();
+        if t == "---" || t == "..." {
+            return Ok((&text[start..pos], &text[pos + line.len()..]));
+        }
+        pos += line.len();
+    }
+    Err(DefinitionError::UnclosedFrontMatter {
+        path: path.to_path_buf(),
+    })
+}
+
+fn validate_name(name: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!("'{name}' must be 1 to {MAX_NAME_LEN} characters"));
+    }
+    if !name.chars().all(ok_char) || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "'{name}' may contain only letters, digits, '-', '_' and '.', and must start with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+fn kind_of(v: &serde_yaml::Value) -> &'static str {
+    match v {
+        serde_yaml::Value::Null => "nothing",
+        serde_yaml::Value::Bool(_) => "true/false",
+        serde_yaml::Value::Number(_) => "a number",
+        serde_yaml::Value::String(_) => "text",
+        serde_yaml::Value::Sequence(_) => "a list",
+        serde_yaml::Value::Mapping(_) => "a mapping",
+        serde_yaml::Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// A tool list as a comma-separated string or a YAML list of strings.
+fn tool_list(v: &serde_yaml::Value) -> Result<Vec<String>, String> {
+    let items: Vec<String> = match v {
+        serde_yaml::Value::String(s) => s.split(',').map(|t| t.trim().to_string()).collect(),
+        serde_yaml::Value::Sequence(seq) => seq
+            .iter()
+            .map(|item| match item {
+                serde_yaml::Value::String(s) => Ok(s.trim().to_string()),
+                other => Err(format!(
+                    "list items must be tool names, found {}",
+                    kind_of(other)
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(format!(
+                "expected a comma-separated string or a list, found {}",
+                kind_of(other)
+            ))
+        }
+    };
+    let items: Vec<String> = items.into_iter().filter(|t| !t.is_empty()).collect();
+    if let Some(t) = items
+        .iter()
+        .find(|t| t.contains(char::is_whitespace) && !t.contains('('))
+    {
+        return Err(format!(
+            "'{t}' is not a tool name; separate names with commas"
+        ));
+    }
+    Ok(items)
+}
+
+/// Whether a tool list grants (`tools`) or denies (`disallowedTools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListKind {
+    Allow,
+    Deny,
+}
+
+/// Map Claude Code tool names to brood's. What brood cannot enforce exactly is
+/// resolved towards less access: an allowed `Bash(git:*)` is dropped, a denied one
+/// denies all of `bash`.
+fn map_tools(items: &[String], list: ListKind, warnings: &mut Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |t: &str| {
+        if !out.iter().any(|x| x == t) {
+            out.push(t.to_string());
+        }
+    };
+    for item in items {
+        let item = match (item.split_once('('), list) {
+            (None, _) => item.as_str(),
+            (Some(_), ListKind::Allow) => {
+                warnings.push(format!(
+                    "tool '{item}' dropped: brood cannot enforce the part in parentheses, so it grants nothing rather than everything"
+                ));
+                continue;
+            }
+            (Some((whole, _)), ListKind::Deny) => {
+                warnings.push(format!(
+                    "disallowedTools '{item}' denies all of {whole}: brood cannot deny only part of a tool"
+                ));
+                whole.trim()
+            }
+        };
+        match item {
+            "Read" => push("read_file"),
+            "Write" => push("write_file"),
+            "Edit" | "MultiEdit" => push("edit_file"),
+            "Glob" => push("find_files"),
+            "Grep" => push("grep"),
+            "LS" => push("list_dir"),
+            "Bash" => push("bash"),
+            // Claude's TodoWrite also shows the list; denying it denies only writes.
+            "TodoWrite" => {
+                push("todo_write");
+                if list == ListKind::Allow {
+                    push("todo_read");
+                }
+            }
+            "TodoRead" => push("todo_read"),
+            "Task" | "Agent" => DELEGATION_TOOLS.iter().for_each(|t| push(t)),
+            "WebFetch" | "WebSearch" | "NotebookEdit" | "NotebookRead" | "BashOutput"
+            | "KillShell" | "KillBash" | "ExitPlanMode" | "SlashCommand" | "Skill" => {
+                // Denying a tool brood does not have changes nothing.
+                if list == ListKind::Allow {
+                    warnings.push(format!("tool '{item}' dropped: brood has no equivalent"))
+                }
+            }
+            other if other.starts_with("mcp__") => {
+                if list == ListKind::Allow {
+                    warnings.push(format!(
+                        "tool '{item}' dropped: brood does not connect to MCP servers for sub-agents"
+                    ))
+                }
+            }
+            other => push(other),
+        }
+    }
+    out
+}

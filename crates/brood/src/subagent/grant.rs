@@ -1,0 +1,215 @@
+//! Grants: what one child may do and how long it may run, computed at spawn.
+//!
+//! A child's permissions are `parent ∩ role posture ∩ definition's tools ∩ the call's
+//! allowed_tools`, minus the definition's `disallowedTools`. Every step is a
+//! [`Permissions::intersect`] or a removal, so the result can only be narrower than
+//! the parent's. Tool lists are checked against the tools the parent actually has:
+//! naming a tool the parent lacks is a [`GrantError`] at spawn, never a silently
+//! smaller grant.
+//!
+//! A read-only shell needs the sandbox; when the caller says it is unavailable, a
+//! grant that would get [`ShellPolicy::ReadOnly`] gets [`ShellPolicy::None`] instead
+//! (and loses the Shell capability), whatever the parent had.
+//!
+//! Turn limit: the definition's `max_turns`, else `[subagents] max_turns`, else the
+//! role default (20 read-only, 50 otherwise). `fork_context`: the call's, else the
+//! definition's, else false.
+
+use super::catalog::AgentKind;
+use super::config::{QuickModels, SubagentSettings};
+use super::role::{custom_posture, Role, SHELL_TOOL};
+use super::routing::{resolve_route, Route};
+use crate::tool::{Capability, Permissions, ShellPolicy};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A spawn whose tool grant cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GrantError {
+    #[error("agent_type custom needs a non-empty allowed_tools list naming the tools the child may use; available: {}", available.join(", "))]
+    CustomNeedsTools { available: Vec<String> },
+    #[error("allowed_tools is empty; leave it out, or list the tools the child may use; available: {}", available.join(", "))]
+    EmptyAllowedTools { available: Vec<String> },
+    #[error("{origin} names tool '{tool}', which the parent does not have, so {agent} cannot get it; available: {}", available.join(", "))]
+    ToolNotAvailable {
+        tool: String,
+        /// `allowed_tools` or `the definition of <name>`.
+        origin: String,
+        agent: String,
+        available: Vec<String>,
+    },
+}
+
+/// The inputs of [`child_permissions`].
+#[derive(Debug, Clone, Copy)]
+pub struct GrantRequest<'a> {
+    pub parent: &'a Permissions,
+    /// Names of the tools the parent's toolbox holds.
+    pub parent_tools: &'a [String],
+    pub role: Role,
+    /// Who the child is (definition or role name), for messages and `holder`.
+    pub agent: &'a str,
+    /// The definition's `tools`, if it has a list.
+    pub definition_tools: Option<&'a [String]>,
+    /// The definition's `disallowedTools`.
+    pub disallowed_tools: &'a [String],
+    /// The call's `allowed_tools` (required for custom; narrows any other role).
+    pub allowed_tools: Option<&'a [String]>,
+    /// Whether a sandboxed read-only shell can be provided.
+    pub read_only_shell_available: bool,
+}
+
+/// The child's permissions: the parent's, narrowed by posture and lists.
+pub fn child_permissions(req: &GrantRequest<'_>) -> Result<Permissions, GrantError> {
+    let available = || req.parent_tools.to_vec();
+    let check_listed = |list: &[String], origin: &str| -> Result<(), GrantError> {
+        match list.iter().find(|t| !req.parent_tools.contains(t)) {
+            Some(t) => Err(GrantError::ToolNotAvailable {
+                tool: t.clone(),
+                origin: origin.to_string(),
+                agent: req.agent.to_string(),
+                available: available(),
+            }),
+            None => Ok(()),
+        }
+    };
+    if let Some(list) = req.allowed_tools {
+        if list.is_empty() {
+            return Err(if req.role == Role::Custom {
+                GrantError::CustomNeedsTools {
+                    available: available(),
+                }
+            } else {
+                GrantError::EmptyAllowedTools {
+                    available: available(),
+                }
+            });
+        }
+        check_listed(list, "allowed_tools")?;
+    }
+    if let Some(list) = req.definition_tools {
+        check_listed(list, &format!("the definition of {}", req.agent))?;
+    }
+
+    let posture = if req.role == Role::Custom {
+        let list = req
+            .allowed_tools
+            .or(req.definition_tools)
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| GrantError::CustomNeedsTools {
+                available: available(),
+            })?;
+        custom_posture(list)
+    } else {
+        req.role.posture(req.read_only_shell_available)
+    };
+
+    let mut p = req.parent.intersect(&posture);
+    for list in [req.definition_tools, req.allowed_tools]
+        .into_iter()
+        .flatten()
+    {
+        p = p.intersect(&only_tools(list));
+    }
+    if !req.disallowed_tools.is_empty() {
+        let base: BTreeSet<String> = p
+            .allowed_tools
+            .take()
+            .unwrap_or_else(|| req.parent_tools.iter().cloned().collect());
+        p.allowed_tools = Some(
+            base.into_iter()
+                .filter(|t| !req.disallowed_tools.contains(t))
+                .collect(),
+        );
+    }
+    if req.disallowed_tools.iter().any(|t| t == SHELL_TOOL) {
+        p.shell = ShellPolicy::None;
+    }
+    if p.shell == ShellPolicy::ReadOnly && !req.read_only_shell_available {
+        p.shell = ShellPolicy::None;
+    }
+    if p.shell == ShellPolicy::None {
+        p.capabilities.remove(&Capability::Shell);
+    }
+    p.holder = req.agent.to_string();
+    Ok(p)
+}
+
+fn only_tools(list: &[String]) -> Permissions {
+    Permissions {
+        allowed_tools: Some(list.iter().cloned().collect()),
+        ..Permissions::full("")
+    }
+}
+
+/// Everything a child is allowed: its permissions, limits and route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// Definition or role name.
+    pub agent: String,
+    pub role: Role,
+    pub permissions: Permissions,
+    pub max_turns: u32,
+    pub wall_time: Duration,
+    /// Tokens this child may use (input + output), if bounded.
+    pub token_budget: Option<u64>,
+    pub route: Route,
+    pub fork_context: bool,
+    /// The role's stance (or the definition's body) followed by the output contract.
+    pub system_prompt: String,
+}
+
+/// What the spawn call and its parent bring to [`grant_for`].
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnSpec<'a> {
+    pub kind: &'a AgentKind,
+    pub parent: &'a Permissions,
+    pub parent_tools: &'a [String],
+    pub allowed_tools: Option<&'a [String]>,
+    /// `model` from the call.
+    pub model: Option<&'a str>,
+    /// `fork_context` from the call.
+    pub fork_context: Option<bool>,
+    pub read_only_shell_available: bool,
+}
+
+/// Build the whole grant of a child. `main` is the session's `(provider, model)`.
+pub fn grant_for(
+    spec: &SpawnSpec<'_>,
+    settings: &SubagentSettings,
+    quick: &QuickModels,
+    main: (&str, &str),
+) -> Result<Grant, GrantError> {
+    let def = spec.kind.definition();
+    let role = spec.kind.role();
+    let permissions = child_permissions(&GrantRequest {
+        parent: spec.parent,
+        parent_tools: spec.parent_tools,
+        role,
+        agent: spec.kind.name(),
+        definition_tools: def.and_then(|d| d.tools.as_deref()),
+        disallowed_tools: def.map(|d| d.disallowed_tools.as_slice()).unwrap_or(&[]),
+        allowed_tools: spec.allowed_tools,
+        read_only_shell_available: spec.read_only_shell_available,
+    })?;
+    let max_turns = def
+        .and_then(|d| d.max_turns)
+        .or(settings.max_turns)
+        .unwrap_or_else(|| role.default_max_turns());
+    Ok(Grant {
+        agent: spec.kind.name().to_string(),
+        role,
+        permissions,
+        max_turns,
+        wall_time: settings.wall_time,
+        token_budget: settings.token_budget,
+        route: resolve_route(&settings.models, quick, spec.kind, spec.model, main),
+        fork_context: spec
+            .fork_context
+            .or(def.and_then(|d| d.fork_context))
+            .unwrap_or(false),
+        system_prompt: spec.kind.system_prompt(),
+    })
+}
