@@ -6,7 +6,7 @@
 
 use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS};
 use crate::model::{Sampling, ToolChoice};
-use crate::subagent::config::{MemoryConfig, QuickModel, SubagentsConfig};
+use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -121,7 +121,7 @@ pub struct Config {
     pub tool_choice: ToolChoicePolicy,
     pub sampling: Sampling,
     pub subagents: SubagentsConfig,
-    pub models: BTreeMap<String, QuickModel>,
+    pub models: BTreeMap<String, QuickModelConfig>,
     pub memory: MemoryConfig,
     /// Directory of user-level files (`config.toml`, `agents/`, `memory.md`).
     pub user_dir: Option<PathBuf>,
@@ -233,7 +233,7 @@ fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), ConfigError> {
     }
     if let Some(t) = &file.models {
         toml::Value::Table(t.clone())
-            .try_into::<BTreeMap<String, QuickModel>>()
+            .try_into::<BTreeMap<String, QuickModelConfig>>()
             .map_err(|e| invalid("models", e.to_string()))?;
     }
     if let Some(t) = &file.memory {
@@ -407,7 +407,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             path: source_of("subagents"),
             detail: e.to_string(),
         })?;
-    let models: BTreeMap<String, QuickModel> =
+    let models: BTreeMap<String, QuickModelConfig> =
         toml::Value::Table(merged.models.clone().unwrap_or_default())
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid {

@@ -4,7 +4,6 @@
 //! to a background child's parent).
 
 use super::contract;
-use super::definition::AgentDefinition;
 use super::fork;
 use super::inbox::{Claim, RunInbox};
 use super::result::ChildResult;
@@ -94,8 +93,9 @@ pub struct RunCtx {
     pub role: Role,
     pub kind_name: String,
     pub permissions: Arc<Permissions>,
-    /// Names of the tools this run has (a custom child may only pick among them).
-    pub tool_names: Vec<String>,
+    /// Names of the tools this run has (a custom child may only pick among them);
+    /// set once its toolbox is built.
+    pub tool_names: std::sync::OnceLock<Vec<String>>,
     pub inbox: Arc<RunInbox>,
     pub progress: Arc<Progress>,
     pub budgets: Budgets,
@@ -108,6 +108,11 @@ pub struct RunCtx {
 }
 
 impl RunCtx {
+    /// Names of the tools in this run's toolbox.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tool_names.get().cloned().unwrap_or_default()
+    }
+
     /// The request this run sent last (what a forked child continues from).
     pub fn last_request(&self) -> Option<Arc<ModelRequest>> {
         self.last_request
@@ -123,7 +128,8 @@ pub(crate) struct ChildPlan {
     pub parent_id: String,
     pub parent_inbox: Arc<RunInbox>,
     pub prompt: String,
-    pub definition: Option<AgentDefinition>,
+    /// The role's stance (or the definition's body) and the output contract.
+    pub system_prompt: String,
     pub fork_from: Option<Arc<ModelRequest>>,
     pub max_turns: u32,
     pub background: bool,
@@ -261,7 +267,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             outcome.messages = repaired.messages;
         }
         contract::verify_evidence(&mut parsed, inner.env.workspace.root());
-        report = serde_json::to_value(&parsed).ok();
+        report = Some(parsed);
     }
     ctx.progress.pause(true);
     // Give the slot back before the (durable) terminal write.
@@ -283,7 +289,7 @@ fn first_context(
     plan: &ChildPlan,
 ) -> (String, Vec<Message>, Option<Vec<crate::model::ToolSpec>>) {
     let ctx = &plan.ctx;
-    let instructions = role_instructions(ctx.role, plan.definition.as_ref());
+    let instructions = child_instructions(&plan.system_prompt);
     match &plan.fork_from {
         Some(parent) => {
             let tail = fork::fork_tail(&instructions, &fork::StateSnapshot {
@@ -305,16 +311,12 @@ fn first_context(
     }
 }
 
-/// A child's system prompt: its stance (or definition body) and the contract.
-fn role_instructions(role: Role, definition: Option<&AgentDefinition>) -> String {
-    let stance = match definition {
-        Some(d) if !d.prompt.trim().is_empty() => d.prompt.trim().to_string(),
-        _ => role.stance_prompt().to_string(),
-    };
+/// A child's system prompt: who it is, then its stance and the contract.
+fn child_instructions(stance_and_contract: &str) -> String {
     format!(
         "You are a sub-agent of brood, opened by a parent agent for one focused task. \
-Work inside the workspace with the tools you are given; calls outside your grant are refused.\n\n{stance}\n\n{}",
-        contract::instructions()
+Work inside the workspace with the tools you are given; calls outside your grant are \
+refused.\n\n{stance_and_contract}"
     )
 }
 
@@ -328,7 +330,9 @@ fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>, _fork: bool) -> Toolbox {
     if can_delegate {
         tools.extend(delegation_tools(sup, ctx));
     }
-    Toolbox::new(tools, (*ctx.permissions).clone())
+    let toolbox = Toolbox::new(tools, (*ctx.permissions).clone());
+    let _ = ctx.tool_names.set(toolbox.names());
+    toolbox
 }
 
 fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> AgentHooks {
@@ -454,7 +458,7 @@ pub(crate) async fn run_root(
         depth: 0,
         role: Role::General,
         kind_name: "parent".into(),
-        tool_names: (env.tools)(&id).iter().map(|t| t.name().to_string()).collect(),
+        tool_names: std::sync::OnceLock::new(),
         permissions: Arc::new(permissions),
         inbox: RunInbox::new(),
         progress,

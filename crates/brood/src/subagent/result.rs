@@ -19,7 +19,7 @@ pub struct ChildResult {
     pub final_text: String,
     /// SUMMARY/CHANGES/EVIDENCE/RISKS/BLOCKERS parsed from the final answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<serde_json::Value>,
+    pub report: Option<super::contract::ParsedResult>,
     pub turns: u32,
     pub tool_calls: u32,
     pub usage: Usage,

@@ -3,14 +3,14 @@
 //! `drive.rs`; the registry and slots in `supervisor.rs`.
 
 use super::config::SubagentSettings;
-use super::definition::AgentCatalog;
+use super::catalog::{AgentCatalog, AgentKind};
 use super::drive::{self, Budgets, ChildPlan, RunCtx};
 use super::inbox::{Claim, RunInbox};
 use super::record::Recorder;
 use super::result::ChildResult;
-use super::role::Role;
 use super::supervisor::{Board, Entry, Limits, LiveStatus, RunSnapshot};
 use super::{grant, routing, SpawnError};
+use super::grant::SpawnSpec;
 use crate::agent::{AgentOutcome, EventSink, ToolChoicePolicy};
 use crate::ledger::Ledger;
 use crate::model::{Model, ModelError, ModelRequest, Sampling};
@@ -207,32 +207,40 @@ impl Supervisor {
             .catalog
             .resolve(req.agent_type.as_deref().unwrap_or("general"))
             .map_err(|e| SpawnError::UnknownType(e.to_string()))?;
-        let role: Role = kind.role();
+        let role = kind.role();
         let definition = kind.definition().cloned();
-        // The grant: parent ∩ role posture ∩ definition list (∩ custom allowlist).
-        let permissions = grant::child_permissions(
-            &parent.permissions,
-            role,
-            definition.as_ref().and_then(|d| d.tools.as_deref()),
-            req.allowed_tools.as_deref(),
-            &parent.tool_names,
-            inner.env.read_only_shell,
+        // The grant: parent ∩ role posture ∩ definition list (∩ custom allowlist),
+        // limits and the prompt.
+        let parent_tools = parent.tool_names();
+        let granted = grant::grant_for(
+            &SpawnSpec {
+                kind: &kind,
+                parent: &parent.permissions,
+                parent_tools: &parent_tools,
+                allowed_tools: req.allowed_tools.as_deref(),
+                model: req.model.as_deref(),
+                fork_context: Some(req.fork_from.is_some()).filter(|f| *f),
+                read_only_shell_available: inner.env.read_only_shell,
+            },
+            &inner.env.settings,
+            &inner.env.quick_models,
+            (&inner.env.main_provider, &inner.env.main_model_id),
         )
         .map_err(|e| SpawnError::Grant(e.to_string()))?;
         // The model route.
-        let mut warnings = Vec::new();
-        let (provider_name, model_id, model) =
-            self.route_for(parent, &kind, &req, &mut warnings).await?;
-        let max_turns = definition
+        let mut warnings: Vec<String> = definition
             .as_ref()
-            .and_then(|d| d.max_turns)
-            .or(inner.env.settings.max_turns)
-            .unwrap_or_else(|| role.default_max_turns());
-        let fork_from = match (&req.fork_from, definition.as_ref().and_then(|d| d.fork_context)) {
+            .map(|d| d.warnings.clone())
+            .unwrap_or_default();
+        let fork_from = match (&req.fork_from, granted.fork_context) {
             (Some(f), _) => Some(f.clone()),
-            (None, Some(true)) => parent.last_request(),
+            (None, true) => parent.last_request(),
             _ => None,
         };
+        let (provider_name, model_id, model) = self
+            .route_for(parent, &granted.route, fork_from.is_some() && req.model.is_none(), &mut warnings)
+            .await?;
+        let max_turns = granted.max_turns;
         let kind_name = kind.name().to_string();
         let name = req.name.clone().unwrap_or_else(|| kind_name.clone());
         let id = new_run_id();
@@ -272,15 +280,11 @@ impl Supervisor {
             depth,
             role,
             kind_name: kind_name.clone(),
-            permissions: Arc::new(permissions),
-            tool_names: Vec::new(),
+            permissions: Arc::new(granted.permissions.clone()),
+            tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
-            budgets: Budgets::child(
-                &parent.budgets,
-                inner.env.settings.token_budget,
-                inner.env.settings.wall_time,
-            ),
+            budgets: Budgets::child(&parent.budgets, granted.token_budget, granted.wall_time),
             provider_name: provider_name.clone(),
             model_id: model_id.clone(),
             model,
@@ -292,7 +296,7 @@ impl Supervisor {
             parent_id: parent.run_id.clone(),
             parent_inbox: parent.inbox.clone(),
             prompt: req.prompt,
-            definition,
+            system_prompt: granted.system_prompt.clone(),
             fork_from,
             max_turns,
             background,
@@ -325,31 +329,25 @@ impl Supervisor {
     async fn route_for(
         &self,
         parent: &RunCtx,
-        kind: &super::definition::AgentKind,
-        req: &SpawnRequest,
+        route: &routing::Route,
+        keep_parent_route: bool,
         warnings: &mut Vec<String>,
     ) -> Result<(String, String, Arc<dyn Model>), SpawnError> {
         let env = &self.inner.env;
         // A forked child keeps the parent's route (so prefix caches can hit)
         // unless the call names a model.
-        if req.fork_from.is_some() && req.model.is_none() {
+        if keep_parent_route {
             return Ok((
                 parent.provider_name.clone(),
                 parent.model_id.clone(),
                 parent.model.clone(),
             ));
         }
-        let route = routing::resolve_route(
-            &env.settings.models,
-            &env.quick_models,
-            kind,
-            req.model.as_deref(),
-            (&env.main_provider, &env.main_model_id),
-        );
-        if route.provider.eq_ignore_ascii_case(&env.main_provider) && route.model == env.main_model_id {
-            return Ok((route.provider, route.model, env.main_model.clone()));
+        let same_provider = route.provider.eq_ignore_ascii_case(&env.main_provider);
+        if same_provider && route.model == env.main_model_id {
+            return Ok((route.provider.clone(), route.model.clone(), env.main_model.clone()));
         }
-        let model = if route.provider.eq_ignore_ascii_case(&env.main_provider) {
+        let model = if same_provider {
             Ok(env.main_model.clone())
         } else {
             (env.routes)(&route.provider, &route.model)
@@ -370,7 +368,7 @@ impl Supervisor {
         };
         self.check_model_known(&route.provider, &route.model, model.as_ref())
             .await?;
-        Ok((route.provider, route.model, model))
+        Ok((route.provider.clone(), route.model.clone(), model))
     }
 
     /// Where the provider lists its models, an unknown id fails the spawn.

@@ -73,12 +73,27 @@ pub fn render_result(r: &ChildResult, cap: usize) -> String {
     if let Some(reason) = &r.reason {
         head.push_str(&format!(" ({reason})"));
     }
+    head.push('\n');
+    let room = cap.saturating_sub(head.len()).max(128);
     let body = match &r.report {
-        Some(report) => super::contract::render_value_for_parent(report, &r.final_text),
-        None => r.final_text.clone(),
+        Some(report) => super::contract::render_for_parent(report, room, &r.transcript_handle),
+        None => cap_text(&r.final_text, room, &r.transcript_handle),
     };
-    let text = format!("{head}\n{body}");
-    super::contract::cap_text(&text, cap, &r.transcript_handle)
+    format!("{head}{body}")
+}
+
+/// `text` cut to at most `cap` bytes on a character boundary, pointing at the
+/// transcript for the rest.
+fn cap_text(text: &str, cap: usize, handle: &str) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let footer = format!("\n[… cut at {cap} bytes; read the rest with handle_read on \"{handle}\"]");
+    let mut end = cap.saturating_sub(footer.len());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{footer}", &text[..end])
 }
 
 fn child_json(index: Option<usize>, r: &ChildResult, cap: usize) -> serde_json::Value {
