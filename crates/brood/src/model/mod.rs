@@ -255,6 +255,36 @@ pub trait Model: Send + Sync {
     }
 }
 
+/// Report a finished response as the events a streaming provider would have sent:
+/// reasoning, text, one [`StreamEvent::ToolCallDelta`] per call (whole), usage, finish.
+/// Used by the models that answer without a stream (scripted, replay).
+pub fn emit_response_events(response: &ModelResponse, on_event: EventFn<'_>) {
+    let m = &response.message;
+    if let Some(r) = m.reasoning.as_ref().filter(|r| !r.is_empty()) {
+        on_event(StreamEvent::ReasoningDelta { text: r.clone() });
+    }
+    if !m.content.is_empty() {
+        on_event(StreamEvent::TextDelta {
+            text: m.content.clone(),
+        });
+    }
+    for (index, c) in m.tool_calls.iter().enumerate() {
+        on_event(StreamEvent::ToolCallDelta {
+            index,
+            id: Some(c.id.clone()),
+            name: Some(c.name.clone()),
+            arguments: c.arguments.clone(),
+        });
+    }
+    if let Some(usage) = response.usage {
+        on_event(StreamEvent::Usage { usage });
+    }
+    on_event(StreamEvent::Finish {
+        reason: response.finish_reason.clone(),
+    });
+}
+
+mod assemble;
 pub mod openai;
 pub mod preset;
 pub mod record;
