@@ -416,7 +416,10 @@ async fn respond(mut reply: MockReply, req: &MockRequest, guard: FlightGuard) ->
             }
             MockReply::Cut { chunks } => {
                 let parts: Vec<Bytes> = chunks.iter().map(event).collect();
+                // The pause makes the server flush what it has (headers and chunks)
+                // before the abort, so the client sees a stream cut mid-way.
                 let s = stream::iter(parts.into_iter().map(Ok)).chain(stream::once(async {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     Err(std::io::Error::new(
                         std::io::ErrorKind::ConnectionAborted,
                         "brood-mock: connection cut",
