@@ -452,7 +452,10 @@ where
     });
     let mut resp = Response::new(Body::from_stream(s));
     let h = resp.headers_mut();
-    h.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert("cache-control", HeaderValue::from_static("no-cache"));
     resp
 }

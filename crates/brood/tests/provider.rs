@@ -7,7 +7,7 @@ use brood::model::{
     ToolCall, ToolChoice, ToolSpec, Usage,
 };
 use brood_mock::{Answer, MockReply, MockServer};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -86,7 +86,10 @@ async fn streams_text_in_pieces_and_sends_a_streaming_request() {
     let server = MockServer::start(|_| MockReply::text("Hello from the mock, streamed in pieces."));
     let (r, events) = step(&provider(&server), &request("hi")).await;
     let r = r.unwrap();
-    assert_eq!(r.message.content, "Hello from the mock, streamed in pieces.");
+    assert_eq!(
+        r.message.content,
+        "Hello from the mock, streamed in pieces."
+    );
     assert_eq!(r.finish_reason, FinishReason::Stop);
     assert!(r.message.tool_calls.is_empty());
     let (text, pieces) = text_of(&events);
@@ -148,7 +151,10 @@ async fn fragmented_tool_arguments_are_assembled_exactly() {
     assert_eq!(r.message.content, "");
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
     let deltas = tool_deltas(&events);
-    assert!(deltas.len() > 10, "arguments should arrive in many fragments");
+    assert!(
+        deltas.len() > 10,
+        "arguments should arrive in many fragments"
+    );
     assert_eq!(
         deltas.iter().map(|d| d.3.as_str()).collect::<String>(),
         r.message.tool_calls[0].arguments
@@ -245,7 +251,10 @@ async fn reasoning_content_is_kept_apart_from_content() {
         let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("2+2?")).await;
         let r = r.unwrap();
         assert_eq!(r.message.content, "The answer is 4.", "stream={stream}");
-        assert_eq!(r.message.reasoning.as_deref(), Some("2+2: add the numbers."));
+        assert_eq!(
+            r.message.reasoning.as_deref(),
+            Some("2+2: add the numbers.")
+        );
         let reasoning: String = events
             .iter()
             .filter_map(|e| match e {
@@ -263,7 +272,10 @@ async fn history_with_tool_calls_is_sent_with_empty_content_and_call_ids() {
     let server = MockServer::start(|_| MockReply::text("done"));
     let mut assistant = Message::assistant("");
     assistant.reasoning = Some("thinking".into());
-    assistant.tool_calls = vec![call("c1", "read_file", r#"{"path":"a"}"#), call("c2", "todo_read", "")];
+    assistant.tool_calls = vec![
+        call("c1", "read_file", r#"{"path":"a"}"#),
+        call("c2", "todo_read", ""),
+    ];
     let req = ModelRequest {
         messages: vec![
             Message::user("read a"),
@@ -317,10 +329,8 @@ async fn history_with_tool_calls_is_sent_with_empty_content_and_call_ids() {
     assert!(body.get("top_p").is_none());
 
     // Every attempt of a step sends the same bytes.
-    let server = MockServer::start_sequence(vec![
-        MockReply::status(503, "busy"),
-        MockReply::text("ok"),
-    ]);
+    let server =
+        MockServer::start_sequence(vec![MockReply::status(503, "busy"), MockReply::text("ok")]);
     step(&provider(&server), &req).await.0.unwrap();
     let raw = server.raw_requests();
     assert_eq!(raw.len(), 2);
@@ -336,33 +346,55 @@ async fn usage_is_read_in_every_dialect() {
     let cases: Vec<(&str, Answer, bool, Usage)> = vec![
         (
             "deepseek on the finish chunk",
-            Answer::text("a").usage(deepseek.clone()).usage_on_finish_chunk(),
+            Answer::text("a")
+                .usage(deepseek.clone())
+                .usage_on_finish_chunk(),
             true,
-            Usage { input_tokens: 100, output_tokens: 20, cached_input_tokens: 64 },
+            Usage {
+                input_tokens: 100,
+                output_tokens: 20,
+                cached_input_tokens: 64,
+            },
         ),
         (
             "openai final usage chunk",
             Answer::text("a").usage(openai.clone()),
             true,
-            Usage { input_tokens: 50, output_tokens: 5, cached_input_tokens: 32 },
+            Usage {
+                input_tokens: 50,
+                output_tokens: 5,
+                cached_input_tokens: 32,
+            },
         ),
         (
             "llama.cpp timings",
             Answer::text("a").timings(json!({"prompt_n": 3, "cache_n": 40, "predicted_n": 9})),
             true,
-            Usage { input_tokens: 43, output_tokens: 9, cached_input_tokens: 40 },
+            Usage {
+                input_tokens: 43,
+                output_tokens: 9,
+                cached_input_tokens: 40,
+            },
         ),
         (
             "deepseek, not streamed",
             Answer::text("a").usage(deepseek),
             false,
-            Usage { input_tokens: 100, output_tokens: 20, cached_input_tokens: 64 },
+            Usage {
+                input_tokens: 100,
+                output_tokens: 20,
+                cached_input_tokens: 64,
+            },
         ),
         (
             "openai, not streamed",
             Answer::text("a").usage(openai),
             false,
-            Usage { input_tokens: 50, output_tokens: 5, cached_input_tokens: 32 },
+            Usage {
+                input_tokens: 50,
+                output_tokens: 5,
+                cached_input_tokens: 32,
+            },
         ),
     ];
     for (what, answer, stream, expected) in cases {
@@ -375,10 +407,21 @@ async fn usage_is_read_in_every_dialect() {
             .iter()
             .filter(|e| matches!(e, StreamEvent::Usage { .. }))
             .collect();
-        assert_eq!(usage_events, vec![&StreamEvent::Usage { usage: expected }], "{what}");
+        assert_eq!(
+            usage_events,
+            vec![&StreamEvent::Usage { usage: expected }],
+            "{what}"
+        );
     }
     let server = MockServer::start(|_| MockReply::text("no usage"));
-    assert_eq!(step(&provider(&server), &request("u")).await.0.unwrap().usage, None);
+    assert_eq!(
+        step(&provider(&server), &request("u"))
+            .await
+            .0
+            .unwrap()
+            .usage,
+        None
+    );
 }
 
 #[tokio::test]
@@ -398,8 +441,15 @@ async fn too_many_requests_waits_for_retry_after_then_succeeds() {
         .filter(|e| matches!(e, StreamEvent::Retrying { .. }))
         .collect();
     match retrying.as_slice() {
-        [StreamEvent::Retrying { attempt: 1, delay_ms: 1000, error }] => {
-            assert!(error.contains("429") && error.contains("rate limited"), "{error}")
+        [StreamEvent::Retrying {
+            attempt: 1,
+            delay_ms: 1000,
+            error,
+        }] => {
+            assert!(
+                error.contains("429") && error.contains("rate limited"),
+                "{error}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -416,7 +466,11 @@ async fn server_errors_are_retried_until_max_attempts() {
             assert_eq!(attempts, 3);
             assert_eq!(
                 *last,
-                ModelError::Status { status: 500, message: "internal kaboom".into(), retry_after_ms: None }
+                ModelError::Status {
+                    status: 500,
+                    message: "internal kaboom".into(),
+                    retry_after_ms: None
+                }
             );
         }
         other => panic!("{other:?}"),
@@ -437,7 +491,9 @@ async fn a_stream_cut_mid_way_is_retried() {
     let full = Answer::text("a complete answer that arrives in many pieces");
     let cut = full.stream_chunks("mock-model")[..3].to_vec();
     let server = MockServer::start_sequence(vec![
-        MockReply::Cut { chunks: cut.clone() },
+        MockReply::Cut {
+            chunks: cut.clone(),
+        },
         MockReply::Answer(full),
     ]);
     let (r, events) = step(&provider(&server), &request("x")).await;
@@ -456,7 +512,9 @@ async fn a_stream_cut_mid_way_is_retried() {
     );
 
     // Cut every time: the step gives up with the cut as the last error.
-    let server = MockServer::start(move |_| MockReply::Cut { chunks: cut.clone() });
+    let server = MockServer::start(move |_| MockReply::Cut {
+        chunks: cut.clone(),
+    });
     let (r, _) = step(&provider(&server), &request("x")).await;
     match r.unwrap_err() {
         ModelError::RetriesExhausted { attempts: 4, last } => {
@@ -471,20 +529,36 @@ async fn a_stream_cut_mid_way_is_retried() {
 async fn a_stream_closed_without_finish_or_done_is_an_error_not_an_empty_answer() {
     let chunks = Answer::text("partial").stream_chunks("mock-model");
     let without_finish = chunks[..chunks.len() - 1].to_vec();
-    let server = MockServer::start(move |_| MockReply::Sse { chunks: without_finish.clone(), done: false });
+    let server = MockServer::start(move |_| MockReply::Sse {
+        chunks: without_finish.clone(),
+        done: false,
+    });
     let mut c = config(&server);
     c.max_attempts = 2;
     let (r, _) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
     match r.unwrap_err() {
         ModelError::RetriesExhausted { attempts: 2, last } => match *last {
-            ModelError::StreamCut { detail } => assert!(detail.contains("without a finish"), "{detail}"),
+            ModelError::StreamCut { detail } => {
+                assert!(detail.contains("without a finish"), "{detail}")
+            }
             other => panic!("{other:?}"),
         },
         other => panic!("{other:?}"),
     }
     // A finish reason without [DONE] is a complete answer.
-    let server = MockServer::start(move |_| MockReply::Sse { chunks: chunks.clone(), done: false });
-    assert_eq!(step(&provider(&server), &request("x")).await.0.unwrap().message.content, "partial");
+    let server = MockServer::start(move |_| MockReply::Sse {
+        chunks: chunks.clone(),
+        done: false,
+    });
+    assert_eq!(
+        step(&provider(&server), &request("x"))
+            .await
+            .0
+            .unwrap()
+            .message
+            .content,
+        "partial"
+    );
 }
 
 #[tokio::test]
@@ -496,28 +570,46 @@ async fn a_hanging_server_hits_the_step_timeout() {
     let (r, _) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
     let elapsed = started.elapsed();
     assert_eq!(r.unwrap_err(), ModelError::Timeout { secs: 1 });
-    assert!(elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(5), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(5),
+        "{elapsed:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_stalled_stream_reports_its_deltas_as_they_arrive_then_times_out() {
-    let chunks = Answer::text("first").fragment(0).stream_chunks("mock-model");
-    let server = MockServer::start(move |_| MockReply::Stall { chunks: chunks[..2].to_vec() });
+    let chunks = Answer::text("first")
+        .fragment(0)
+        .stream_chunks("mock-model");
+    let server = MockServer::start(move |_| MockReply::Stall {
+        chunks: chunks[..2].to_vec(),
+    });
     let mut c = config(&server);
     c.api_timeout_secs = 1;
     let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
     assert_eq!(r.unwrap_err(), ModelError::Timeout { secs: 1 });
     // The step never finished, so the delta can only have been reported on arrival.
-    assert_eq!(events, vec![StreamEvent::TextDelta { text: "first".into() }]);
+    assert_eq!(
+        events,
+        vec![StreamEvent::TextDelta {
+            text: "first".into()
+        }]
+    );
 }
 
 #[tokio::test]
 async fn unauthorized_names_the_key_variable_and_is_not_retried() {
-    let server = MockServer::start(|_| MockReply::status(401, "Authentication Fails (invalid key)"));
+    let server =
+        MockServer::start(|_| MockReply::status(401, "Authentication Fails (invalid key)"));
     let (r, _) = step(&provider(&server), &request("x")).await;
     let e = r.unwrap_err();
     match &e {
-        ModelError::Auth { status: 401, env_var, message, url } => {
+        ModelError::Auth {
+            status: 401,
+            env_var,
+            message,
+            url,
+        } => {
             assert_eq!(env_var, "MOCK_API_KEY");
             assert_eq!(message, "Authentication Fails (invalid key)");
             assert!(url.ends_with("/v1/chat/completions"), "{url}");
@@ -533,7 +625,12 @@ async fn a_missing_key_names_the_variable_before_any_request() {
     let mut c = ProviderConfig::new("deepseek", "https://api.deepseek.com");
     c.api_key_env = Some("DEEPSEEK_API_KEY".into());
     let e = OpenAiProvider::new(c).unwrap_err();
-    assert_eq!(e, ModelError::MissingKey { env_var: "DEEPSEEK_API_KEY".into() });
+    assert_eq!(
+        e,
+        ModelError::MissingKey {
+            env_var: "DEEPSEEK_API_KEY".into()
+        }
+    );
     assert!(e.to_string().contains("DEEPSEEK_API_KEY"));
     let bad = ProviderConfig::new("x", "ftp://example.com");
     assert!(matches!(OpenAiProvider::new(bad), Err(ModelError::Config(m)) if m.contains("ftp://")));
@@ -541,7 +638,8 @@ async fn a_missing_key_names_the_variable_before_any_request() {
 
 #[tokio::test]
 async fn unknown_model_context_length_and_bad_request_are_typed() {
-    let cases: Vec<(MockReply, fn(&ModelError) -> bool)> = vec![
+    type Check = fn(&ModelError) -> bool;
+    let cases: Vec<(MockReply, Check)> = vec![
         (
             MockReply::Status {
                 status: 404,
@@ -573,7 +671,10 @@ async fn unknown_model_context_length_and_bad_request_are_typed() {
     ];
     for (reply, ok) in cases {
         let server = MockServer::start(move |_| reply.clone());
-        let req = ModelRequest { model: "nope".into(), ..request("x") };
+        let req = ModelRequest {
+            model: "nope".into(),
+            ..request("x")
+        };
         let e = step(&provider(&server), &req).await.0.unwrap_err();
         assert!(ok(&e), "unexpected {e:?}");
         assert!(!e.is_transient());
@@ -589,7 +690,10 @@ async fn an_unreachable_endpoint_gives_up_naming_the_url() {
     let e = step(&p, &request("x")).await.0.unwrap_err();
     match &e {
         ModelError::RetriesExhausted { attempts: 4, last } => {
-            assert!(matches!(&**last, ModelError::Connect { url, .. } if url == p.endpoint()), "{last:?}")
+            assert!(
+                matches!(&**last, ModelError::Connect { url, .. } if url == p.endpoint()),
+                "{last:?}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -615,13 +719,15 @@ async fn error_objects_inside_a_stream_are_typed_and_retried() {
 
 #[tokio::test]
 async fn raw_sse_with_crlf_comments_and_split_events_is_parsed() {
-    let server = MockServer::start(|_| MockReply::Raw {
+    let server = MockServer::start(|_| {
+        MockReply::Raw {
         parts: vec![
             b": OPENROUTER PROCESSING\r\n\r\n".to_vec(),
             b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel".to_vec(),
             b"lo\"}}]}\r\n\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\r".to_vec(),
             b"\n\r\ndata: [DONE]\r\n\r\n".to_vec(),
         ],
+    }
     });
     let r = step(&provider(&server), &request("x")).await.0.unwrap();
     assert_eq!(r.message.content, "Hello");
@@ -630,9 +736,8 @@ async fn raw_sse_with_crlf_comments_and_split_events_is_parsed() {
 
 #[tokio::test]
 async fn a_server_that_ignores_stream_true_is_still_understood() {
-    let server = MockServer::start(|req| {
-        MockReply::Json(Answer::text("json anyway").to_json(req.model()))
-    });
+    let server =
+        MockServer::start(|req| MockReply::Json(Answer::text("json anyway").to_json(req.model())));
     let r = step(&provider(&server), &request("x")).await.0.unwrap();
     assert_eq!(r.message.content, "json anyway");
 }
@@ -662,8 +767,10 @@ async fn list_models_reads_the_models_route() {
     let models = provider(&server).list_models().await.unwrap();
     assert_eq!(
         models,
-        Some(vec!["deepseek-chat".to_string(), "deepseek-reasoner".to_string()])
+        Some(vec![
+            "deepseek-chat".to_string(),
+            "deepseek-reasoner".to_string()
+        ])
     );
     assert_eq!(server.request_count(), 0);
-    let _unused: Option<Value> = None;
 }

@@ -461,7 +461,12 @@ mod tests {
             a.handle(&chunk.to_string(), &|_| {}, &ctx).unwrap();
         }
         let r = a.into_response(&|_| {}).unwrap();
-        let names: Vec<_> = r.message.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<_> = r
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
         assert_eq!(names, ["f", "g"]);
     }
 

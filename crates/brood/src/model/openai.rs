@@ -417,11 +417,10 @@ impl Model for OpenAiProvider {
         request: &ModelRequest,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
-        let body = serde_json::to_vec(&self.request_body(request)).map_err(|e| {
-            ModelError::Protocol {
+        let body =
+            serde_json::to_vec(&self.request_body(request)).map_err(|e| ModelError::Protocol {
                 detail: format!("cannot serialize the request: {e}"),
-            }
-        })?;
+            })?;
         let policy = self.config.retry_policy();
         let run = retry(&policy, on_event, |_| {
             self.attempt(&body, &request.model, on_event)

@@ -108,7 +108,10 @@ mod tests {
     #[test]
     fn lookup_is_case_insensitive_and_unknown_lists_all() {
         assert_eq!(preset(" DeepSeek ").unwrap().name, "deepseek");
-        assert_eq!(preset("LLAMACPP").unwrap().base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(
+            preset("LLAMACPP").unwrap().base_url,
+            "http://127.0.0.1:8080/v1"
+        );
         assert_eq!(PRESETS[0].name, DEFAULT_PRESET);
         let err = preset("anthropic").unwrap_err();
         let text = err.to_string();

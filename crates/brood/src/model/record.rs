@@ -240,7 +240,8 @@ impl Replayer {
     /// Claim the first unused entry equal to `request`.
     fn claim(&self, request: &ModelRequest) -> Option<usize> {
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        let i = (0..self.entries.len()).find(|&i| !used[i] && self.entries[i].request == *request)?;
+        let i =
+            (0..self.entries.len()).find(|&i| !used[i] && self.entries[i].request == *request)?;
         used[i] = true;
         Some(i)
     }
@@ -317,7 +318,12 @@ fn closeness(a: &ModelRequest, b: &ModelRequest) -> (usize, bool, bool, bool) {
         .zip(&b.messages)
         .take_while(|(x, y)| x == y)
         .count();
-    (prefix, a.model == b.model, a.system == b.system, a.tools == b.tools)
+    (
+        prefix,
+        a.model == b.model,
+        a.system == b.system,
+        a.tools == b.tools,
+    )
 }
 
 /// The first way `got` differs from `recorded`.

@@ -316,7 +316,12 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            classify_status(400, &j("This model's maximum context length is 8192 tokens"), None, &CTX),
+            classify_status(
+                400,
+                &j("This model's maximum context length is 8192 tokens"),
+                None,
+                &CTX
+            ),
             ModelError::ContextLength { .. }
         ));
         assert!(matches!(

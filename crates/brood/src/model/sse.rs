@@ -109,7 +109,8 @@ mod tests {
 
     #[test]
     fn events_split_at_every_byte_are_reassembled() {
-        let body = b"data: {\"a\":1}\r\n\r\n: keep-alive\n\ndata:{\"b\":\"\xc3\xa9\"}\r\rdata: [DONE]\n\n";
+        let body =
+            b"data: {\"a\":1}\r\n\r\n: keep-alive\n\ndata:{\"b\":\"\xc3\xa9\"}\r\rdata: [DONE]\n\n";
         let whole = feed_all(&[body]);
         assert_eq!(whole, vec!["{\"a\":1}", "{\"b\":\"é\"}", "[DONE]"]);
         let pieces: Vec<&[u8]> = body.chunks(1).collect();
