@@ -774,3 +774,16 @@ async fn list_models_reads_the_models_route() {
     );
     assert_eq!(server.request_count(), 0);
 }
+
+#[tokio::test]
+async fn tool_calls_with_finish_reason_stop_still_finish_as_tool_calls() {
+    let server = MockServer::start(|_| {
+        Answer::new()
+            .tool_call("todo_read", json!({}))
+            .finish_reason("stop")
+            .into()
+    });
+    let r = step(&provider(&server), &request("x")).await.0.unwrap();
+    assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(r.message.tool_calls.len(), 1);
+}

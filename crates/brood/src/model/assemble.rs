@@ -239,11 +239,12 @@ impl Assembler {
                 },
             });
         }
-        let finish_reason = self.finish.unwrap_or(if tool_calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCalls
-        });
+        let finish_reason = match self.finish {
+            // Some servers (older Ollama) say `stop` after tool calls.
+            Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            Some(r) => r,
+            None => FinishReason::Stop,
+        };
         if let Some(usage) = self.usage {
             on_event(StreamEvent::Usage { usage });
         }

@@ -5,6 +5,21 @@
 //! A step takes a [`ModelRequest`] and reports [`StreamEvent`]s to a callback while
 //! it runs (text deltas, reasoning deltas, tool-call fragments, usage, finish), then
 //! returns one assembled [`ModelResponse`]. Cancelling a step is dropping its future.
+//!
+//! The event contract every provider keeps:
+//! - text and reasoning deltas concatenate to the response's `content` / `reasoning`;
+//! - [`StreamEvent::ToolCallDelta`] carries `id` and `name` only when they first become
+//!   known (never repeated, even when the server repeats them); `arguments` fragments
+//!   concatenate to the call's arguments; `index` is the call's position in the
+//!   response's `tool_calls`;
+//! - [`StreamEvent::Usage`] comes at most once, at the end, just before the single
+//!   [`StreamEvent::Finish`] of a successful step;
+//! - [`StreamEvent::Retrying`] means the attempt failed and the step starts over:
+//!   discard the deltas received since the step (or the previous `Retrying`) began.
+//!
+//! Providers: [`openai::OpenAiProvider`] (any OpenAI-compatible endpoint, configured
+//! by hand or from a [`preset`]), [`scripted::ScriptedModel`] (deterministic),
+//! [`record::Recorder`] / [`record::Replayer`] (`--record` / `--replay`).
 
 mod error;
 
@@ -220,7 +235,8 @@ pub enum StreamEvent {
     },
 }
 
-/// The assembled result of one step.
+/// The assembled result of one step. When the message carries tool calls, providers
+/// report `finish_reason` [`FinishReason::ToolCalls`] even if the server said `stop`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
     /// The assistant message (content, reasoning, tool calls).
