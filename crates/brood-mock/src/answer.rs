@@ -151,6 +151,20 @@ impl Answer {
         self
     }
 
+    /// Stream the first `k` chunks of this answer, then drop the connection.
+    pub fn cut_after(self, k: usize) -> crate::MockReply {
+        let mut chunks = self.stream_chunks("mock-model");
+        chunks.truncate(k);
+        crate::MockReply::Cut { chunks }
+    }
+
+    /// Stream the first `k` chunks of this answer, then stall with the connection open.
+    pub fn stall_after(self, k: usize) -> crate::MockReply {
+        let mut chunks = self.stream_chunks("mock-model");
+        chunks.truncate(k);
+        crate::MockReply::Stall { chunks }
+    }
+
     fn reason(&self) -> String {
         match &self.finish_reason {
             Some(r) => r.clone(),

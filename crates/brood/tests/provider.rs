@@ -490,12 +490,9 @@ async fn server_errors_are_retried_until_max_attempts() {
 async fn a_stream_cut_mid_way_is_retried() {
     let full = Answer::text("a complete answer that arrives in many pieces");
     let cut = full.stream_chunks("mock-model")[..3].to_vec();
-    let server = MockServer::start_sequence(vec![
-        MockReply::Cut {
-            chunks: cut.clone(),
-        },
-        MockReply::Answer(full),
-    ]);
+    // The first answer is cut after 3 chunks (role + 2 pieces of text).
+    let server =
+        MockServer::start_sequence(vec![full.clone().cut_after(3), MockReply::Answer(full)]);
     let (r, events) = step(&provider(&server), &request("x")).await;
     assert_eq!(
         r.unwrap().message.content,
@@ -786,4 +783,18 @@ async fn tool_calls_with_finish_reason_stop_still_finish_as_tool_calls() {
     let r = step(&provider(&server), &request("x")).await.0.unwrap();
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
     assert_eq!(r.message.tool_calls.len(), 1);
+}
+
+#[tokio::test]
+async fn an_event_stream_without_its_content_type_is_still_read() {
+    let server = MockServer::start(|_| {
+        let body: String = Answer::text("mislabelled")
+            .stream_chunks("m")
+            .iter()
+            .map(|c| format!("data: {c}\n\n"))
+            .collect();
+        MockReply::status_raw(200, body + "data: [DONE]\n\n")
+    });
+    let r = step(&provider(&server), &request("x")).await.0.unwrap();
+    assert_eq!(r.message.content, "mislabelled");
 }

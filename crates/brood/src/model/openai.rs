@@ -282,26 +282,32 @@ impl OpenAiProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
         if is_sse {
-            read_stream(resp, on_event, &ctx).await
-        } else {
-            let bytes = resp.bytes().await.map_err(|e| ModelError::StreamCut {
-                detail: format!("answer body cut: {}", error_chain(&e)),
-            })?;
-            parse_completion(&bytes, on_event, &ctx)
+            return read_stream(resp.bytes_stream(), on_event, &ctx).await;
         }
+        let bytes = resp.bytes().await.map_err(|e| ModelError::StreamCut {
+            detail: format!("answer body cut: {}", error_chain(&e)),
+        })?;
+        if bytes.trim_ascii_start().starts_with(b"data:") {
+            // An event stream sent without its content type.
+            let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
+            return read_stream(whole, on_event, &ctx).await;
+        }
+        parse_completion(&bytes, on_event, &ctx)
     }
 }
 
 /// Read an SSE answer to its end. A stream that stops before a finish reason or
 /// `[DONE]` is [`ModelError::StreamCut`].
-async fn read_stream(
-    resp: reqwest::Response,
+async fn read_stream<S>(
+    mut body: S,
     on_event: EventFn<'_>,
     ctx: &ErrorContext<'_>,
-) -> Result<ModelResponse, ModelError> {
+) -> Result<ModelResponse, ModelError>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+{
     let mut parser = SseParser::new();
     let mut acc = Assembler::new();
-    let mut body = resp.bytes_stream();
     let protocol = |e: super::sse::SseError| ModelError::Protocol { detail: e.0 };
     'read: loop {
         match body.next().await {
