@@ -1,1 +1,152 @@
-//! mock
+//! An in-process, scriptable OpenAI-compatible chat-completions server on loopback,
+//! for brood's tests, CLI tests and benchmarks.
+//!
+//! [`MockServer::start`] binds `127.0.0.1` on a free port and serves, on its own thread
+//! and its own Tokio runtime (so it works from plain `#[test]`s, `#[tokio::test]`s and
+//! from a process that spawns the `brood` binary):
+//!
+//! - `POST /v1/chat/completions` — every request is captured (parsed JSON body, raw
+//!   bytes, headers, sequence number) and answered by your handler's [`MockReply`];
+//! - `GET /v1/models` — the model ids set with [`MockServer::set_models`]
+//!   (default `["mock-model"]`).
+//!
+//! A handler is a plain closure `Fn(&MockRequest) -> MockReply`. Replies:
+//!
+//! - [`MockReply::Answer`] (built with [`MockReply::text`], [`MockReply::tool_call`],
+//!   [`Answer`]'s builders): rendered as an SSE stream when the request says
+//!   `"stream": true`, as one JSON completion otherwise. Options: llama.cpp-style
+//!   tool-call chunks that repeat `id` and `function.name` in every fragment,
+//!   DeepSeek `reasoning_content`, a usage object (separate final chunk, or on the
+//!   finish chunk), llama.cpp `timings`, fragment size;
+//! - [`MockReply::Json`], [`MockReply::Sse`] (explicit chunks, with or without
+//!   `[DONE]`), [`MockReply::Raw`] (exact SSE bytes, split where you like);
+//! - [`MockReply::Cut`]: send some chunks, then drop the connection mid-way;
+//! - [`MockReply::Stall`]: send some chunks, then never send more nor close;
+//! - [`MockReply::Status`]: an HTTP error status with a body and optional `Retry-After`;
+//! - [`MockReply::Delay`]: wait (async) before giving another reply — the per-request
+//!   latency knob of the benchmarks;
+//! - [`MockReply::Hang`]: never answer (until the client gives up or the server stops).
+//!
+//! The server counts requests in flight (a streamed reply is in flight until its last
+//! byte) and the maximum seen, so tests and benchmarks can check concurrency limits.
+//! [`MockServer::stop`] (or dropping the server) shuts its runtime down: every
+//! connection is closed and the port is released before `stop` returns.
+//!
+//! ```no_run
+//! use brood_mock::{MockServer, MockReply};
+//! let server = MockServer::start(|req| {
+//!     if req.seq == 0 {
+//!         MockReply::status(429, "slow down").retry_after("1")
+//!     } else {
+//!         MockReply::text("hello")
+//!     }
+//! });
+//! let url = server.base_url(); // http://127.0.0.1:PORT/v1
+//! # let _ = url;
+//! ```
+
+mod answer;
+mod server;
+
+pub use answer::{Answer, MockToolCall, UsagePlacement};
+pub use server::{Handler, MockRequest, MockServer};
+
+use serde_json::Value;
+use std::time::Duration;
+
+/// What the server answers to one chat-completions request.
+#[derive(Debug, Clone)]
+pub enum MockReply {
+    /// A model answer, rendered as SSE when the request asked for `"stream": true` and as
+    /// one JSON completion otherwise.
+    Answer(Answer),
+    /// `200` with this JSON body, whatever the request's stream flag.
+    Json(Value),
+    /// `200` `text/event-stream`: one `data:` event per chunk, then `data: [DONE]` when
+    /// `done` is true. The body ends cleanly either way.
+    Sse { chunks: Vec<Value>, done: bool },
+    /// `200` `text/event-stream` with exactly these byte pieces, each flushed on its own.
+    Raw { parts: Vec<Vec<u8>> },
+    /// Send these SSE chunks, then abort the connection (no finish, no `[DONE]`, no
+    /// terminating HTTP chunk).
+    Cut { chunks: Vec<Value> },
+    /// Send these SSE chunks, then stall: the connection stays open, nothing more comes.
+    Stall { chunks: Vec<Value> },
+    /// An HTTP status with this body (JSON when it parses as JSON) and an optional
+    /// `Retry-After` header value.
+    Status {
+        status: u16,
+        body: String,
+        retry_after: Option<String>,
+    },
+    /// Wait this long (asynchronously), then give the inner reply.
+    Delay(Duration, Box<MockReply>),
+    /// Never answer.
+    Hang,
+}
+
+impl MockReply {
+    /// A plain text answer (SSE or JSON per the request).
+    pub fn text(text: impl Into<String>) -> MockReply {
+        MockReply::Answer(Answer::text(text))
+    }
+
+    /// One tool call `name(arguments)` (SSE or JSON per the request), id `call_0`.
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> MockReply {
+        MockReply::Answer(Answer::new().tool_call(name, arguments))
+    }
+
+    /// Several tool calls in one answer, ids `call_0`, `call_1`, …
+    pub fn tool_calls<N: Into<String>>(calls: impl IntoIterator<Item = (N, Value)>) -> MockReply {
+        let mut answer = Answer::new();
+        for (name, args) in calls {
+            answer = answer.tool_call(name, args);
+        }
+        MockReply::Answer(answer)
+    }
+
+    /// An error status with an OpenAI-style body `{"error": {"message": …}}`.
+    pub fn status(status: u16, message: impl Into<String>) -> MockReply {
+        let body = serde_json::json!({
+            "error": {"message": message.into(), "type": "mock_error", "code": status}
+        });
+        MockReply::Status {
+            status,
+            body: body.to_string(),
+            retry_after: None,
+        }
+    }
+
+    /// An error status with exactly this body.
+    pub fn status_raw(status: u16, body: impl Into<String>) -> MockReply {
+        MockReply::Status {
+            status,
+            body: body.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Add a `Retry-After` header (seconds or an HTTP date) to a [`MockReply::Status`];
+    /// other replies are returned unchanged.
+    pub fn retry_after(self, value: impl Into<String>) -> MockReply {
+        match self {
+            MockReply::Status { status, body, .. } => MockReply::Status {
+                status,
+                body,
+                retry_after: Some(value.into()),
+            },
+            other => other,
+        }
+    }
+
+    /// Give this reply after `delay` (async sleep; requests are delayed concurrently).
+    pub fn after(self, delay: Duration) -> MockReply {
+        MockReply::Delay(delay, Box::new(self))
+    }
+}
+
+impl From<Answer> for MockReply {
+    fn from(answer: Answer) -> MockReply {
+        MockReply::Answer(answer)
+    }
+}

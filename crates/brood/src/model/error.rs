@@ -1,9 +1,11 @@
 //! Typed failures of a model step. Each names what went wrong and what to do.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Why a model step failed.
-#[derive(Debug, Error, Clone, PartialEq)]
+/// Why a model step failed. Serializable so a recording can keep a failed step.
+#[derive(Debug, Error, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum ModelError {
     /// No connection could be made (after retries, when wrapped in `RetriesExhausted`).
     #[error("cannot reach {url}: {detail}")]
@@ -14,7 +16,8 @@ pub enum ModelError {
     )]
     Timeout { secs: u64 },
     /// 401/403: the key is missing, wrong or not allowed.
-    #[error("{status} from {url}: {message} — check the API key in ${env_var}")]
+    /// `env_var` is empty when the provider has no key variable configured.
+    #[error("{status} from {url}: {message} — {}", auth_hint(env_var))]
     Auth {
         status: u16,
         url: String,
@@ -64,6 +67,21 @@ pub enum ModelError {
     /// Bad provider configuration (URL, preset name, …).
     #[error("provider configuration: {0}")]
     Config(String),
+    /// `--provider NAME` names no preset.
+    #[error("unknown provider '{name}'; choose one of: {}", known.join(", "))]
+    UnknownProvider { name: String, known: Vec<String> },
+    /// The step succeeded but could not be written to the recording file.
+    #[error("cannot write the model recording: {0}")]
+    Record(String),
+}
+
+fn auth_hint(env_var: &str) -> String {
+    if env_var.is_empty() {
+        "this endpoint wants an API key: put it in an env var and name it with --api-key-env"
+            .to_string()
+    } else {
+        format!("check the API key in ${env_var}")
+    }
 }
 
 impl ModelError {

@@ -5,6 +5,21 @@
 //! A step takes a [`ModelRequest`] and reports [`StreamEvent`]s to a callback while
 //! it runs (text deltas, reasoning deltas, tool-call fragments, usage, finish), then
 //! returns one assembled [`ModelResponse`]. Cancelling a step is dropping its future.
+//!
+//! The event contract every provider keeps:
+//! - text and reasoning deltas concatenate to the response's `content` / `reasoning`;
+//! - [`StreamEvent::ToolCallDelta`] carries `id` and `name` only when they first become
+//!   known (never repeated, even when the server repeats them); `arguments` fragments
+//!   concatenate to the call's arguments; `index` is the call's position in the
+//!   response's `tool_calls`;
+//! - [`StreamEvent::Usage`] comes at most once, at the end, just before the single
+//!   [`StreamEvent::Finish`] of a successful step;
+//! - [`StreamEvent::Retrying`] means the attempt failed and the step starts over:
+//!   discard the deltas received since the step (or the previous `Retrying`) began.
+//!
+//! Providers: [`openai::OpenAiProvider`] (any OpenAI-compatible endpoint, configured
+//! by hand or from a [`preset`]), [`scripted::ScriptedModel`] (deterministic),
+//! [`record::Recorder`] / [`record::Replayer`] (`--record` / `--replay`).
 
 mod error;
 
@@ -220,7 +235,8 @@ pub enum StreamEvent {
     },
 }
 
-/// The assembled result of one step.
+/// The assembled result of one step. When the message carries tool calls, providers
+/// report `finish_reason` [`FinishReason::ToolCalls`] even if the server said `stop`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
     /// The assistant message (content, reasoning, tool calls).
@@ -255,6 +271,36 @@ pub trait Model: Send + Sync {
     }
 }
 
+/// Report a finished response as the events a streaming provider would have sent:
+/// reasoning, text, one [`StreamEvent::ToolCallDelta`] per call (whole), usage, finish.
+/// Used by the models that answer without a stream (scripted, replay).
+pub fn emit_response_events(response: &ModelResponse, on_event: EventFn<'_>) {
+    let m = &response.message;
+    if let Some(r) = m.reasoning.as_ref().filter(|r| !r.is_empty()) {
+        on_event(StreamEvent::ReasoningDelta { text: r.clone() });
+    }
+    if !m.content.is_empty() {
+        on_event(StreamEvent::TextDelta {
+            text: m.content.clone(),
+        });
+    }
+    for (index, c) in m.tool_calls.iter().enumerate() {
+        on_event(StreamEvent::ToolCallDelta {
+            index,
+            id: Some(c.id.clone()),
+            name: Some(c.name.clone()),
+            arguments: c.arguments.clone(),
+        });
+    }
+    if let Some(usage) = response.usage {
+        on_event(StreamEvent::Usage { usage });
+    }
+    on_event(StreamEvent::Finish {
+        reason: response.finish_reason.clone(),
+    });
+}
+
+mod assemble;
 pub mod openai;
 pub mod preset;
 pub mod record;

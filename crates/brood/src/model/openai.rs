@@ -1,1 +1,520 @@
-//! TODO(model helper): openai
+//! The OpenAI-compatible chat-completions provider over HTTP (DeepSeek, OpenAI,
+//! OpenRouter, vLLM, SGLang, Ollama, llama.cpp's server, …).
+//!
+//! One [`Model::step`] = one `POST {base_url}/chat/completions`, streamed (SSE with
+//! `stream_options.include_usage`) or not, retried on transient failures (see
+//! [`super::retry`]), the whole step bounded by `api_timeout_secs`. The request body is
+//! serialized once per step, so every attempt sends the same bytes.
+
+use super::assemble::{parse_completion, preview, Assembler, ChunkOutcome};
+use super::retry::{classify_status, parse_retry_after, retry, ErrorContext, RetryPolicy};
+use super::sse::SseParser;
+use super::{EventFn, Message, Model, ModelError, ModelRequest, ModelResponse, Role, ToolChoice};
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::{json, Map, Value};
+use std::time::{Duration, SystemTime};
+
+/// `api_timeout_secs` when unset or 0.
+pub const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
+/// The largest accepted `api_timeout_secs`.
+pub const MAX_API_TIMEOUT_SECS: u64 = 1800;
+
+/// The per-step timeout: `None` or 0 → 120 s; otherwise clamped to `1..=1800`.
+pub fn clamp_api_timeout(secs: Option<u64>) -> u64 {
+    match secs {
+        None | Some(0) => DEFAULT_API_TIMEOUT_SECS,
+        Some(s) => s.clamp(1, MAX_API_TIMEOUT_SECS),
+    }
+}
+
+/// How to reach one OpenAI-compatible endpoint.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// A label for errors and records (`deepseek`, `local`, …).
+    pub name: String,
+    /// Up to, not including, `/chat/completions` (e.g. `https://api.openai.com/v1`).
+    pub base_url: String,
+    /// The key, sent as `Authorization: Bearer …`; `None` sends no header.
+    pub api_key: Option<String>,
+    /// The env var the key comes from, named in auth and missing-key errors.
+    pub api_key_env: Option<String>,
+    /// Bounds a whole step, retries and waits included (see [`clamp_api_timeout`]).
+    pub api_timeout_secs: u64,
+    /// Attempts per step, the first included.
+    pub max_attempts: u32,
+    /// Ask for an SSE stream (default) or one JSON answer.
+    pub stream: bool,
+    /// First retry backoff; doubles per retry.
+    pub backoff_base_ms: u64,
+    /// Backoff cap.
+    pub backoff_max_ms: u64,
+    /// A server's `Retry-After` is honoured up to this.
+    pub max_retry_after_ms: u64,
+    /// Send assistant `reasoning` back as `reasoning_content` (off by default: DeepSeek
+    /// rejects it in requests for its reasoner model).
+    pub send_reasoning: bool,
+    /// Extra headers on every request (e.g. OpenRouter's `HTTP-Referer`).
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl ProviderConfig {
+    /// A config with the defaults: no key, 120 s timeout, 4 attempts, streaming,
+    /// backoff 500 ms doubling up to 20 s, `Retry-After` honoured up to 60 s.
+    pub fn new(name: impl Into<String>, base_url: impl Into<String>) -> ProviderConfig {
+        let policy = RetryPolicy::default();
+        ProviderConfig {
+            name: name.into(),
+            base_url: base_url.into(),
+            api_key: None,
+            api_key_env: None,
+            api_timeout_secs: DEFAULT_API_TIMEOUT_SECS,
+            max_attempts: policy.max_attempts,
+            stream: true,
+            backoff_base_ms: policy.base_delay.as_millis() as u64,
+            backoff_max_ms: policy.max_delay.as_millis() as u64,
+            max_retry_after_ms: policy.max_retry_after.as_millis() as u64,
+            send_reasoning: false,
+            extra_headers: Vec::new(),
+        }
+    }
+
+    /// The retry policy these settings describe.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.max_attempts.max(1),
+            base_delay: Duration::from_millis(self.backoff_base_ms),
+            max_delay: Duration::from_millis(self.backoff_max_ms.max(self.backoff_base_ms)),
+            max_retry_after: Duration::from_millis(self.max_retry_after_ms),
+        }
+    }
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_env", &self.api_key_env)
+            .field("api_timeout_secs", &self.api_timeout_secs)
+            .field("max_attempts", &self.max_attempts)
+            .field("stream", &self.stream)
+            .field("backoff_base_ms", &self.backoff_base_ms)
+            .field("backoff_max_ms", &self.backoff_max_ms)
+            .field("max_retry_after_ms", &self.max_retry_after_ms)
+            .field("send_reasoning", &self.send_reasoning)
+            .field("extra_headers", &self.extra_headers.len())
+            .finish()
+    }
+}
+
+/// A [`Model`] speaking OpenAI chat completions over HTTP.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    config: ProviderConfig,
+    client: reqwest::Client,
+    endpoint: String,
+    models_url: String,
+    timeout_secs: u64,
+}
+
+impl OpenAiProvider {
+    /// Check the config and build the HTTP client. Errors: a base URL that is not
+    /// http(s) ([`ModelError::Config`]); a key env var named but no key
+    /// ([`ModelError::MissingKey`]).
+    pub fn new(config: ProviderConfig) -> Result<OpenAiProvider, ModelError> {
+        let base = config.base_url.trim().trim_end_matches('/').to_string();
+        let url = reqwest::Url::parse(&base).map_err(|e| {
+            ModelError::Config(format!(
+                "base URL '{}' of provider '{}' is not a URL: {e}",
+                config.base_url, config.name
+            ))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ModelError::Config(format!(
+                "base URL '{}' of provider '{}' must start with http:// or https://",
+                config.base_url, config.name
+            )));
+        }
+        let has_key = config.api_key.as_deref().is_some_and(|k| !k.is_empty());
+        if let (false, Some(var)) = (has_key, &config.api_key_env) {
+            return Err(ModelError::MissingKey {
+                env_var: var.clone(),
+            });
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(OpenAiProvider {
+            endpoint: format!("{base}/chat/completions"),
+            models_url: format!("{base}/models"),
+            timeout_secs: clamp_api_timeout(Some(config.api_timeout_secs)),
+            config,
+            client,
+        })
+    }
+
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The chat-completions URL.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The JSON body sent for `request`: the system prompt first, assistant tool-call
+    /// messages with `"content": ""` (never null), tool results with `tool_call_id`,
+    /// `tools` only when there are some, `tool_choice` only when set.
+    pub fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut messages = Vec::with_capacity(request.messages.len() + 1);
+        if !request.system.is_empty() {
+            messages.push(json!({"role": "system", "content": request.system}));
+        }
+        messages.extend(
+            request
+                .messages
+                .iter()
+                .map(|m| message_json(m, self.config.send_reasoning)),
+        );
+        let mut body = Map::new();
+        body.insert("model".into(), json!(request.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(self.config.stream));
+        if self.config.stream {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(choice) = &request.tool_choice {
+            body.insert("tool_choice".into(), tool_choice_json(choice));
+        }
+        let s = &request.sampling;
+        if let Some(t) = s.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = s.top_p {
+            body.insert("top_p".into(), json!(p));
+        }
+        if let Some(m) = s.max_tokens {
+            body.insert("max_tokens".into(), json!(m));
+        }
+        if let Some(seed) = s.seed {
+            body.insert("seed".into(), json!(seed));
+        }
+        Value::Object(body)
+    }
+
+    fn context<'a>(&'a self, url: &'a str, model: &'a str) -> ErrorContext<'a> {
+        ErrorContext {
+            url,
+            model,
+            api_key_env: self.config.api_key_env.as_deref(),
+        }
+    }
+
+    fn with_headers(&self, mut rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if let Some(key) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
+            rb = rb.bearer_auth(key);
+        }
+        for (k, v) in &self.config.extra_headers {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
+        rb
+    }
+
+    fn send_error(&self, url: &str, e: reqwest::Error) -> ModelError {
+        if e.is_builder() {
+            return ModelError::Config(format!("cannot build a request to {url}: {e}"));
+        }
+        ModelError::Connect {
+            url: url.to_string(),
+            detail: error_chain(&e),
+        }
+    }
+
+    /// One attempt: send, type an error status, read the answer.
+    async fn attempt(
+        &self,
+        body: &[u8],
+        model: &str,
+        on_event: EventFn<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let ctx = self.context(&self.endpoint, model);
+        let mut rb = self
+            .client
+            .post(&self.endpoint)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
+        if self.config.stream {
+            rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
+        }
+        let resp = self
+            .with_headers(rb)
+            .send()
+            .await
+            .map_err(|e| self.send_error(&self.endpoint, e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let text = resp.text().await.unwrap_or_default();
+            return Err(classify_status(status.as_u16(), &text, retry_after, &ctx));
+        }
+        let is_sse = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        if is_sse {
+            return read_stream(resp.bytes_stream(), on_event, &ctx).await;
+        }
+        let bytes = resp.bytes().await.map_err(|e| ModelError::StreamCut {
+            detail: format!("answer body cut: {}", error_chain(&e)),
+        })?;
+        if bytes.trim_ascii_start().starts_with(b"data:") {
+            // An event stream sent without its content type.
+            let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
+            return read_stream(whole, on_event, &ctx).await;
+        }
+        parse_completion(&bytes, on_event, &ctx)
+    }
+}
+
+/// Read an SSE answer to its end. A stream that stops before a finish reason or
+/// `[DONE]` is [`ModelError::StreamCut`].
+async fn read_stream<S>(
+    mut body: S,
+    on_event: EventFn<'_>,
+    ctx: &ErrorContext<'_>,
+) -> Result<ModelResponse, ModelError>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+{
+    let mut parser = SseParser::new();
+    let mut acc = Assembler::new();
+    let protocol = |e: super::sse::SseError| ModelError::Protocol { detail: e.0 };
+    'read: loop {
+        match body.next().await {
+            Some(Ok(bytes)) => {
+                for data in parser.feed(&bytes).map_err(protocol)? {
+                    if acc.handle(&data, on_event, ctx)? == ChunkOutcome::Done {
+                        break 'read;
+                    }
+                }
+            }
+            Some(Err(e)) => {
+                if acc.complete() {
+                    break;
+                }
+                return Err(ModelError::StreamCut {
+                    detail: format!(
+                        "connection lost after {} chunks: {}",
+                        acc.chunks(),
+                        error_chain(&e)
+                    ),
+                });
+            }
+            None => {
+                for data in parser.finish().map_err(protocol)? {
+                    if acc.handle(&data, on_event, ctx)? == ChunkOutcome::Done {
+                        break;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    if !acc.complete() {
+        return Err(ModelError::StreamCut {
+            detail: format!(
+                "stream ended after {} chunks without a finish reason or [DONE]",
+                acc.chunks()
+            ),
+        });
+    }
+    acc.into_response(on_event)
+}
+
+fn message_json(m: &Message, send_reasoning: bool) -> Value {
+    let mut o = Map::new();
+    let role = match m.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    o.insert("role".into(), json!(role));
+    o.insert("content".into(), json!(m.content));
+    if m.role == Role::Assistant {
+        if let (true, Some(r)) = (send_reasoning, &m.reasoning) {
+            o.insert("reasoning_content".into(), json!(r));
+        }
+        if !m.tool_calls.is_empty() {
+            let calls: Vec<Value> = m
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let args = if c.arguments.trim().is_empty() {
+                        "{}"
+                    } else {
+                        c.arguments.as_str()
+                    };
+                    json!({"id": c.id, "type": "function",
+                           "function": {"name": c.name, "arguments": args}})
+                })
+                .collect();
+            o.insert("tool_calls".into(), Value::Array(calls));
+        }
+    }
+    if let Some(id) = &m.tool_call_id {
+        o.insert("tool_call_id".into(), json!(id));
+    }
+    Value::Object(o)
+}
+
+fn tool_choice_json(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
+    }
+}
+
+/// An error with its causes ("error sending request: … : connection refused").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[async_trait]
+impl Model for OpenAiProvider {
+    fn provider_name(&self) -> &str {
+        &self.config.name
+    }
+
+    async fn step(
+        &self,
+        request: &ModelRequest,
+        on_event: EventFn<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let body =
+            serde_json::to_vec(&self.request_body(request)).map_err(|e| ModelError::Protocol {
+                detail: format!("cannot serialize the request: {e}"),
+            })?;
+        let policy = self.config.retry_policy();
+        let run = retry(&policy, on_event, |_| {
+            self.attempt(&body, &request.model, on_event)
+        });
+        match tokio::time::timeout(Duration::from_secs(self.timeout_secs), run).await {
+            Ok(result) => result,
+            Err(_) => Err(ModelError::Timeout {
+                secs: self.timeout_secs,
+            }),
+        }
+    }
+
+    /// `GET {base_url}/models`; `Ok(None)` when the server has no such route.
+    async fn list_models(&self) -> Result<Option<Vec<String>>, ModelError> {
+        let ctx = self.context(&self.models_url, "");
+        let fetch = async {
+            let resp = self
+                .with_headers(self.client.get(&self.models_url))
+                .send()
+                .await
+                .map_err(|e| self.send_error(&self.models_url, e))?;
+            let status = resp.status().as_u16();
+            if matches!(status, 404 | 405 | 501) {
+                return Ok(None);
+            }
+            let text = resp.text().await.map_err(|e| ModelError::StreamCut {
+                detail: format!("model list cut: {}", error_chain(&e)),
+            })?;
+            if !(200..300).contains(&status) {
+                return Err(classify_status(status, &text, None, &ctx));
+            }
+            let v: Value = serde_json::from_str(&text).map_err(|e| ModelError::Protocol {
+                detail: format!("model list is not JSON ({e}): {}", preview(&text)),
+            })?;
+            let ids = v
+                .get("data")
+                .or_else(|| v.get("models"))
+                .and_then(Value::as_array)
+                .ok_or_else(|| ModelError::Protocol {
+                    detail: format!("model list has no 'data' array: {}", preview(&text)),
+                })?
+                .iter()
+                .filter_map(|m| {
+                    m.get("id")
+                        .or_else(|| m.get("name"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .collect();
+            Ok(Some(ids))
+        };
+        match tokio::time::timeout(Duration::from_secs(self.timeout_secs), fetch).await {
+            Ok(r) => r,
+            Err(_) => Err(ModelError::Timeout {
+                secs: self.timeout_secs,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_timeout_is_clamped() {
+        assert_eq!(clamp_api_timeout(None), 120);
+        assert_eq!(clamp_api_timeout(Some(0)), 120);
+        assert_eq!(clamp_api_timeout(Some(1)), 1);
+        assert_eq!(clamp_api_timeout(Some(600)), 600);
+        assert_eq!(clamp_api_timeout(Some(99_999)), 1800);
+    }
+
+    #[test]
+    fn tool_choice_shapes() {
+        assert_eq!(tool_choice_json(&ToolChoice::Auto), json!("auto"));
+        assert_eq!(tool_choice_json(&ToolChoice::Required), json!("required"));
+        assert_eq!(tool_choice_json(&ToolChoice::None), json!("none"));
+        assert_eq!(
+            tool_choice_json(&ToolChoice::Named("grep".into())),
+            json!({"type": "function", "function": {"name": "grep"}})
+        );
+    }
+
+    #[test]
+    fn config_debug_redacts_the_key() {
+        let mut c = ProviderConfig::new("x", "http://h");
+        c.api_key = Some("sk-secret".into());
+        assert!(!format!("{c:?}").contains("sk-secret"));
+    }
+}

@@ -1,0 +1,461 @@
+//! The HTTP side: a loopback axum server on its own thread and runtime, capturing
+//! every request and turning the handler's [`MockReply`] into bytes on the wire.
+
+use crate::MockReply;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures::stream::{self, Stream, StreamExt};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{oneshot, watch};
+
+/// Decides the reply to each chat-completions request. Called on the server's thread;
+/// keep it quick (use [`MockReply::Delay`] for latency, never a blocking sleep).
+pub type Handler = Arc<dyn Fn(&MockRequest) -> MockReply + Send + Sync>;
+
+/// One captured chat-completions request.
+#[derive(Debug, Clone)]
+pub struct MockRequest {
+    /// 0-based arrival order among chat-completions requests.
+    pub seq: usize,
+    /// The request path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Header names lowercased, in arrival order.
+    pub headers: Vec<(String, String)>,
+    /// The parsed JSON body (`Null` when it was not JSON).
+    pub body: Value,
+    /// The body bytes exactly as received.
+    pub raw: Vec<u8>,
+}
+
+impl MockRequest {
+    /// The value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the request asked for a stream (`"stream": true`).
+    pub fn stream(&self) -> bool {
+        self.body
+            .get("stream")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// The requested model id (`""` when absent).
+    pub fn model(&self) -> &str {
+        self.body.get("model").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The request's messages.
+    pub fn messages(&self) -> &[Value] {
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// The content of the first `user` message.
+    pub fn first_user_text(&self) -> Option<&str> {
+        self.messages()
+            .iter()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_str)
+    }
+
+    /// The last message.
+    pub fn last_message(&self) -> Option<&Value> {
+        self.messages().last()
+    }
+
+    /// How many assistant messages the conversation already has (the step number).
+    pub fn assistant_turns(&self) -> usize {
+        self.messages()
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .count()
+    }
+}
+
+struct Inner {
+    handler: Handler,
+    captured: Mutex<Vec<MockRequest>>,
+    models: Mutex<Vec<String>>,
+    count: watch::Sender<usize>,
+    in_flight: watch::Sender<usize>,
+    max_in_flight: AtomicUsize,
+}
+
+/// Poisoning only means a handler panicked mid-request; the data is still usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counts a request as in flight until dropped.
+struct FlightGuard(Arc<Inner>);
+
+impl FlightGuard {
+    fn new(inner: &Arc<Inner>) -> FlightGuard {
+        let mut now = 0;
+        inner.in_flight.send_modify(|n| {
+            *n += 1;
+            now = *n;
+        });
+        inner.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        FlightGuard(inner.clone())
+    }
+}
+
+impl Drop for FlightGuard {
+    fn drop(&mut self) {
+        self.0.in_flight.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A running mock server. Dropping it stops it.
+pub struct MockServer {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockServer {
+    /// Start a server answering with `handler`. Panics when no loopback port or
+    /// runtime can be had (test infrastructure); see [`MockServer::try_start`].
+    pub fn start<F>(handler: F) -> MockServer
+    where
+        F: Fn(&MockRequest) -> MockReply + Send + Sync + 'static,
+    {
+        match MockServer::try_start(Arc::new(handler)) {
+            Ok(s) => s,
+            Err(e) => panic!("brood-mock: cannot start the server on 127.0.0.1: {e}"),
+        }
+    }
+
+    /// Start a server that gives `replies[i]` to request number `i`, and a `400`
+    /// naming the request number once they run out.
+    pub fn start_sequence(replies: Vec<MockReply>) -> MockServer {
+        MockServer::start(move |req| match replies.get(req.seq) {
+            Some(r) => r.clone(),
+            None => MockReply::status(
+                400,
+                format!(
+                    "brood-mock: no reply scripted for request #{} ({} scripted)",
+                    req.seq,
+                    replies.len()
+                ),
+            ),
+        })
+    }
+
+    /// Start a server answering with a shared handler.
+    pub fn try_start(handler: Handler) -> std::io::Result<MockServer> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let inner = Arc::new(Inner {
+            handler,
+            captured: Mutex::new(Vec::new()),
+            models: Mutex::new(vec!["mock-model".to_string()]),
+            count: watch::channel(0).0,
+            in_flight: watch::channel(0).0,
+            max_in_flight: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/models", get(models))
+            .fallback(not_found)
+            .layer(DefaultBodyLimit::disable())
+            .with_state(inner.clone());
+        let (tx, rx) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("brood-mock-{}", addr.port()))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            eprintln!("brood-mock: cannot listen: {e}");
+                            return;
+                        }
+                    };
+                    tokio::select! {
+                        r = axum::serve(listener, app) => {
+                            if let Err(e) = r {
+                                eprintln!("brood-mock: server error: {e}");
+                            }
+                        }
+                        _ = rx => {}
+                    }
+                });
+                // Dropping the runtime cancels every connection task and closes the
+                // listener, so the port is free once `stop` returns.
+                drop(runtime);
+            })?;
+        Ok(MockServer {
+            addr,
+            inner,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The JSON bodies of all chat-completions requests so far, in arrival order.
+    pub fn requests(&self) -> Vec<Value> {
+        lock(&self.inner.captured)
+            .iter()
+            .map(|r| r.body.clone())
+            .collect()
+    }
+
+    /// The raw body bytes of all chat-completions requests so far.
+    pub fn raw_requests(&self) -> Vec<Vec<u8>> {
+        lock(&self.inner.captured)
+            .iter()
+            .map(|r| r.raw.clone())
+            .collect()
+    }
+
+    /// Everything captured (body, bytes, headers, sequence number).
+    pub fn captured(&self) -> Vec<MockRequest> {
+        lock(&self.inner.captured).clone()
+    }
+
+    /// How many chat-completions requests arrived.
+    pub fn request_count(&self) -> usize {
+        *self.inner.count.borrow()
+    }
+
+    /// Requests being answered right now (a stream counts until its last byte).
+    pub fn in_flight(&self) -> usize {
+        *self.inner.in_flight.borrow()
+    }
+
+    /// The most requests ever in flight at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.inner.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Wait until at least `n` chat-completions requests have arrived.
+    pub async fn wait_for_requests(&self, n: usize) {
+        let mut rx = self.inner.count.subscribe();
+        let _ = rx.wait_for(|c| *c >= n).await;
+    }
+
+    /// Wait until at least `n` requests are in flight at once.
+    pub async fn wait_for_in_flight(&self, n: usize) {
+        let mut rx = self.inner.in_flight.subscribe();
+        let _ = rx.wait_for(|c| *c >= n).await;
+    }
+
+    /// The ids listed by `GET /v1/models`.
+    pub fn set_models<S: Into<String>>(&self, ids: impl IntoIterator<Item = S>) {
+        *lock(&self.inner.models) = ids.into_iter().map(Into::into).collect();
+    }
+
+    /// Stop serving: close every connection and release the port before returning.
+    pub fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl std::fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .field("requests", &self.request_count())
+            .finish()
+    }
+}
+
+async fn models(State(inner): State<Arc<Inner>>) -> Response {
+    let data: Vec<Value> = lock(&inner.models)
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "owned_by": "brood-mock"}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn not_found(uri: axum::http::Uri) -> Response {
+    let body = json!({"error": {"message": format!("brood-mock: no route for {}", uri.path())}});
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+async fn chat(
+    State(inner): State<Arc<Inner>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
+    let guard = FlightGuard::new(&inner);
+    let parsed = serde_json::from_slice::<Value>(&raw);
+    let request = {
+        let mut captured = lock(&inner.captured);
+        let req = MockRequest {
+            seq: captured.len(),
+            path: uri.path().to_string(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_ascii_lowercase(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: parsed.as_ref().cloned().unwrap_or(Value::Null),
+            raw: raw.to_vec(),
+        };
+        captured.push(req.clone());
+        req
+    };
+    inner.count.send_modify(|c| *c += 1);
+    if let Err(e) = parsed {
+        let body = json!({"error": {"message": format!("brood-mock: body is not JSON: {e}")}});
+        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+    }
+    let reply = (inner.handler)(&request);
+    respond(reply, &request, guard).await
+}
+
+async fn respond(mut reply: MockReply, req: &MockRequest, guard: FlightGuard) -> Response {
+    loop {
+        match reply {
+            MockReply::Delay(d, next) => {
+                tokio::time::sleep(d).await;
+                reply = *next;
+            }
+            MockReply::Hang => {
+                std::future::pending::<()>().await;
+            }
+            MockReply::Answer(a) => {
+                reply = if req.stream() {
+                    MockReply::Sse {
+                        chunks: a.stream_chunks(req.model()),
+                        done: true,
+                    }
+                } else {
+                    MockReply::Json(a.to_json(req.model()))
+                };
+            }
+            MockReply::Json(v) => return axum::Json(v).into_response(),
+            MockReply::Status {
+                status,
+                body,
+                retry_after,
+            } => {
+                let code =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let content_type = if serde_json::from_str::<Value>(&body).is_ok() {
+                    "application/json"
+                } else {
+                    "text/plain"
+                };
+                let mut resp = (code, body).into_response();
+                resp.headers_mut()
+                    .insert("content-type", HeaderValue::from_static(content_type));
+                if let Some(ra) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                    resp.headers_mut().insert("retry-after", ra);
+                }
+                return resp;
+            }
+            MockReply::Sse { chunks, done } => {
+                let mut parts: Vec<Bytes> = chunks.iter().map(event).collect();
+                if done {
+                    parts.push(Bytes::from_static(b"data: [DONE]\n\n"));
+                }
+                let s = stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>));
+                return sse(s, guard);
+            }
+            MockReply::Raw { parts } => {
+                let s = stream::iter(
+                    parts
+                        .into_iter()
+                        .map(|p| Ok::<_, std::io::Error>(Bytes::from(p))),
+                );
+                return sse(s, guard);
+            }
+            MockReply::Cut { chunks } => {
+                let parts: Vec<Bytes> = chunks.iter().map(event).collect();
+                // The pause makes the server flush what it has (headers and chunks)
+                // before the abort, so the client sees a stream cut mid-way.
+                let s = stream::iter(parts.into_iter().map(Ok)).chain(stream::once(async {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "brood-mock: connection cut",
+                    ))
+                }));
+                return sse(s, guard);
+            }
+            MockReply::Stall { chunks } => {
+                let parts: Vec<Bytes> = chunks.iter().map(event).collect();
+                let s = stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>))
+                    .chain(stream::pending());
+                return sse(s, guard);
+            }
+        }
+    }
+}
+
+fn event(chunk: &Value) -> Bytes {
+    Bytes::from(format!("data: {chunk}\n\n"))
+}
+
+/// A `text/event-stream` response that keeps the request in flight until the body ends.
+fn sse<S>(s: S, guard: FlightGuard) -> Response
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
+    let s = s.map(move |item| {
+        let _in_flight = &guard;
+        item
+    });
+    let mut resp = Response::new(Body::from_stream(s));
+    let h = resp.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    resp
+}

@@ -1,0 +1,490 @@
+//! Turning chat-completions answers into one [`ModelResponse`]: streamed chunks one at a
+//! time ([`Assembler`]) or a whole completion ([`parse_completion`]), with usage read in
+//! every dialect ([`parse_usage`]).
+//!
+//! Tool-call fragments are keyed by `index`; without an index, by `id`; without either
+//! they continue the last call. Servers that repeat `id` and `function.name` in every
+//! fragment (llama.cpp) or several calls that all claim `index: 0` with distinct ids
+//! are assembled without duplicates.
+
+use super::retry::{classify_status, ErrorContext};
+use super::{
+    EventFn, FinishReason, Message, ModelError, ModelResponse, Role, StreamEvent, ToolCall, Usage,
+};
+use serde_json::Value;
+
+/// Whether the stream said it is over (`[DONE]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChunkOutcome {
+    Continue,
+    Done,
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    /// The `index` the server used for this call, while it still designates it.
+    key: Option<u64>,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Accumulates one step's answer and reports each piece as it arrives.
+#[derive(Debug, Default)]
+pub(crate) struct Assembler {
+    content: String,
+    reasoning: String,
+    calls: Vec<PartialCall>,
+    finish: Option<FinishReason>,
+    usage: Option<Usage>,
+    chunks: usize,
+    done: bool,
+}
+
+impl Assembler {
+    pub(crate) fn new() -> Assembler {
+        Assembler::default()
+    }
+
+    /// Chunks received so far.
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// A finish reason or `[DONE]` was seen: the answer is complete.
+    pub(crate) fn complete(&self) -> bool {
+        self.done || self.finish.is_some()
+    }
+
+    /// Take one SSE `data` payload.
+    pub(crate) fn handle(
+        &mut self,
+        data: &str,
+        on_event: EventFn<'_>,
+        ctx: &ErrorContext<'_>,
+    ) -> Result<ChunkOutcome, ModelError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(ChunkOutcome::Done);
+        }
+        if data.is_empty() {
+            return Ok(ChunkOutcome::Continue);
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| ModelError::Protocol {
+            detail: format!(
+                "stream chunk #{} is not JSON ({e}): {}",
+                self.chunks + 1,
+                preview(data)
+            ),
+        })?;
+        self.chunks += 1;
+        if has_error(&v) {
+            return Err(error_object(&v, ctx));
+        }
+        if let Some(u) = parse_usage(v.get("usage"), v.get("timings")) {
+            self.usage = Some(u);
+        }
+        if let Some(choice) = pick_choice(&v) {
+            if let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) {
+                self.apply(delta, false, on_event);
+            }
+            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(FinishReason::parse(r));
+            }
+        }
+        Ok(ChunkOutcome::Continue)
+    }
+
+    /// Apply a delta (streaming) or a whole message (`whole`: each tool call in the
+    /// array is its own call even without index or id).
+    fn apply(&mut self, delta: &Value, whole: bool, on_event: EventFn<'_>) {
+        let reasoning = delta
+            .get("reasoning_content")
+            .or_else(|| delta.get("reasoning"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !reasoning.is_empty() {
+            self.reasoning.push_str(reasoning);
+            on_event(StreamEvent::ReasoningDelta {
+                text: reasoning.to_string(),
+            });
+        }
+        let content = content_text(delta.get("content"));
+        if !content.is_empty() {
+            self.content.push_str(&content);
+            on_event(StreamEvent::TextDelta { text: content });
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (pos, fragment) in calls.iter().enumerate() {
+                let index = if whole {
+                    Some(pos as u64)
+                } else {
+                    fragment.get("index").and_then(Value::as_u64)
+                };
+                self.tool_fragment(fragment, index, on_event);
+            }
+        }
+    }
+
+    fn tool_fragment(&mut self, f: &Value, index: Option<u64>, on_event: EventFn<'_>) {
+        let id = f
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let function = f.get("function");
+        let name = function
+            .and_then(|x| x.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let args = match function.and_then(|x| x.get("arguments")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let pos = self.slot(index, id);
+        let call = &mut self.calls[pos];
+        let mut new_id = None;
+        if let Some(id) = id {
+            if call.id.is_empty() {
+                call.id = id.to_string();
+                new_id = Some(id.to_string());
+            }
+        }
+        let mut new_name = None;
+        if let Some(n) = name {
+            if call.name.is_empty() {
+                call.name = n.to_string();
+                new_name = Some(n.to_string());
+            } else if call.name != n {
+                // A name sent in pieces; a repeated whole name is ignored above.
+                call.name.push_str(n);
+                new_name = Some(n.to_string());
+            }
+        }
+        // Some servers resend the complete arguments at the end: appending them to an
+        // already complete JSON value could only corrupt it.
+        let repeat = !args.is_empty()
+            && args == call.arguments
+            && serde_json::from_str::<Value>(&call.arguments).is_ok();
+        let args = if repeat { String::new() } else { args };
+        call.arguments.push_str(&args);
+        if new_id.is_some() || new_name.is_some() || !args.is_empty() {
+            on_event(StreamEvent::ToolCallDelta {
+                index: pos,
+                id: new_id,
+                name: new_name,
+                arguments: args,
+            });
+        }
+    }
+
+    /// The position of the call a fragment belongs to (a new one when needed).
+    fn slot(&mut self, index: Option<u64>, id: Option<&str>) -> usize {
+        if let Some(i) = index {
+            if let Some(p) = self.calls.iter().position(|c| c.key == Some(i)) {
+                let c = &self.calls[p];
+                let other_call = matches!(id, Some(id) if !c.id.is_empty() && c.id != id);
+                if !other_call {
+                    return p;
+                }
+                self.calls[p].key = None;
+            }
+            return self.push(Some(i));
+        }
+        if let Some(id) = id {
+            if let Some(p) = self.calls.iter().position(|c| c.id == id) {
+                return p;
+            }
+            return self.push(None);
+        }
+        match self.calls.len() {
+            0 => self.push(None),
+            n => n - 1,
+        }
+    }
+
+    fn push(&mut self, key: Option<u64>) -> usize {
+        self.calls.push(PartialCall {
+            key,
+            ..PartialCall::default()
+        });
+        self.calls.len() - 1
+    }
+
+    /// Finish: report usage and the finish reason, return the assembled response.
+    /// Calls without an id get `call_N`; empty arguments become `{}`.
+    pub(crate) fn into_response(self, on_event: EventFn<'_>) -> Result<ModelResponse, ModelError> {
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        for (i, c) in self.calls.into_iter().enumerate() {
+            if c.name.is_empty() {
+                return Err(ModelError::Protocol {
+                    detail: format!(
+                        "tool call #{i} (id '{}') came without a function name",
+                        c.id
+                    ),
+                });
+            }
+            tool_calls.push(ToolCall {
+                id: if c.id.is_empty() {
+                    format!("call_{i}")
+                } else {
+                    c.id
+                },
+                name: c.name,
+                arguments: if c.arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    c.arguments
+                },
+            });
+        }
+        let finish_reason = match self.finish {
+            // Some servers (older Ollama) say `stop` after tool calls.
+            Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            Some(r) => r,
+            None => FinishReason::Stop,
+        };
+        if let Some(usage) = self.usage {
+            on_event(StreamEvent::Usage { usage });
+        }
+        on_event(StreamEvent::Finish {
+            reason: finish_reason.clone(),
+        });
+        Ok(ModelResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: self.content,
+                reasoning: (!self.reasoning.is_empty()).then_some(self.reasoning),
+                tool_calls,
+                tool_call_id: None,
+            },
+            usage: self.usage,
+            finish_reason,
+        })
+    }
+}
+
+/// Parse a non-streaming completion body, reporting its parts as events.
+pub(crate) fn parse_completion(
+    body: &[u8],
+    on_event: EventFn<'_>,
+    ctx: &ErrorContext<'_>,
+) -> Result<ModelResponse, ModelError> {
+    let text = String::from_utf8_lossy(body);
+    let v: Value = serde_json::from_slice(body).map_err(|e| ModelError::Protocol {
+        detail: format!("response is not JSON ({e}): {}", preview(&text)),
+    })?;
+    if has_error(&v) {
+        return Err(error_object(&v, ctx));
+    }
+    let message = pick_choice(&v)
+        .and_then(|c| c.get("message"))
+        .ok_or_else(|| ModelError::Protocol {
+            detail: format!("response has no choices[0].message: {}", preview(&text)),
+        })?;
+    let mut a = Assembler::new();
+    a.apply(message, true, on_event);
+    a.finish = pick_choice(&v)
+        .and_then(|c| c.get("finish_reason"))
+        .and_then(Value::as_str)
+        .map(FinishReason::parse);
+    a.usage = parse_usage(v.get("usage"), v.get("timings"));
+    a.into_response(on_event)
+}
+
+/// Usage from any dialect: OpenAI (`prompt_tokens_details.cached_tokens`), DeepSeek
+/// (`prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`), llama.cpp `timings`
+/// (`prompt_n` + `cache_n` in, `predicted_n` out, `cache_n` cached) filling what the
+/// usage object lacks. `None` when neither is there.
+pub(crate) fn parse_usage(usage: Option<&Value>, timings: Option<&Value>) -> Option<Usage> {
+    let num = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
+    };
+    let from_usage = usage.filter(|u| u.is_object()).map(|u| {
+        let hit = num(u, "/prompt_cache_hit_tokens");
+        let miss = num(u, "/prompt_cache_miss_tokens");
+        let split = match (hit, miss) {
+            (None, None) => None,
+            (h, m) => Some(h.unwrap_or(0) + m.unwrap_or(0)),
+        };
+        Usage {
+            input_tokens: num(u, "/prompt_tokens")
+                .or_else(|| num(u, "/input_tokens"))
+                .or(split)
+                .unwrap_or(0),
+            output_tokens: num(u, "/completion_tokens")
+                .or_else(|| num(u, "/output_tokens"))
+                .unwrap_or(0),
+            cached_input_tokens: num(u, "/prompt_tokens_details/cached_tokens")
+                .or(hit)
+                .or_else(|| num(u, "/input_tokens_details/cached_tokens"))
+                .unwrap_or(0),
+        }
+    });
+    let from_timings = timings.filter(|t| t.is_object()).and_then(|t| {
+        let prompt = num(t, "/prompt_n");
+        let cache = num(t, "/cache_n");
+        let predicted = num(t, "/predicted_n");
+        if prompt.is_none() && cache.is_none() && predicted.is_none() {
+            return None;
+        }
+        Some(Usage {
+            input_tokens: prompt.unwrap_or(0) + cache.unwrap_or(0),
+            output_tokens: predicted.unwrap_or(0),
+            cached_input_tokens: cache.unwrap_or(0),
+        })
+    });
+    match (from_usage, from_timings) {
+        (Some(mut u), Some(t)) => {
+            if u.input_tokens == 0 {
+                u.input_tokens = t.input_tokens;
+            }
+            if u.output_tokens == 0 {
+                u.output_tokens = t.output_tokens;
+            }
+            if u.cached_input_tokens == 0 {
+                u.cached_input_tokens = t.cached_input_tokens;
+            }
+            Some(u)
+        }
+        (u, t) => u.or(t),
+    }
+}
+
+/// `content` as text: a string, or the `text` of an array of parts.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// The choice with index 0 (or the first one).
+fn pick_choice(v: &Value) -> Option<&Value> {
+    let choices = v.get("choices")?.as_array()?;
+    choices
+        .iter()
+        .find(|c| c.get("index").and_then(Value::as_u64) == Some(0))
+        .or_else(|| choices.first())
+}
+
+fn has_error(v: &Value) -> bool {
+    v.get("error").is_some_and(|e| !e.is_null())
+}
+
+/// An `{"error": …}` object inside a 200 answer or a stream: typed like an HTTP error
+/// with its numeric `code`/`status`, or as a retryable 502 without one.
+fn error_object(v: &Value, ctx: &ErrorContext<'_>) -> ModelError {
+    let status = ["/error/code", "/error/status", "/status"]
+        .iter()
+        .find_map(|p| {
+            v.pointer(p).and_then(|c| {
+                c.as_u64()
+                    .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
+            })
+        })
+        .filter(|s| (400..600).contains(s))
+        .unwrap_or(502) as u16;
+    classify_status(status, &v.to_string(), None, ctx)
+}
+
+pub(crate) fn preview(s: &str) -> String {
+    let s = s.trim();
+    if s.chars().count() <= 200 {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(200).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn usage_dialects() {
+        let ds = json!({"prompt_tokens": 10, "completion_tokens": 3,
+                        "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 4});
+        assert_eq!(
+            parse_usage(Some(&ds), None),
+            Some(Usage {
+                input_tokens: 10,
+                output_tokens: 3,
+                cached_input_tokens: 6
+            })
+        );
+        let ds_split = json!({"completion_tokens": 1, "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 4});
+        assert_eq!(parse_usage(Some(&ds_split), None).unwrap().input_tokens, 10);
+        let oa = json!({"prompt_tokens": 20, "completion_tokens": 5,
+                        "prompt_tokens_details": {"cached_tokens": 16}});
+        assert_eq!(
+            parse_usage(Some(&oa), None).unwrap().cached_input_tokens,
+            16
+        );
+        let timings = json!({"prompt_n": 4, "cache_n": 30, "predicted_n": 7});
+        assert_eq!(
+            parse_usage(None, Some(&timings)),
+            Some(Usage {
+                input_tokens: 34,
+                output_tokens: 7,
+                cached_input_tokens: 30
+            })
+        );
+        let plain = json!({"prompt_tokens": 34, "completion_tokens": 7});
+        assert_eq!(
+            parse_usage(Some(&plain), Some(&timings))
+                .unwrap()
+                .cached_input_tokens,
+            30
+        );
+        assert_eq!(parse_usage(Some(&Value::Null), None), None);
+    }
+
+    #[test]
+    fn calls_sharing_index_zero_with_distinct_ids_stay_apart() {
+        let mut a = Assembler::new();
+        let ctx = ErrorContext {
+            url: "u",
+            model: "m",
+            api_key_env: None,
+        };
+        for (id, name) in [("a", "f"), ("b", "g")] {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": id, "function": {"name": name, "arguments": "{}"}}]}}]});
+            a.handle(&chunk.to_string(), &|_| {}, &ctx).unwrap();
+        }
+        let r = a.into_response(&|_| {}).unwrap();
+        let names: Vec<_> = r
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["f", "g"]);
+    }
+
+    #[test]
+    fn resent_complete_arguments_are_not_doubled() {
+        let mut a = Assembler::new();
+        let ctx = ErrorContext {
+            url: "u",
+            model: "m",
+            api_key_env: None,
+        };
+        for args in ["{\"x\":", "1}", "{\"x\":1}"] {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "c", "function": {"name": "f", "arguments": args}}]}}]});
+            a.handle(&chunk.to_string(), &|_| {}, &ctx).unwrap();
+        }
+        let r = a.into_response(&|_| {}).unwrap();
+        assert_eq!(r.message.tool_calls[0].arguments, "{\"x\":1}");
+    }
+}

@@ -1,0 +1,800 @@
+//! The OpenAI-compatible provider against brood-mock: assembly of streamed and whole
+//! answers, the request it sends, usage dialects, retries, timeouts and typed errors.
+
+use brood::model::openai::{OpenAiProvider, ProviderConfig};
+use brood::model::{
+    FinishReason, Message, Model, ModelError, ModelRequest, ModelResponse, Sampling, StreamEvent,
+    ToolCall, ToolChoice, ToolSpec, Usage,
+};
+use brood_mock::{Answer, MockReply, MockServer};
+use serde_json::json;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+fn config(server: &MockServer) -> ProviderConfig {
+    let mut c = ProviderConfig::new("mock", server.base_url());
+    c.api_key = Some("sk-test".into());
+    c.api_key_env = Some("MOCK_API_KEY".into());
+    c.backoff_base_ms = 10;
+    c.backoff_max_ms = 40;
+    c.api_timeout_secs = 20;
+    c
+}
+
+fn provider(server: &MockServer) -> OpenAiProvider {
+    OpenAiProvider::new(config(server)).unwrap()
+}
+
+fn request(user: &str) -> ModelRequest {
+    ModelRequest {
+        model: "mock-model".into(),
+        system: "You are terse.".into(),
+        messages: vec![Message::user(user)],
+        tools: vec![],
+        tool_choice: None,
+        sampling: Sampling::default(),
+    }
+}
+
+/// Run one step, collecting its events.
+async fn step(
+    p: &OpenAiProvider,
+    req: &ModelRequest,
+) -> (Result<ModelResponse, ModelError>, Vec<StreamEvent>) {
+    let seen = Mutex::new(Vec::new());
+    let on = |e: StreamEvent| seen.lock().unwrap().push(e);
+    let r = p.step(req, &on).await;
+    (r, seen.into_inner().unwrap())
+}
+
+fn text_of(events: &[StreamEvent]) -> (String, usize) {
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (deltas.concat(), deltas.len())
+}
+
+fn tool_deltas(events: &[StreamEvent]) -> Vec<(usize, Option<String>, Option<String>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => Some((*index, id.clone(), name.clone(), arguments.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn call(id: &str, name: &str, args: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+#[tokio::test]
+async fn streams_text_in_pieces_and_sends_a_streaming_request() {
+    let server = MockServer::start(|_| MockReply::text("Hello from the mock, streamed in pieces."));
+    let (r, events) = step(&provider(&server), &request("hi")).await;
+    let r = r.unwrap();
+    assert_eq!(
+        r.message.content,
+        "Hello from the mock, streamed in pieces."
+    );
+    assert_eq!(r.finish_reason, FinishReason::Stop);
+    assert!(r.message.tool_calls.is_empty());
+    let (text, pieces) = text_of(&events);
+    assert_eq!(text, r.message.content);
+    assert!(pieces > 3, "expected several deltas, got {pieces}");
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Finish {
+            reason: FinishReason::Stop
+        })
+    );
+
+    let sent = &server.captured()[0];
+    assert_eq!(sent.header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(sent.body["stream"], json!(true));
+    assert_eq!(sent.body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(sent.body["model"], json!("mock-model"));
+    assert_eq!(
+        sent.body["messages"],
+        json!([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}])
+    );
+    assert!(sent.body.get("tools").is_none());
+    assert!(sent.body.get("tool_choice").is_none());
+}
+
+#[tokio::test]
+async fn non_streaming_mode_sends_stream_false_and_reads_one_completion() {
+    let server = MockServer::start(|_| MockReply::text("whole answer"));
+    let mut c = config(&server);
+    c.stream = false;
+    let p = OpenAiProvider::new(c).unwrap();
+    let (r, events) = step(&p, &request("hi")).await;
+    assert_eq!(r.unwrap().message.content, "whole answer");
+    assert_eq!(text_of(&events), ("whole answer".to_string(), 1));
+    let body = &server.requests()[0];
+    assert_eq!(body["stream"], json!(false));
+    assert!(body.get("stream_options").is_none());
+}
+
+#[tokio::test]
+async fn fragmented_tool_arguments_are_assembled_exactly() {
+    let args = json!({"path": "src/main.rs", "start": 1, "end": 40, "note": "naïve ✓"});
+    let server = MockServer::start(move |_| {
+        Answer::new()
+            .tool_call("read_file", args.clone())
+            .fragment(3)
+            .into()
+    });
+    let (r, events) = step(&provider(&server), &request("read it")).await;
+    let r = r.unwrap();
+    assert_eq!(
+        r.message.tool_calls,
+        vec![call(
+            "call_0",
+            "read_file",
+            &json!({"path": "src/main.rs", "start": 1, "end": 40, "note": "naïve ✓"}).to_string()
+        )]
+    );
+    assert_eq!(r.message.content, "");
+    assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+    let deltas = tool_deltas(&events);
+    assert!(
+        deltas.len() > 10,
+        "arguments should arrive in many fragments"
+    );
+    assert_eq!(
+        deltas.iter().map(|d| d.3.as_str()).collect::<String>(),
+        r.message.tool_calls[0].arguments
+    );
+    // id and name are reported once, when first seen.
+    assert_eq!(deltas.iter().filter(|d| d.1.is_some()).count(), 1);
+    assert_eq!(deltas.iter().filter(|d| d.2.is_some()).count(), 1);
+}
+
+#[tokio::test]
+async fn llama_cpp_chunks_repeating_id_and_name_are_not_duplicated() {
+    let server = MockServer::start(|_| {
+        Answer::new()
+            .tool_call_with_id("abc", "grep", r#"{"pattern":"fn main","path":"src"}"#)
+            .tool_call_with_id("def", "list_dir", r#"{"path":"."}"#)
+            .fragment(4)
+            .llama_style()
+            .into()
+    });
+    let (r, events) = step(&provider(&server), &request("look")).await;
+    let r = r.unwrap();
+    assert_eq!(
+        r.message.tool_calls,
+        vec![
+            call("abc", "grep", r#"{"pattern":"fn main","path":"src"}"#),
+            call("def", "list_dir", r#"{"path":"."}"#),
+        ]
+    );
+    let deltas = tool_deltas(&events);
+    assert_eq!(deltas.iter().filter(|d| d.2.is_some()).count(), 2);
+    assert!(deltas.iter().all(|d| d.0 < 2));
+}
+
+#[tokio::test]
+async fn fragments_without_index_are_keyed_by_id() {
+    let server = MockServer::start(|_| {
+        Answer::new()
+            .tool_call_with_id("x1", "read_file", r#"{"path":"a.rs"}"#)
+            .tool_call_with_id("x2", "read_file", r#"{"path":"b.rs"}"#)
+            .fragment(5)
+            .llama_style()
+            .without_index()
+            .into()
+    });
+    let (r, _) = step(&provider(&server), &request("two")).await;
+    assert_eq!(
+        r.unwrap().message.tool_calls,
+        vec![
+            call("x1", "read_file", r#"{"path":"a.rs"}"#),
+            call("x2", "read_file", r#"{"path":"b.rs"}"#),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn several_tool_calls_in_one_step_streamed_or_not() {
+    let answer = Answer::new()
+        .content("Let me look.")
+        .tool_call("read_file", json!({"path": "a"}))
+        .tool_call("grep", json!({"pattern": "x"}))
+        .tool_call("list_dir", json!({}))
+        .fragment(2);
+    let expected = vec![
+        call("call_0", "read_file", r#"{"path":"a"}"#),
+        call("call_1", "grep", r#"{"pattern":"x"}"#),
+        call("call_2", "list_dir", "{}"),
+    ];
+    for stream in [true, false] {
+        let a = answer.clone();
+        let server = MockServer::start(move |_| a.clone().into());
+        let mut c = config(&server);
+        c.stream = stream;
+        let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("go")).await;
+        let r = r.unwrap();
+        assert_eq!(r.message.tool_calls, expected, "stream={stream}");
+        assert_eq!(r.message.content, "Let me look.");
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        let indices: Vec<usize> = tool_deltas(&events).iter().map(|d| d.0).collect();
+        assert!(indices.windows(2).all(|w| w[0] <= w[1]), "{indices:?}");
+        assert_eq!(indices.last(), Some(&2));
+    }
+}
+
+#[tokio::test]
+async fn reasoning_content_is_kept_apart_from_content() {
+    for stream in [true, false] {
+        let server = MockServer::start(|_| {
+            Answer::text("The answer is 4.")
+                .reasoning("2+2: add the numbers.")
+                .into()
+        });
+        let mut c = config(&server);
+        c.stream = stream;
+        let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("2+2?")).await;
+        let r = r.unwrap();
+        assert_eq!(r.message.content, "The answer is 4.", "stream={stream}");
+        assert_eq!(
+            r.message.reasoning.as_deref(),
+            Some("2+2: add the numbers.")
+        );
+        let reasoning: String = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ReasoningDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasoning, "2+2: add the numbers.");
+        assert_eq!(text_of(&events).0, "The answer is 4.");
+    }
+}
+
+#[tokio::test]
+async fn history_with_tool_calls_is_sent_with_empty_content_and_call_ids() {
+    let server = MockServer::start(|_| MockReply::text("done"));
+    let mut assistant = Message::assistant("");
+    assistant.reasoning = Some("thinking".into());
+    assistant.tool_calls = vec![
+        call("c1", "read_file", r#"{"path":"a"}"#),
+        call("c2", "todo_read", ""),
+    ];
+    let req = ModelRequest {
+        messages: vec![
+            Message::user("read a"),
+            assistant,
+            Message::tool_result("c1", "contents of a"),
+            Message::tool_result("c2", "no todos"),
+        ],
+        tools: vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        tool_choice: Some(ToolChoice::Named("read_file".into())),
+        sampling: Sampling {
+            temperature: Some(0.5),
+            top_p: None,
+            max_tokens: Some(256),
+            seed: Some(7),
+        },
+        ..request("unused")
+    };
+    let (r, _) = step(&provider(&server), &req).await;
+    r.unwrap();
+    let body = &server.requests()[0];
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 5);
+    assert_eq!(
+        messages[2],
+        json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+            {"id": "c2", "type": "function", "function": {"name": "todo_read", "arguments": "{}"}}
+        ]})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "content": "contents of a", "tool_call_id": "c1"})
+    );
+    assert_eq!(messages[4]["tool_call_id"], json!("c2"));
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "function", "function": {"name": "read_file", "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}])
+    );
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "function", "function": {"name": "read_file"}})
+    );
+    assert_eq!(body["temperature"], json!(0.5));
+    assert_eq!(body["max_tokens"], json!(256));
+    assert_eq!(body["seed"], json!(7));
+    assert!(body.get("top_p").is_none());
+
+    // Every attempt of a step sends the same bytes.
+    let server =
+        MockServer::start_sequence(vec![MockReply::status(503, "busy"), MockReply::text("ok")]);
+    step(&provider(&server), &req).await.0.unwrap();
+    let raw = server.raw_requests();
+    assert_eq!(raw.len(), 2);
+    assert_eq!(raw[0], raw[1]);
+}
+
+#[tokio::test]
+async fn usage_is_read_in_every_dialect() {
+    let deepseek = json!({"prompt_tokens": 100, "completion_tokens": 20,
+        "prompt_cache_hit_tokens": 64, "prompt_cache_miss_tokens": 36, "total_tokens": 120});
+    let openai = json!({"prompt_tokens": 50, "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 32}});
+    let cases: Vec<(&str, Answer, bool, Usage)> = vec![
+        (
+            "deepseek on the finish chunk",
+            Answer::text("a")
+                .usage(deepseek.clone())
+                .usage_on_finish_chunk(),
+            true,
+            Usage {
+                input_tokens: 100,
+                output_tokens: 20,
+                cached_input_tokens: 64,
+            },
+        ),
+        (
+            "openai final usage chunk",
+            Answer::text("a").usage(openai.clone()),
+            true,
+            Usage {
+                input_tokens: 50,
+                output_tokens: 5,
+                cached_input_tokens: 32,
+            },
+        ),
+        (
+            "llama.cpp timings",
+            Answer::text("a").timings(json!({"prompt_n": 3, "cache_n": 40, "predicted_n": 9})),
+            true,
+            Usage {
+                input_tokens: 43,
+                output_tokens: 9,
+                cached_input_tokens: 40,
+            },
+        ),
+        (
+            "deepseek, not streamed",
+            Answer::text("a").usage(deepseek),
+            false,
+            Usage {
+                input_tokens: 100,
+                output_tokens: 20,
+                cached_input_tokens: 64,
+            },
+        ),
+        (
+            "openai, not streamed",
+            Answer::text("a").usage(openai),
+            false,
+            Usage {
+                input_tokens: 50,
+                output_tokens: 5,
+                cached_input_tokens: 32,
+            },
+        ),
+    ];
+    for (what, answer, stream, expected) in cases {
+        let server = MockServer::start(move |_| answer.clone().into());
+        let mut c = config(&server);
+        c.stream = stream;
+        let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("u")).await;
+        assert_eq!(r.unwrap().usage, Some(expected), "{what}");
+        let usage_events: Vec<&StreamEvent> = events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::Usage { .. }))
+            .collect();
+        assert_eq!(
+            usage_events,
+            vec![&StreamEvent::Usage { usage: expected }],
+            "{what}"
+        );
+    }
+    let server = MockServer::start(|_| MockReply::text("no usage"));
+    assert_eq!(
+        step(&provider(&server), &request("u"))
+            .await
+            .0
+            .unwrap()
+            .usage,
+        None
+    );
+}
+
+#[tokio::test]
+async fn too_many_requests_waits_for_retry_after_then_succeeds() {
+    let server = MockServer::start_sequence(vec![
+        MockReply::status(429, "rate limited").retry_after("1"),
+        MockReply::text("after the wait"),
+    ]);
+    let started = Instant::now();
+    let (r, events) = step(&provider(&server), &request("x")).await;
+    let elapsed = started.elapsed();
+    assert_eq!(r.unwrap().message.content, "after the wait");
+    assert_eq!(server.request_count(), 2);
+    assert!(elapsed >= Duration::from_secs(1), "waited only {elapsed:?}");
+    let retrying: Vec<&StreamEvent> = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Retrying { .. }))
+        .collect();
+    match retrying.as_slice() {
+        [StreamEvent::Retrying {
+            attempt: 1,
+            delay_ms: 1000,
+            error,
+        }] => {
+            assert!(
+                error.contains("429") && error.contains("rate limited"),
+                "{error}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_until_max_attempts() {
+    let server = MockServer::start(|_| MockReply::status(500, "internal kaboom"));
+    let mut c = config(&server);
+    c.max_attempts = 3;
+    let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
+    match r.unwrap_err() {
+        ModelError::RetriesExhausted { attempts, last } => {
+            assert_eq!(attempts, 3);
+            assert_eq!(
+                *last,
+                ModelError::Status {
+                    status: 500,
+                    message: "internal kaboom".into(),
+                    retry_after_ms: None
+                }
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.request_count(), 3);
+    let attempts: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Retrying { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attempts, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_way_is_retried() {
+    let full = Answer::text("a complete answer that arrives in many pieces");
+    let cut = full.stream_chunks("mock-model")[..3].to_vec();
+    // The first answer is cut after 3 chunks (role + 2 pieces of text).
+    let server =
+        MockServer::start_sequence(vec![full.clone().cut_after(3), MockReply::Answer(full)]);
+    let (r, events) = step(&provider(&server), &request("x")).await;
+    assert_eq!(
+        r.unwrap().message.content,
+        "a complete answer that arrives in many pieces"
+    );
+    assert_eq!(server.request_count(), 2);
+    let retried: Vec<&StreamEvent> = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Retrying { .. }))
+        .collect();
+    assert!(
+        matches!(retried.as_slice(), [StreamEvent::Retrying { error, .. }] if error.contains("stream cut")),
+        "{retried:?}"
+    );
+
+    // Cut every time: the step gives up with the cut as the last error.
+    let server = MockServer::start(move |_| MockReply::Cut {
+        chunks: cut.clone(),
+    });
+    let (r, _) = step(&provider(&server), &request("x")).await;
+    match r.unwrap_err() {
+        ModelError::RetriesExhausted { attempts: 4, last } => {
+            assert!(matches!(*last, ModelError::StreamCut { .. }), "{last:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.request_count(), 4);
+}
+
+#[tokio::test]
+async fn a_stream_closed_without_finish_or_done_is_an_error_not_an_empty_answer() {
+    let chunks = Answer::text("partial").stream_chunks("mock-model");
+    let without_finish = chunks[..chunks.len() - 1].to_vec();
+    let server = MockServer::start(move |_| MockReply::Sse {
+        chunks: without_finish.clone(),
+        done: false,
+    });
+    let mut c = config(&server);
+    c.max_attempts = 2;
+    let (r, _) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
+    match r.unwrap_err() {
+        ModelError::RetriesExhausted { attempts: 2, last } => match *last {
+            ModelError::StreamCut { detail } => {
+                assert!(detail.contains("without a finish"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    // A finish reason without [DONE] is a complete answer.
+    let server = MockServer::start(move |_| MockReply::Sse {
+        chunks: chunks.clone(),
+        done: false,
+    });
+    assert_eq!(
+        step(&provider(&server), &request("x"))
+            .await
+            .0
+            .unwrap()
+            .message
+            .content,
+        "partial"
+    );
+}
+
+#[tokio::test]
+async fn a_hanging_server_hits_the_step_timeout() {
+    let server = MockServer::start(|_| MockReply::Hang);
+    let mut c = config(&server);
+    c.api_timeout_secs = 1;
+    let started = Instant::now();
+    let (r, _) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
+    let elapsed = started.elapsed();
+    assert_eq!(r.unwrap_err(), ModelError::Timeout { secs: 1 });
+    assert!(
+        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stalled_stream_reports_its_deltas_as_they_arrive_then_times_out() {
+    let chunks = Answer::text("first")
+        .fragment(0)
+        .stream_chunks("mock-model");
+    let server = MockServer::start(move |_| MockReply::Stall {
+        chunks: chunks[..2].to_vec(),
+    });
+    let mut c = config(&server);
+    c.api_timeout_secs = 1;
+    let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
+    assert_eq!(r.unwrap_err(), ModelError::Timeout { secs: 1 });
+    // The step never finished, so the delta can only have been reported on arrival.
+    assert_eq!(
+        events,
+        vec![StreamEvent::TextDelta {
+            text: "first".into()
+        }]
+    );
+}
+
+#[tokio::test]
+async fn unauthorized_names_the_key_variable_and_is_not_retried() {
+    let server =
+        MockServer::start(|_| MockReply::status(401, "Authentication Fails (invalid key)"));
+    let (r, _) = step(&provider(&server), &request("x")).await;
+    let e = r.unwrap_err();
+    match &e {
+        ModelError::Auth {
+            status: 401,
+            env_var,
+            message,
+            url,
+        } => {
+            assert_eq!(env_var, "MOCK_API_KEY");
+            assert_eq!(message, "Authentication Fails (invalid key)");
+            assert!(url.ends_with("/v1/chat/completions"), "{url}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("$MOCK_API_KEY"), "{e}");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_key_names_the_variable_before_any_request() {
+    let mut c = ProviderConfig::new("deepseek", "https://api.deepseek.com");
+    c.api_key_env = Some("DEEPSEEK_API_KEY".into());
+    let e = OpenAiProvider::new(c).unwrap_err();
+    assert_eq!(
+        e,
+        ModelError::MissingKey {
+            env_var: "DEEPSEEK_API_KEY".into()
+        }
+    );
+    assert!(e.to_string().contains("DEEPSEEK_API_KEY"));
+    let bad = ProviderConfig::new("x", "ftp://example.com");
+    assert!(matches!(OpenAiProvider::new(bad), Err(ModelError::Config(m)) if m.contains("ftp://")));
+}
+
+#[tokio::test]
+async fn unknown_model_context_length_and_bad_request_are_typed() {
+    type Check = fn(&ModelError) -> bool;
+    let cases: Vec<(MockReply, Check)> = vec![
+        (
+            MockReply::Status {
+                status: 404,
+                body: json!({"error": {"message": "The model `nope` does not exist", "code": "model_not_found"}}).to_string(),
+                retry_after: None,
+            },
+            |e| matches!(e, ModelError::UnknownModel { model, message } if model == "nope" && message.contains("does not exist")),
+        ),
+        (
+            MockReply::status(400, "Model Not Exist"),
+            |e| matches!(e, ModelError::UnknownModel { model, .. } if model == "nope"),
+        ),
+        (
+            MockReply::status(400, "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens."),
+            |e| matches!(e, ModelError::ContextLength { message } if message.contains("65536")),
+        ),
+        (
+            MockReply::status(400, "the request exceeds the available context size, try increasing it"),
+            |e| matches!(e, ModelError::ContextLength { .. }),
+        ),
+        (
+            MockReply::status(422, "messages[1].content: invalid type"),
+            |e| matches!(e, ModelError::BadRequest { status: 422, message } if message == "messages[1].content: invalid type"),
+        ),
+        (
+            MockReply::status_raw(400, "plain text complaint"),
+            |e| matches!(e, ModelError::BadRequest { status: 400, message } if message == "plain text complaint"),
+        ),
+    ];
+    for (reply, ok) in cases {
+        let server = MockServer::start(move |_| reply.clone());
+        let req = ModelRequest {
+            model: "nope".into(),
+            ..request("x")
+        };
+        let e = step(&provider(&server), &req).await.0.unwrap_err();
+        assert!(ok(&e), "unexpected {e:?}");
+        assert!(!e.is_transient());
+        assert_eq!(server.request_count(), 1, "{e:?} must not be retried");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_gives_up_naming_the_url() {
+    let mut server = MockServer::start(|_| MockReply::text("never"));
+    let p = provider(&server);
+    server.stop();
+    let e = step(&p, &request("x")).await.0.unwrap_err();
+    match &e {
+        ModelError::RetriesExhausted { attempts: 4, last } => {
+            assert!(
+                matches!(&**last, ModelError::Connect { url, .. } if url == p.endpoint()),
+                "{last:?}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains(p.endpoint()), "{e}");
+}
+
+#[tokio::test]
+async fn error_objects_inside_a_stream_are_typed_and_retried() {
+    let server = MockServer::start_sequence(vec![
+        MockReply::Sse {
+            chunks: vec![json!({"error": {"message": "Upstream overloaded", "code": 503}})],
+            done: false,
+        },
+        MockReply::text("recovered"),
+    ]);
+    let (r, events) = step(&provider(&server), &request("x")).await;
+    assert_eq!(r.unwrap().message.content, "recovered");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        StreamEvent::Retrying { error, .. } if error.contains("Upstream overloaded")
+    )));
+}
+
+#[tokio::test]
+async fn raw_sse_with_crlf_comments_and_split_events_is_parsed() {
+    let server = MockServer::start(|_| {
+        MockReply::Raw {
+        parts: vec![
+            b": OPENROUTER PROCESSING\r\n\r\n".to_vec(),
+            b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel".to_vec(),
+            b"lo\"}}]}\r\n\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\r".to_vec(),
+            b"\n\r\ndata: [DONE]\r\n\r\n".to_vec(),
+        ],
+    }
+    });
+    let r = step(&provider(&server), &request("x")).await.0.unwrap();
+    assert_eq!(r.message.content, "Hello");
+    assert_eq!(r.finish_reason, FinishReason::Stop);
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_still_understood() {
+    let server =
+        MockServer::start(|req| MockReply::Json(Answer::text("json anyway").to_json(req.model())));
+    let r = step(&provider(&server), &request("x")).await.0.unwrap();
+    assert_eq!(r.message.content, "json anyway");
+}
+
+#[tokio::test]
+async fn concurrent_steps_reach_the_server_concurrently() {
+    let server = MockServer::start(|_| MockReply::text("slow").after(Duration::from_millis(300)));
+    let p = provider(&server);
+    let req = request("x");
+    let steps = futures::future::join_all((0..6).map(|_| step(&p, &req)));
+    let watch = async {
+        tokio::time::timeout(Duration::from_secs(10), server.wait_for_in_flight(6))
+            .await
+            .is_ok()
+    };
+    let (results, reached) = tokio::join!(steps, watch);
+    assert!(reached, "6 steps were never in flight at once");
+    assert!(results.into_iter().all(|(r, _)| r.is_ok()));
+    assert_eq!(server.max_in_flight(), 6);
+    assert_eq!(server.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn list_models_reads_the_models_route() {
+    let server = MockServer::start(|_| MockReply::text("unused"));
+    server.set_models(["deepseek-chat", "deepseek-reasoner"]);
+    let models = provider(&server).list_models().await.unwrap();
+    assert_eq!(
+        models,
+        Some(vec![
+            "deepseek-chat".to_string(),
+            "deepseek-reasoner".to_string()
+        ])
+    );
+    assert_eq!(server.request_count(), 0);
+}
+
+#[tokio::test]
+async fn tool_calls_with_finish_reason_stop_still_finish_as_tool_calls() {
+    let server = MockServer::start(|_| {
+        Answer::new()
+            .tool_call("todo_read", json!({}))
+            .finish_reason("stop")
+            .into()
+    });
+    let r = step(&provider(&server), &request("x")).await.0.unwrap();
+    assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(r.message.tool_calls.len(), 1);
+}
+
+#[tokio::test]
+async fn an_event_stream_without_its_content_type_is_still_read() {
+    let server = MockServer::start(|_| {
+        let body: String = Answer::text("mislabelled")
+            .stream_chunks("m")
+            .iter()
+            .map(|c| format!("data: {c}\n\n"))
+            .collect();
+        MockReply::status_raw(200, body + "data: [DONE]\n\n")
+    });
+    let r = step(&provider(&server), &request("x")).await.0.unwrap();
+    assert_eq!(r.message.content, "mislabelled");
+}
