@@ -91,7 +91,7 @@ pub(crate) fn prune(
     let roots: Vec<String> = conn
         .prepare(&format!(
             "SELECT root_id FROM runs GROUP BY root_id
-             HAVING SUM(CASE WHEN status NOT IN {} AND ended_at IS NOT NULL AND ended_at < ?1
+             HAVING SUM(CASE WHEN status NOT IN {} AND ended_at IS NOT NULL AND ended_at <= ?1
                         THEN 0 ELSE 1 END) = 0",
             ops::NON_TERMINAL_SQL
         ))
@@ -130,7 +130,7 @@ pub(crate) fn prune(
     }
     report.spill_files = files.len() as u64;
     conn.execute(
-        "DELETE FROM boots WHERE ended_at IS NOT NULL AND ended_at < ?1
+        "DELETE FROM boots WHERE ended_at IS NOT NULL AND ended_at <= ?1
            AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_boot_id = boots.boot_id)",
         [cutoff_ms],
     )
