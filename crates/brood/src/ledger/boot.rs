@@ -1,0 +1,243 @@
+//! Boots and liveness. Every `Ledger::open` is a *boot*: a fresh id, a row in `boots`,
+//! and an exclusive `flock` on `.brood/state/boots/<boot_id>.lock` held (through an
+//! open file, close-on-exec) for the life of the `Ledger`. The kernel drops the lock
+//! when the process dies, however it dies, so "can I take its lock?" is a real
+//! liveness test: taken → the boot is dead; refused → it is alive.
+//!
+//! At open, every other boot that still has unfinished runs (or was never marked
+//! ended, or left a lock file) is probed; the dead ones have their unfinished runs
+//! marked `interrupted` ("process exited") and their lock file removed. Live boots are
+//! left alone, so two live processes never mark each other's runs.
+//!
+//! A lock file appears at its final name already locked (created under a temporary
+//! name, locked, then renamed), so a probe can never take the lock of a boot that is
+//! still starting. A boot whose lock file is missing is treated as dead: do not
+//! delete `.brood/state/boots/` while brood is running.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, TransactionBehavior};
+
+use super::error::{LedgerError, SqlContext};
+use super::ops::{self, NON_TERMINAL_SQL};
+use super::store::{now_ms, LedgerPaths};
+use super::types::RecoveryReport;
+
+/// The reason written on runs of a boot found dead.
+pub(crate) const DEAD_BOOT_REASON: &str = "process exited";
+
+/// Temporary lock files older than this are leftovers of a crash during open.
+const STALE_TEMP: Duration = Duration::from_secs(600);
+
+/// This process's hold on its boot. Dropping it removes the lock file, then releases
+/// the lock (closing the file).
+#[derive(Debug)]
+pub(crate) struct BootLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl BootLock {
+    pub fn acquire(paths: &LedgerPaths, boot_id: &str) -> Result<BootLock, LedgerError> {
+        let path = paths.boot_lock(boot_id);
+        let temp = paths.boots.join(format!(".{boot_id}.lock.tmp"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| LedgerError::io(&temp, e))?;
+        if !try_flock(&file).map_err(|e| LedgerError::io(&temp, e))? {
+            return Err(LedgerError::Lock {
+                path: temp,
+                detail: "a fresh lock file is already locked".into(),
+            });
+        }
+        std::fs::rename(&temp, &path).map_err(|e| LedgerError::io(&path, e))?;
+        Ok(BootLock { path, _file: file })
+    }
+}
+
+impl Drop for BootLock {
+    fn drop(&mut self) {
+        // Removed while still locked; a prober that opened it before the unlink takes
+        // the lock after we close, finds nothing unfinished, and removes nothing.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// What a probe found.
+#[derive(Debug)]
+pub(crate) enum Liveness {
+    Alive,
+    /// Dead. While the guard lives we hold the dead boot's lock (if it had a file).
+    Dead(DeadBoot),
+}
+
+#[derive(Debug)]
+pub(crate) struct DeadBoot {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl DeadBoot {
+    /// Remove the dead boot's lock file (after its runs were marked), then release it.
+    pub fn remove_lock_file(self) {
+        if self.file.is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Is boot `boot_id` alive? Takes its lock for a moment when it is dead.
+pub(crate) fn probe(paths: &LedgerPaths, boot_id: &str) -> Result<Liveness, LedgerError> {
+    let path = paths.boot_lock(boot_id);
+    let file = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Liveness::Dead(DeadBoot { path, file: None }))
+        }
+        Err(e) => return Err(LedgerError::io(&path, e)),
+    };
+    if try_flock(&file).map_err(|e| LedgerError::io(&path, e))? {
+        Ok(Liveness::Dead(DeadBoot {
+            path,
+            file: Some(file),
+        }))
+    } else {
+        Ok(Liveness::Alive)
+    }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)`: Ok(true) when taken, Ok(false) when another open file
+/// description holds it.
+fn try_flock(file: &File) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: flock on a valid, open file descriptor owned by `file`.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Record this boot.
+pub(crate) fn register(
+    conn: &Connection,
+    boot_id: &str,
+    session_id: &str,
+    at: i64,
+) -> Result<(), LedgerError> {
+    conn.execute(
+        "INSERT INTO boots (boot_id, session_id, pid, started_at, host) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![boot_id, session_id, std::process::id(), at, hostname()],
+    )
+    .ctx("registering this boot")?;
+    Ok(())
+}
+
+/// Probe every other boot that might need recovery and recover the dead ones.
+pub(crate) fn recover(
+    conn: &mut Connection,
+    paths: &LedgerPaths,
+    own_boot: &str,
+) -> Result<RecoveryReport, LedgerError> {
+    let mut candidates: Vec<String> = conn
+        .prepare(&format!(
+            "SELECT DISTINCT session_boot_id FROM runs WHERE status IN {NON_TERMINAL_SQL}
+             UNION SELECT boot_id FROM boots WHERE ended_at IS NULL"
+        ))
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .ctx("finding boots to check")?;
+    candidates.extend(lock_files(&paths.boots)?);
+    candidates.sort();
+    candidates.dedup();
+    candidates.retain(|b| b != own_boot);
+
+    let mut report = RecoveryReport::default();
+    for boot in candidates {
+        match probe(paths, &boot)? {
+            Liveness::Alive => report.live_boots.push(boot),
+            Liveness::Dead(guard) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .ctx("starting recovery")?;
+                let runs = ops::interrupt_boot(&tx, &boot, DEAD_BOOT_REASON, now_ms())?;
+                tx.commit().ctx("committing recovery")?;
+                guard.remove_lock_file();
+                report.interrupted.extend(runs);
+                report.dead_boots.push(boot);
+            }
+        }
+    }
+    sweep_stale_temps(&paths.boots);
+    Ok(report)
+}
+
+/// Boot ids that have a lock file.
+fn lock_files(dir: &Path) -> Result<Vec<String>, LedgerError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(LedgerError::io(dir, e)),
+    };
+    let mut ids = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        if let Some(id) = name.strip_suffix(".lock") {
+            if ops::validate_id("boot id", id).is_ok() {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// Remove temporary lock files left by a crash between create and rename.
+fn sweep_stale_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_temp = name
+            .to_str()
+            .is_some_and(|n| n.starts_with('.') && n.ends_with(".lock.tmp"));
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_TEMP);
+        if is_temp && old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8(buf[..end].to_vec()).ok()
+}

@@ -1,0 +1,104 @@
+//! Typed ledger failures. Each names what was wrong and, where the user can act,
+//! what to do about it.
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use super::types::RunStatus;
+
+/// Everything the ledger can fail with. `Clone` so that one failed group commit can be
+/// reported to every caller whose operation was in it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LedgerError {
+    /// The file at the database path exists but is not a brood ledger (not SQLite at
+    /// all, or an SQLite database of some other program). It is left untouched.
+    #[error("{path} is not a brood ledger ({reason}); brood will not overwrite it — move or delete it, then retry")]
+    NotALedger { path: PathBuf, reason: String },
+    /// The database was written by a newer brood with a schema this build does not know.
+    #[error("{path} has ledger schema version {found}, this brood supports up to {supported}; upgrade brood")]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    /// There is no ledger in this workspace yet (only returned by read-only opens).
+    #[error(
+        "no ledger at {path}; runs are recorded there once brood runs an agent in this workspace"
+    )]
+    Missing { path: PathBuf },
+    /// A run or session id that cannot be used (empty, too long, or with characters
+    /// other than ASCII letters, digits, `-` and `_`; ids name files on disk).
+    #[error("invalid {what} '{id}': use 1-64 ASCII letters, digits, '-' or '_'")]
+    InvalidId { what: &'static str, id: String },
+    /// A run with this id is already recorded.
+    #[error("a run with id '{id}' already exists")]
+    DuplicateRun { id: String },
+    /// No run has this id (or id prefix).
+    #[error("no run with id '{id}'; `brood agents list --all` shows every run")]
+    UnknownRun { id: String },
+    /// An id prefix matched more than one run.
+    #[error("run id prefix '{prefix}' is ambiguous; it matches {}; type more characters", candidates.join(", "))]
+    AmbiguousId {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    /// A status change that the run lifecycle does not allow (a bug in the caller).
+    #[error("run {run}: invalid status transition {from} -> {to}")]
+    InvalidTransition {
+        run: String,
+        from: RunStatus,
+        to: RunStatus,
+    },
+    /// Lifecycle event kinds are written by status transitions, not appended directly.
+    #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
+    ReservedEventKind { kind: String },
+    /// The writer thread has stopped (the ledger was closed, or its thread died).
+    #[error("the ledger writer has stopped; no further writes are possible in this session")]
+    WriterStopped,
+    /// Another live process is already using this boot id (should never happen: ids are fresh).
+    #[error("could not lock {path}: {detail}")]
+    Lock { path: PathBuf, detail: String },
+    /// A blocking read task failed to finish (it panicked or the runtime shut down).
+    #[error("ledger read task failed: {detail}")]
+    ReadTask { detail: String },
+    /// A file-system operation failed.
+    #[error("{path}: {detail}")]
+    Io { path: PathBuf, detail: String },
+    /// SQLite reported an error.
+    #[error("ledger database error while {context}: {detail}")]
+    Sqlite { context: String, detail: String },
+    /// A stored JSON column could not be encoded or decoded.
+    #[error("ledger JSON error while {context}: {detail}")]
+    Json { context: String, detail: String },
+}
+
+impl LedgerError {
+    pub(crate) fn io(path: &Path, err: std::io::Error) -> Self {
+        LedgerError::Io {
+            path: path.to_path_buf(),
+            detail: err.to_string(),
+        }
+    }
+
+    pub(crate) fn json(context: impl Into<String>, err: serde_json::Error) -> Self {
+        LedgerError::Json {
+            context: context.into(),
+            detail: err.to_string(),
+        }
+    }
+}
+
+/// Attach "while doing X" context to an SQLite error.
+pub(crate) trait SqlContext<T> {
+    fn ctx(self, context: &str) -> Result<T, LedgerError>;
+}
+
+impl<T> SqlContext<T> for Result<T, rusqlite::Error> {
+    fn ctx(self, context: &str) -> Result<T, LedgerError> {
+        self.map_err(|e| LedgerError::Sqlite {
+            context: context.to_string(),
+            detail: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,200 @@
+//! Writes that act on runs from outside their normal life: asking for a run to be
+//! cancelled (a request row its live owner polls, or a direct mark when the owner is
+//! dead), handing those requests to the owner, and pruning old finished runs.
+//! Each runs inside a caller's transaction; [`LedgerMaintenance`] offers them to a
+//! process that has no boot of its own (the `brood agents` CLI).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, TransactionBehavior};
+
+use super::boot::{self, Liveness};
+use super::error::{LedgerError, SqlContext};
+use super::ops;
+use super::spill;
+use super::store::{self, now_ms, LedgerPaths};
+use super::types::{CancelOutcome, Durability, PruneReport, RunId, RunStatus, Transition};
+
+/// Reason written when a run of a dead process is cancelled on request.
+const CANCEL_DEAD_REASON: &str = "cancelled on request; its process had already exited";
+
+/// Ask for `run` to be cancelled. `own_boot` is the caller's boot, if it has one: a
+/// request for one of its own runs is queued like any other (the owner polls).
+pub(crate) fn request_cancel(
+    conn: &Connection,
+    paths: &LedgerPaths,
+    own_boot: Option<&str>,
+    run: &str,
+    at: i64,
+) -> Result<CancelOutcome, LedgerError> {
+    let status = ops::status_of(conn, run)?;
+    if status.is_terminal() {
+        return Err(LedgerError::InvalidTransition {
+            run: run.to_string(),
+            from: status,
+            to: RunStatus::Cancelled,
+        });
+    }
+    let boot_id: String = conn
+        .prepare_cached("SELECT session_boot_id FROM runs WHERE id = ?1")
+        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
+        .ctx("reading a run's boot")?;
+    let alive = own_boot == Some(boot_id.as_str())
+        || matches!(boot::probe(paths, &boot_id)?, Liveness::Alive);
+    if alive {
+        conn.prepare_cached(
+            "INSERT INTO cancel_requests (run_id, boot_id, requested_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (run_id) DO UPDATE SET requested_at = excluded.requested_at",
+        )
+        .and_then(|mut st| st.execute(params![run, boot_id, at]))
+        .ctx("recording a cancel request")?;
+        Ok(CancelOutcome::Requested {
+            run_id: RunId::from_string(run),
+            boot_id,
+        })
+    } else {
+        let change = Transition::Cancelled {
+            reason: CANCEL_DEAD_REASON.to_string(),
+        };
+        ops::transition(conn, run, &change, at)?;
+        Ok(CancelOutcome::MarkedCancelled {
+            run_id: RunId::from_string(run),
+        })
+    }
+}
+
+/// Remove and return the pending cancel requests for runs of `boot_id`.
+pub(crate) fn take_cancel_requests(
+    conn: &Connection,
+    boot_id: &str,
+) -> Result<Vec<RunId>, LedgerError> {
+    let mut ids: Vec<String> = conn
+        .prepare_cached("DELETE FROM cancel_requests WHERE boot_id = ?1 RETURNING run_id")
+        .and_then(|mut st| {
+            st.query_map([boot_id], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .ctx("taking cancel requests")?;
+    ids.sort();
+    Ok(ids.into_iter().map(RunId::from_string).collect())
+}
+
+/// Delete every run tree whose runs all ended (terminal) before `cutoff_ms`, with
+/// their events, transcripts and cancel requests, and boots left without runs.
+/// Returns the report and the spill files to remove once the transaction committed.
+pub(crate) fn prune(
+    conn: &Connection,
+    paths: &LedgerPaths,
+    cutoff_ms: i64,
+) -> Result<(PruneReport, Vec<PathBuf>), LedgerError> {
+    let roots: Vec<String> = conn
+        .prepare(&format!(
+            "SELECT root_id FROM runs GROUP BY root_id
+             HAVING SUM(CASE WHEN status NOT IN {} AND ended_at IS NOT NULL AND ended_at <= ?1
+                        THEN 0 ELSE 1 END) = 0",
+            ops::NON_TERMINAL_SQL
+        ))
+        .and_then(|mut st| {
+            st.query_map([cutoff_ms], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .ctx("finding prunable runs")?;
+    let mut report = PruneReport::default();
+    let mut files = Vec::new();
+    for root in &roots {
+        let runs: Vec<String> = conn
+            .prepare_cached("SELECT id FROM runs WHERE root_id = ?1")
+            .and_then(|mut st| {
+                st.query_map([root], |r| r.get(0))?
+                    .collect::<Result<Vec<String>, _>>()
+            })
+            .ctx("listing a run tree")?;
+        for run in &runs {
+            let spills: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT spill_path FROM transcripts WHERE run_id = ?1 AND spill_path IS NOT NULL",
+                )
+                .and_then(|mut st| {
+                    st.query_map([run], |r| r.get(0))?
+                        .collect::<Result<Vec<String>, _>>()
+                })
+                .ctx("listing spill files")?;
+            files.extend(spills.iter().map(|rel| paths.resolve_relative(rel)));
+            report.events += delete(conn, "DELETE FROM events WHERE run_id = ?1", run)?;
+            report.transcript_entries +=
+                delete(conn, "DELETE FROM transcripts WHERE run_id = ?1", run)?;
+            delete(conn, "DELETE FROM cancel_requests WHERE run_id = ?1", run)?;
+            report.runs += delete(conn, "DELETE FROM runs WHERE id = ?1", run)?;
+        }
+    }
+    report.spill_files = files.len() as u64;
+    conn.execute(
+        "DELETE FROM boots WHERE ended_at IS NOT NULL AND ended_at <= ?1
+           AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_boot_id = boots.boot_id)",
+        [cutoff_ms],
+    )
+    .ctx("pruning old boots")?;
+    Ok((report, files))
+}
+
+fn delete(conn: &Connection, sql: &str, run: &str) -> Result<u64, LedgerError> {
+    conn.prepare_cached(sql)
+        .and_then(|mut st| st.execute([run]))
+        .map(|n| n as u64)
+        .ctx("pruning")
+}
+
+/// Remove the spill files of pruned runs (best effort: a file already gone, or one
+/// that cannot be removed, is left to the user; the rows are already deleted).
+pub(crate) fn remove_spill_files(files: &[PathBuf]) {
+    for f in files {
+        let _ = spill::remove(f);
+    }
+}
+
+/// The cutoff for "older than `age`", in Unix ms.
+pub(crate) fn cutoff(age: Duration) -> i64 {
+    now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Cancel and prune for a process without a boot of its own (the CLI). Each call is
+/// one short write transaction on its own connection; nothing else is written (no
+/// boot, no recovery), so inspecting a workspace never disturbs the sessions in it.
+pub struct LedgerMaintenance {
+    paths: LedgerPaths,
+    conn: Connection,
+}
+
+impl LedgerMaintenance {
+    pub(crate) fn open(paths: LedgerPaths) -> Result<Self, LedgerError> {
+        if !paths.db.exists() {
+            return Err(LedgerError::Missing { path: paths.db });
+        }
+        let conn = store::open_writer(&paths, Durability::Full, Duration::from_secs(10))?;
+        Ok(LedgerMaintenance { paths, conn })
+    }
+
+    /// See [`Ledger::request_cancel`](super::Ledger::request_cancel).
+    pub fn request_cancel(&mut self, run: &RunId) -> Result<CancelOutcome, LedgerError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx("starting a cancel request")?;
+        let outcome = request_cancel(&tx, &self.paths, None, run.as_str(), now_ms())?;
+        tx.commit().ctx("committing a cancel request")?;
+        Ok(outcome)
+    }
+
+    /// See [`Ledger::prune`](super::Ledger::prune).
+    pub fn prune(&mut self, older_than: Duration) -> Result<PruneReport, LedgerError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx("starting a prune")?;
+        let (report, files) = prune(&tx, &self.paths, cutoff(older_than))?;
+        tx.commit().ctx("committing a prune")?;
+        remove_spill_files(&files);
+        Ok(report)
+    }
+}

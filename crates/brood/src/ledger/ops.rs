@@ -1,0 +1,339 @@
+//! The writes that change runs, each a few statements meant to run inside a caller's
+//! transaction (the writer's group commit, or a maintenance transaction): create a
+//! run, validate and apply a status transition, append an event, a transcript message
+//! or usage. Every state change appends its event in the same transaction.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+use super::error::{LedgerError, SqlContext};
+use super::spill;
+use super::store::LedgerPaths;
+use super::types::{EventKind, NewRun, RunId, RunStatus, Transition, UsageDelta};
+
+/// Terminal statuses as an SQL list (for `status IN (...)`).
+pub(crate) const NON_TERMINAL_SQL: &str = "('pending', 'queued', 'running')";
+
+/// Who is writing: stamped on new runs.
+pub(crate) struct Author<'a> {
+    pub session_id: &'a str,
+    pub boot_id: &'a str,
+    pub workspace: &'a str,
+}
+
+/// Check an id that will name rows and files.
+pub(crate) fn validate_id(what: &'static str, id: &str) -> Result<(), LedgerError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(LedgerError::InvalidId {
+            what,
+            id: id.to_string(),
+        })
+    }
+}
+
+/// The current status of `run`, or `UnknownRun`.
+pub(crate) fn status_of(conn: &Connection, run: &str) -> Result<RunStatus, LedgerError> {
+    let text: Option<String> = conn
+        .prepare_cached("SELECT status FROM runs WHERE id = ?1")
+        .and_then(|mut st| st.query_row([run], |r| r.get(0)).optional())
+        .ctx("reading a run's status")?;
+    let text = text.ok_or_else(|| LedgerError::UnknownRun {
+        id: run.to_string(),
+    })?;
+    text.parse().map_err(|detail| LedgerError::Sqlite {
+        context: format!("reading the status of run {run}"),
+        detail,
+    })
+}
+
+/// Insert a run in `Pending` with its `spawned` event (seq 0).
+pub(crate) fn insert_run(
+    conn: &Connection,
+    author: &Author<'_>,
+    id: &RunId,
+    run: &NewRun,
+    at: i64,
+) -> Result<(), LedgerError> {
+    let (root_id, depth) = match &run.parent_id {
+        None => (id.as_str().to_string(), 0u32),
+        Some(parent) => {
+            let row: Option<(String, u32)> = conn
+                .prepare_cached("SELECT root_id, depth FROM runs WHERE id = ?1")
+                .and_then(|mut st| {
+                    st.query_row([parent.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .ctx("reading the parent run")?;
+            let (root, depth) = row.ok_or_else(|| LedgerError::UnknownRun {
+                id: parent.to_string(),
+            })?;
+            (root, depth + 1)
+        }
+    };
+    let exists: Option<i64> = conn
+        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+        .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)).optional())
+        .ctx("checking for a duplicate run id")?;
+    if exists.is_some() {
+        return Err(LedgerError::DuplicateRun { id: id.to_string() });
+    }
+    let workspace = run.workspace.as_deref().unwrap_or(author.workspace);
+    conn.prepare_cached(
+        "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
+             agent_type, objective, model, provider, workspace, git_branch, status, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            id.as_str(),
+            run.parent_id.as_ref().map(RunId::as_str),
+            root_id,
+            depth,
+            author.session_id,
+            author.boot_id,
+            run.name,
+            run.role,
+            run.agent_type,
+            run.objective,
+            run.model,
+            run.provider,
+            workspace,
+            run.git_branch,
+            at,
+        ])
+    })
+    .ctx("inserting a run")?;
+    let payload = json!({
+        "parent_id": run.parent_id,
+        "name": run.name,
+        "role": run.role,
+        "agent_type": run.agent_type,
+        "model": run.model,
+        "provider": run.provider,
+        "depth": depth,
+    });
+    insert_event(conn, id.as_str(), EventKind::Spawned, &payload, at)?;
+    Ok(())
+}
+
+/// Validate `change` against the run's current status, apply it and append its event.
+pub(crate) fn transition(
+    conn: &Connection,
+    run: &str,
+    change: &Transition,
+    at: i64,
+) -> Result<(), LedgerError> {
+    let from = status_of(conn, run)?;
+    let to = change.target();
+    if !from.can_transition_to(to) {
+        return Err(LedgerError::InvalidTransition {
+            run: run.to_string(),
+            from,
+            to,
+        });
+    }
+    let (reason, result, error, payload) = match change {
+        Transition::Queued | Transition::Running => (None, None, None, json!({"from": from})),
+        Transition::Completed { result } => (
+            None,
+            Some(result.clone()),
+            None,
+            json!({"from": from, "result": result}),
+        ),
+        Transition::Failed { error, result } => (
+            Some(error.clone()),
+            result.clone(),
+            Some(error.clone()),
+            json!({"from": from, "error": error, "result": result}),
+        ),
+        Transition::Cancelled { reason } | Transition::Interrupted { reason } => (
+            Some(reason.clone()),
+            None,
+            None,
+            json!({"from": from, "reason": reason}),
+        ),
+    };
+    let result_text = match &result {
+        Some(v) => Some(
+            serde_json::to_string(v).map_err(|e| LedgerError::json("encoding a run result", e))?,
+        ),
+        None => None,
+    };
+    let started = (to == RunStatus::Running).then_some(at);
+    let ended = to.is_terminal().then_some(at);
+    conn.prepare_cached(
+        "UPDATE runs SET status = ?2, status_reason = ?3,
+             started_at = COALESCE(?4, started_at), ended_at = COALESCE(?5, ended_at),
+             result = COALESCE(?6, result), error = COALESCE(?7, error)
+         WHERE id = ?1",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            run,
+            to.as_str(),
+            reason,
+            started,
+            ended,
+            result_text,
+            error
+        ])
+    })
+    .ctx("updating a run's status")?;
+    insert_event(conn, run, EventKind::for_status(to), &payload, at)?;
+    Ok(())
+}
+
+/// Append a progress event (lifecycle kinds are refused: they come with transitions).
+pub(crate) fn append_event(
+    conn: &Connection,
+    run: &str,
+    kind: EventKind,
+    payload: &Value,
+    at: i64,
+) -> Result<u64, LedgerError> {
+    if kind.is_lifecycle() {
+        return Err(LedgerError::ReservedEventKind {
+            kind: kind.as_str().to_string(),
+        });
+    }
+    status_of(conn, run)?;
+    insert_event(conn, run, kind, payload, at)
+}
+
+/// Add usage to a run's counters and append a `usage` event carrying the delta.
+pub(crate) fn add_usage(
+    conn: &Connection,
+    run: &str,
+    delta: &UsageDelta,
+    at: i64,
+) -> Result<(), LedgerError> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE runs SET steps = steps + ?2, input_tokens = input_tokens + ?3,
+                 output_tokens = output_tokens + ?4, cached_input_tokens = cached_input_tokens + ?5
+             WHERE id = ?1",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                run,
+                delta.steps as i64,
+                delta.input_tokens as i64,
+                delta.output_tokens as i64,
+                delta.cached_input_tokens as i64
+            ])
+        })
+        .ctx("adding usage to a run")?;
+    if changed == 0 {
+        return Err(LedgerError::UnknownRun {
+            id: run.to_string(),
+        });
+    }
+    let payload =
+        serde_json::to_value(delta).map_err(|e| LedgerError::json("encoding usage", e))?;
+    insert_event(conn, run, EventKind::Usage, &payload, at)?;
+    Ok(())
+}
+
+/// Append a transcript message, capping (and spilling) an oversized content.
+pub(crate) fn append_message(
+    conn: &Connection,
+    paths: &LedgerPaths,
+    cap_bytes: usize,
+    run: &str,
+    role: &str,
+    content: Value,
+    at: i64,
+) -> Result<u64, LedgerError> {
+    status_of(conn, run)?;
+    let seq: u64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcripts WHERE run_id = ?1")
+        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
+        .ctx("numbering a transcript message")?;
+    let (spill_abs, spill_rel) = paths.spill_file(run, seq);
+    let capped = spill::cap(content, cap_bytes, &spill_rel);
+    let spill_path = match &capped.spill_text {
+        Some(text) => {
+            spill::write(&spill_abs, text)?;
+            Some(spill_rel)
+        }
+        None => None,
+    };
+    let content_text = serde_json::to_string(&capped.content)
+        .map_err(|e| LedgerError::json("encoding a transcript message", e))?;
+    conn.prepare_cached(
+        "INSERT INTO transcripts (run_id, seq, at, role, content, truncated, full_bytes, spill_path)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            run,
+            seq,
+            at,
+            role,
+            content_text,
+            capped.truncated,
+            capped.full_bytes,
+            spill_path
+        ])
+    })
+    .ctx("appending a transcript message")?;
+    Ok(seq)
+}
+
+/// Mark every non-terminal run of `boot_id` interrupted with `reason` (and its event).
+pub(crate) fn interrupt_boot(
+    conn: &Connection,
+    boot_id: &str,
+    reason: &str,
+    at: i64,
+) -> Result<Vec<RunId>, LedgerError> {
+    let ids: Vec<String> = conn
+        .prepare_cached(&format!(
+            "SELECT id FROM runs WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}
+             ORDER BY created_at, id"
+        ))
+        .and_then(|mut st| {
+            st.query_map([boot_id], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .ctx("finding a boot's unfinished runs")?;
+    let change = Transition::Interrupted {
+        reason: reason.to_string(),
+    };
+    for id in &ids {
+        transition(conn, id, &change, at)?;
+    }
+    conn.prepare_cached("UPDATE boots SET ended_at = ?2 WHERE boot_id = ?1 AND ended_at IS NULL")
+        .and_then(|mut st| st.execute(params![boot_id, at]))
+        .ctx("marking a boot ended")?;
+    Ok(ids.into_iter().map(RunId::from_string).collect())
+}
+
+/// Insert one event row with the next seq of its run.
+fn insert_event(
+    conn: &Connection,
+    run: &str,
+    kind: EventKind,
+    payload: &Value,
+    at: i64,
+) -> Result<u64, LedgerError> {
+    let seq: u64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1")
+        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
+        .ctx("numbering an event")?;
+    let payload_text = serde_json::to_string(payload)
+        .map_err(|e| LedgerError::json("encoding an event payload", e))?;
+    conn.prepare_cached(
+        "INSERT INTO events (run_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut st| st.execute(params![run, seq, at, kind.as_str(), payload_text]))
+    .ctx("appending an event")?;
+    Ok(seq)
+}

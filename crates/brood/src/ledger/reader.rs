@@ -1,0 +1,352 @@
+//! Reading the ledger: listings (current session, or everything with earlier sessions
+//! flagged), one run with its events, children, transcript slices, id-prefix lookup.
+//! A reader has its own read-only connection; in WAL mode it never blocks the writer
+//! and sees every transaction committed before each query started.
+
+use std::collections::HashSet;
+
+use rusqlite::{Connection, OptionalExtension, Row};
+
+use super::boot::{self, Liveness};
+use super::error::{LedgerError, SqlContext};
+use super::ops::validate_id;
+use super::store::{to_time, LedgerPaths};
+use super::types::{
+    EventKind, EventRecord, ListFilter, ListedRun, RunDetail, RunId, RunRecord, RunStatus,
+    TranscriptEntry, TranscriptSlice,
+};
+
+/// What "the current session" means for a reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Current {
+    /// The session of the `Ledger` that made this reader.
+    Session(String),
+    /// For an outside inspector (the CLI): the sessions with a live boot, or, when none
+    /// is alive, the session of the most recent boot.
+    Live,
+}
+
+/// Columns of `runs` in [`RunRecord`] order, for `run_from_row`.
+pub(crate) const RUN_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_boot_id, \
+     name, role, agent_type, objective, model, provider, workspace, git_branch, status, \
+     status_reason, created_at, started_at, ended_at, steps, input_tokens, output_tokens, \
+     cached_input_tokens, result, error";
+
+/// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
+/// open one per thread or task.
+pub struct LedgerReader {
+    conn: Connection,
+    paths: LedgerPaths,
+    current: Current,
+}
+
+impl LedgerReader {
+    pub(crate) fn open(paths: LedgerPaths, current: Current) -> Result<Self, LedgerError> {
+        let conn = super::store::open_reader(&paths)?;
+        Ok(LedgerReader {
+            conn,
+            paths,
+            current,
+        })
+    }
+
+    /// The session ids that count as current for listings.
+    pub fn current_sessions(&self) -> Result<Vec<String>, LedgerError> {
+        match &self.current {
+            Current::Session(s) => Ok(vec![s.clone()]),
+            Current::Live => {
+                let open_boots: Vec<(String, String)> = self
+                    .conn
+                    .prepare(
+                        "SELECT boot_id, session_id FROM boots WHERE ended_at IS NULL
+                         ORDER BY started_at",
+                    )
+                    .and_then(|mut st| {
+                        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .ctx("listing boots")?;
+                let mut live = Vec::new();
+                for (boot_id, session) in open_boots {
+                    if matches!(boot::probe(&self.paths, &boot_id)?, Liveness::Alive)
+                        && !live.contains(&session)
+                    {
+                        live.push(session);
+                    }
+                }
+                if live.is_empty() {
+                    let latest: Option<String> = self
+                        .conn
+                        .query_row(
+                            "SELECT session_id FROM boots ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                            [],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .ctx("finding the latest session")?;
+                    live.extend(latest);
+                }
+                Ok(live)
+            }
+        }
+    }
+
+    /// Runs of the current session(s), oldest first; with `include_archived`, every run,
+    /// those of other sessions flagged `from_prior_session`.
+    pub fn list_runs(&self, filter: ListFilter) -> Result<Vec<ListedRun>, LedgerError> {
+        let current: HashSet<String> = self.current_sessions()?.into_iter().collect();
+        let mut runs = Vec::new();
+        if filter.include_archived {
+            let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id");
+            runs = self.query_runs(&sql, [])?;
+        } else {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
+            );
+            for session in &current {
+                runs.extend(self.query_runs(&sql, [session])?);
+            }
+            runs.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        }
+        Ok(runs
+            .into_iter()
+            .map(|run| ListedRun {
+                from_prior_session: !current.contains(&run.session_id),
+                run,
+            })
+            .collect())
+    }
+
+    /// One run by exact id.
+    pub fn run(&self, id: &RunId) -> Result<RunRecord, LedgerError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+        self.query_runs(&sql, [id.as_str()])?
+            .pop()
+            .ok_or_else(|| LedgerError::UnknownRun { id: id.to_string() })
+    }
+
+    /// One run with its events.
+    pub fn get_run(&self, id: &RunId) -> Result<RunDetail, LedgerError> {
+        let run = self.run(id)?;
+        let events = self.events(id)?;
+        let current = self.current_sessions()?;
+        Ok(RunDetail {
+            from_prior_session: !current.contains(&run.session_id),
+            run,
+            events,
+        })
+    }
+
+    /// A run's events, in order.
+    pub fn events(&self, id: &RunId) -> Result<Vec<EventRecord>, LedgerError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT run_id, seq, at, kind, payload FROM events WHERE run_id = ?1 ORDER BY seq",
+            )
+            .ctx("reading events")?;
+        let rows = st
+            .query_map([id.as_str()], event_from_row)
+            .ctx("reading events")?;
+        rows.collect::<Result<Vec<_>, _>>().ctx("reading events")
+    }
+
+    /// Every event of every run, grouped by run id (for export).
+    pub(crate) fn all_events(&self) -> Result<Vec<EventRecord>, LedgerError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT run_id, seq, at, kind, payload FROM events ORDER BY run_id, seq")
+            .ctx("reading events")?;
+        let rows = st.query_map([], event_from_row).ctx("reading events")?;
+        rows.collect::<Result<Vec<_>, _>>().ctx("reading events")
+    }
+
+    /// The direct children of a run, oldest first.
+    pub fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, LedgerError> {
+        self.run(id)?;
+        let sql =
+            format!("SELECT {RUN_COLUMNS} FROM runs WHERE parent_id = ?1 ORDER BY created_at, id");
+        self.query_runs(&sql, [id.as_str()])
+    }
+
+    /// Up to `limit` transcript messages of a run starting at seq `from`.
+    pub fn transcript(
+        &self,
+        id: &RunId,
+        from: u64,
+        limit: usize,
+    ) -> Result<TranscriptSlice, LedgerError> {
+        self.run(id)?;
+        let total: u64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM transcripts WHERE run_id = ?1")
+            .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)))
+            .ctx("counting transcript messages")?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT run_id, seq, at, role, content, truncated, full_bytes, spill_path
+                 FROM transcripts WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+            )
+            .ctx("reading the transcript")?;
+        let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
+        let entries = st
+            .query_map(
+                rusqlite::params![id.as_str(), from as i64, limit_sql],
+                transcript_from_row,
+            )
+            .ctx("reading the transcript")?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx("reading the transcript")?;
+        let end = from.saturating_add(entries.len() as u64);
+        Ok(TranscriptSlice {
+            run_id: id.clone(),
+            from,
+            entries,
+            total,
+            next_from: (end < total).then_some(end),
+        })
+    }
+
+    /// The full text of a spilled transcript entry (None when it was not truncated).
+    pub fn read_spill(&self, entry: &TranscriptEntry) -> Result<Option<String>, LedgerError> {
+        let Some(rel) = &entry.spill_path else {
+            return Ok(None);
+        };
+        let path = self.paths.resolve_relative(rel);
+        std::fs::read_to_string(&path)
+            .map(Some)
+            .map_err(|e| LedgerError::io(&path, e))
+    }
+
+    /// The run whose id is `prefix` or starts with it. An exact id always wins.
+    pub fn resolve_id(&self, prefix: &str) -> Result<RunId, LedgerError> {
+        if validate_id("run id", prefix).is_err() {
+            return Err(LedgerError::UnknownRun {
+                id: prefix.to_string(),
+            });
+        }
+        let upper = format!("{prefix}\u{10FFFF}");
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT 6")
+            .ctx("looking up a run id")?;
+        let ids: Vec<String> = st
+            .query_map([prefix, upper.as_str()], |r| r.get(0))
+            .ctx("looking up a run id")?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx("looking up a run id")?;
+        if ids.iter().any(|i| i == prefix) {
+            return Ok(RunId::from_string(prefix));
+        }
+        match ids.len() {
+            0 => Err(LedgerError::UnknownRun {
+                id: prefix.to_string(),
+            }),
+            1 => Ok(RunId::from_string(ids[0].clone())),
+            _ => Err(LedgerError::AmbiguousId {
+                prefix: prefix.to_string(),
+                candidates: ids,
+            }),
+        }
+    }
+
+    /// Every run, oldest first (for export).
+    pub(crate) fn all_runs(&self) -> Result<Vec<RunRecord>, LedgerError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id");
+        self.query_runs(&sql, [])
+    }
+
+    /// Run `PRAGMA integrity_check`; Ok(()) when the database is sound.
+    pub fn integrity_check(&self) -> Result<(), LedgerError> {
+        let verdict: String = self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .ctx("checking integrity")?;
+        if verdict == "ok" {
+            Ok(())
+        } else {
+            Err(LedgerError::Sqlite {
+                context: "checking integrity".into(),
+                detail: verdict,
+            })
+        }
+    }
+
+    fn query_runs<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> Result<Vec<RunRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(sql).ctx("reading runs")?;
+        let rows = st.query_map(params, run_from_row).ctx("reading runs")?;
+        rows.collect::<Result<Vec<_>, _>>().ctx("reading runs")
+    }
+}
+
+fn bad_column(col: usize, detail: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(col, rusqlite::types::Type::Text, detail.into())
+}
+
+fn json_column(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<serde_json::Value>> {
+    let text: Option<String> = row.get(col)?;
+    text.map(|t| serde_json::from_str(&t).map_err(|e| bad_column(col, e.to_string())))
+        .transpose()
+}
+
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
+    let status: String = row.get(14)?;
+    let status: RunStatus = status.parse().map_err(|e| bad_column(14, e))?;
+    Ok(RunRecord {
+        id: RunId::from_string(row.get::<_, String>(0)?),
+        parent_id: row.get::<_, Option<String>>(1)?.map(RunId::from_string),
+        root_id: RunId::from_string(row.get::<_, String>(2)?),
+        depth: row.get(3)?,
+        session_id: row.get(4)?,
+        session_boot_id: row.get(5)?,
+        name: row.get(6)?,
+        role: row.get(7)?,
+        agent_type: row.get(8)?,
+        objective: row.get(9)?,
+        model: row.get(10)?,
+        provider: row.get(11)?,
+        workspace: row.get(12)?,
+        git_branch: row.get(13)?,
+        status,
+        status_reason: row.get(15)?,
+        created_at: to_time(row.get(16)?),
+        started_at: row.get::<_, Option<i64>>(17)?.map(to_time),
+        ended_at: row.get::<_, Option<i64>>(18)?.map(to_time),
+        steps: row.get(19)?,
+        input_tokens: row.get(20)?,
+        output_tokens: row.get(21)?,
+        cached_input_tokens: row.get(22)?,
+        result: json_column(row, 23)?,
+        error: row.get(24)?,
+    })
+}
+
+fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
+    let kind: String = row.get(3)?;
+    let kind: EventKind = kind.parse().map_err(|e| bad_column(3, e))?;
+    Ok(EventRecord {
+        run_id: RunId::from_string(row.get::<_, String>(0)?),
+        seq: row.get(1)?,
+        at: to_time(row.get(2)?),
+        kind,
+        payload: json_column(row, 4)?.unwrap_or(serde_json::Value::Null),
+    })
+}
+
+fn transcript_from_row(row: &Row<'_>) -> rusqlite::Result<TranscriptEntry> {
+    Ok(TranscriptEntry {
+        run_id: RunId::from_string(row.get::<_, String>(0)?),
+        seq: row.get(1)?,
+        at: to_time(row.get(2)?),
+        role: row.get(3)?,
+        content: json_column(row, 4)?.unwrap_or(serde_json::Value::Null),
+        truncated: row.get(5)?,
+        full_bytes: row.get(6)?,
+        spill_path: row.get(7)?,
+    })
+}

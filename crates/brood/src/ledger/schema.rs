@@ -1,0 +1,250 @@
+//! The database schema, its migrations, and the check that a file at the ledger path
+//! really is a brood ledger before anything writes to it.
+//!
+//! The schema version lives in SQLite's `user_version`; the table `brood_meta` holds
+//! the marker row `('schema', 'brood.ledger')` that tells our database apart from
+//! any other SQLite file. Migration `n` (1-based) takes the schema from version
+//! `n - 1` to `n`; all of them run in one `BEGIN IMMEDIATE` transaction that
+//! re-checks the version, so two processes opening a fresh workspace at once migrate
+//! it exactly once.
+
+use std::io::Read;
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use super::error::{LedgerError, SqlContext};
+
+/// The marker value in `brood_meta` under key `schema`.
+pub(crate) const MARKER: &str = "brood.ledger";
+
+/// Version 1: runs, events, transcripts (without spill columns), boots.
+const V1: &str = r#"
+CREATE TABLE brood_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+INSERT INTO brood_meta (key, value) VALUES ('schema', 'brood.ledger');
+
+CREATE TABLE boots (
+    boot_id    TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started_at INTEGER NOT NULL
+);
+
+CREATE TABLE runs (
+    id                  TEXT PRIMARY KEY,
+    parent_id           TEXT,
+    root_id             TEXT NOT NULL,
+    depth               INTEGER NOT NULL,
+    session_id          TEXT NOT NULL,
+    session_boot_id     TEXT NOT NULL,
+    name                TEXT,
+    role                TEXT,
+    agent_type          TEXT,
+    objective           TEXT NOT NULL,
+    model               TEXT,
+    provider            TEXT,
+    workspace           TEXT NOT NULL,
+    git_branch          TEXT,
+    status              TEXT NOT NULL,
+    status_reason       TEXT,
+    created_at          INTEGER NOT NULL,
+    started_at          INTEGER,
+    ended_at            INTEGER,
+    steps               INTEGER NOT NULL DEFAULT 0,
+    input_tokens        INTEGER NOT NULL DEFAULT 0,
+    output_tokens       INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+    result              TEXT,
+    error               TEXT
+);
+CREATE INDEX runs_by_session ON runs (session_id, created_at);
+CREATE INDEX runs_by_boot_status ON runs (session_boot_id, status);
+CREATE INDEX runs_by_parent ON runs (parent_id);
+CREATE INDEX runs_by_root ON runs (root_id);
+
+CREATE TABLE events (
+    run_id  TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE transcripts (
+    run_id  TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    role    TEXT NOT NULL,
+    content TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"#;
+
+/// Version 2: transcript spill columns, boot end markers and host, cancel requests.
+const V2: &str = r#"
+ALTER TABLE transcripts ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE transcripts ADD COLUMN full_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE transcripts ADD COLUMN spill_path TEXT;
+UPDATE transcripts SET full_bytes = length(CAST(content AS BLOB));
+
+ALTER TABLE boots ADD COLUMN ended_at INTEGER;
+ALTER TABLE boots ADD COLUMN host TEXT;
+
+CREATE TABLE cancel_requests (
+    run_id       TEXT PRIMARY KEY,
+    boot_id      TEXT NOT NULL,
+    requested_at INTEGER NOT NULL
+);
+CREATE INDEX cancel_requests_by_boot ON cancel_requests (boot_id);
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What sits at the database path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// No file.
+    Absent,
+    /// A zero-length file or an SQLite database without any table: ready to be created.
+    Empty,
+    /// Our ledger at this schema version (1..=SCHEMA_VERSION).
+    Ledger(i64),
+}
+
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Look at the file at `path` without writing to it.
+pub(crate) fn inspect(path: &Path) -> Result<Found, LedgerError> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
+        Err(e) => return Err(LedgerError::io(path, e)),
+    };
+    if !meta.is_file() {
+        return Err(not_ours(path, "it is not a regular file"));
+    }
+    if meta.len() == 0 {
+        return Ok(Found::Empty);
+    }
+    let mut header = [0u8; 16];
+    let mut file = std::fs::File::open(path).map_err(|e| LedgerError::io(path, e))?;
+    let n = read_up_to(&mut file, &mut header).map_err(|e| LedgerError::io(path, e))?;
+    if n < header.len() || &header != SQLITE_HEADER {
+        return Err(not_ours(path, "it is not an SQLite database"));
+    }
+    drop(file);
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| not_ours(path, &format!("SQLite cannot open it: {e}")))?;
+    classify(&conn, path)
+}
+
+/// Decide what an open connection holds (also used inside the migration transaction).
+fn classify(conn: &Connection, path: &Path) -> Result<Found, LedgerError> {
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|e| not_ours(path, &format!("its schema cannot be read: {e}")))?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .ctx("reading the schema version")?;
+    if tables.is_empty() {
+        if version == 0 {
+            return Ok(Found::Empty);
+        }
+        return Err(not_ours(
+            path,
+            &format!("an SQLite database with user_version {version} but no tables"),
+        ));
+    }
+    if !tables.iter().any(|t| t == "brood_meta") {
+        let shown: Vec<&str> = tables.iter().take(8).map(String::as_str).collect();
+        return Err(not_ours(
+            path,
+            &format!(
+                "an SQLite database of another program (tables: {})",
+                shown.join(", ")
+            ),
+        ));
+    }
+    let marker: Option<String> = conn
+        .query_row(
+            "SELECT value FROM brood_meta WHERE key = 'schema'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| not_ours(path, &format!("its brood_meta table is unreadable: {e}")))?;
+    if marker.as_deref() != Some(MARKER) {
+        return Err(not_ours(
+            path,
+            "its brood_meta table lacks the brood.ledger marker",
+        ));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(LedgerError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < 1 {
+        return Err(not_ours(
+            path,
+            "it has the brood marker but no schema version",
+        ));
+    }
+    Ok(Found::Ledger(version))
+}
+
+/// Bring the database on `conn` (opened read-write, WAL already set) to
+/// [`SCHEMA_VERSION`]. Re-checks what the file holds inside the write transaction.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), LedgerError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .ctx("starting the migration transaction")?;
+    let from = match classify(&tx, path)? {
+        Found::Absent | Found::Empty => 0,
+        Found::Ledger(v) => v,
+    };
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        let to = i + 1;
+        tx.execute_batch(sql)
+            .ctx(&format!("migrating the ledger schema to version {to}"))?;
+    }
+    if from < SCHEMA_VERSION {
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .ctx("recording the schema version")?;
+    }
+    tx.commit().ctx("committing the migration")
+}
+
+fn not_ours(path: &Path, reason: &str) -> LedgerError {
+    LedgerError::NotALedger {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}

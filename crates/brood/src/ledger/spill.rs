@@ -1,0 +1,203 @@
+//! Capping oversized transcript contents. A content over the cap is stored capped
+//! (same JSON shape: long strings are cut, with a note saying where the rest is) and
+//! its full text goes to a spill file: the raw text when the content is a JSON
+//! string, otherwise the content's compact JSON.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::error::LedgerError;
+
+/// A content ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Capped {
+    pub content: Value,
+    pub truncated: bool,
+    /// Size of the full text (the string's bytes, or the compact JSON's bytes).
+    pub full_bytes: u64,
+    /// The full text to spill, when `truncated`.
+    pub spill_text: Option<String>,
+}
+
+/// The full text of a content: a string as itself, anything else as compact JSON.
+fn full_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Cap `content` to about `cap` bytes. `spill_rel` is where the full text will be,
+/// quoted in the truncation note.
+pub(crate) fn cap(content: Value, cap: usize, spill_rel: &str) -> Capped {
+    let text = full_text(&content);
+    let full_bytes = text.len() as u64;
+    if text.len() <= cap {
+        return Capped {
+            content,
+            truncated: false,
+            full_bytes,
+            spill_text: None,
+        };
+    }
+    let note =
+        format!("\n[… truncated by brood: {full_bytes} bytes in all; full text in {spill_rel}]");
+    let capped = match content {
+        Value::String(s) => Value::String(format!("{}{note}", prefix(&s, cap))),
+        mut other => {
+            let mut lens = Vec::new();
+            string_lengths(&other, &mut lens);
+            let limit = leaf_limit(lens, cap);
+            let cut = cut_strings(&mut other, limit, &note);
+            // Structure alone (keys, numbers, huge arrays) may still be far over the
+            // cap; then keep a plain-text preview instead of the shape.
+            let allowed = cap
+                .saturating_mul(2)
+                .saturating_add(cut.saturating_mul(note.len()));
+            if other.to_string().len() > allowed {
+                Value::String(format!("{}{note}", prefix(&text, cap)))
+            } else {
+                other
+            }
+        }
+    };
+    Capped {
+        content: capped,
+        truncated: true,
+        full_bytes,
+        spill_text: Some(text),
+    }
+}
+
+fn string_lengths(value: &Value, out: &mut Vec<usize>) {
+    match value {
+        Value::String(s) => out.push(s.len()),
+        Value::Array(items) => items.iter().for_each(|v| string_lengths(v, out)),
+        Value::Object(map) => map.values().for_each(|v| string_lengths(v, out)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// The largest per-string length `L` such that the strings, each cut to at most `L`
+/// bytes, total at most `budget` ("water filling": short strings stay whole, the long
+/// ones share what is left equally).
+fn leaf_limit(mut lens: Vec<usize>, budget: usize) -> usize {
+    if lens.iter().sum::<usize>() <= budget {
+        return usize::MAX;
+    }
+    lens.sort_unstable();
+    let mut remaining = budget;
+    let n = lens.len();
+    for (i, len) in lens.into_iter().enumerate() {
+        let share = remaining / (n - i);
+        if len > share {
+            return share;
+        }
+        remaining -= len;
+    }
+    usize::MAX
+}
+
+/// Cut every string leaf longer than `limit` to `limit` bytes plus `note`. Returns how
+/// many were cut.
+fn cut_strings(value: &mut Value, limit: usize, note: &str) -> usize {
+    match value {
+        Value::String(s) if s.len() > limit => {
+            *s = format!("{}{note}", prefix(s, limit));
+            1
+        }
+        Value::Array(items) => items.iter_mut().map(|v| cut_strings(v, limit, note)).sum(),
+        Value::Object(map) => map.values_mut().map(|v| cut_strings(v, limit, note)).sum(),
+        Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
+fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Write a spill file (the spill directory exists once the ledger is open).
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), LedgerError> {
+    std::fs::write(path, text).map_err(|e| LedgerError::io(path, e))
+}
+
+/// Remove a spill file; a file already gone is not an error. Returns whether it existed.
+pub(crate) fn remove(path: &Path) -> Result<bool, LedgerError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(LedgerError::io(path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn small_content_is_kept_as_is() {
+        let c = cap(json!({"role": "tool", "content": "ok"}), 100, "x");
+        assert!(!c.truncated);
+        assert_eq!(c.content, json!({"role": "tool", "content": "ok"}));
+        assert_eq!(c.spill_text, None);
+    }
+
+    #[test]
+    fn long_string_is_cut_on_a_char_boundary_and_spilled_whole() {
+        let text = "é".repeat(100); // 200 bytes
+        let c = cap(Value::String(text.clone()), 51, "spill/r-0.txt");
+        assert!(c.truncated);
+        assert_eq!(c.full_bytes, 200);
+        assert_eq!(c.spill_text.as_deref(), Some(text.as_str()));
+        let s = c.content.as_str().unwrap();
+        assert!(s.starts_with(&"é".repeat(25)));
+        assert!(!s.starts_with(&"é".repeat(26)));
+        assert!(s.contains("200 bytes in all; full text in spill/r-0.txt"));
+    }
+
+    #[test]
+    fn object_keeps_its_shape_with_long_leaves_cut() {
+        let big = "x".repeat(1000);
+        let msg = json!({"role": "tool", "tool_call_id": "c1", "content": big});
+        let c = cap(msg.clone(), 100, "s.txt");
+        assert!(c.truncated);
+        assert_eq!(c.content["role"], "tool");
+        assert_eq!(c.content["tool_call_id"], "c1");
+        let cut = c.content["content"].as_str().unwrap();
+        assert!(cut.len() < 200, "{}", cut.len());
+        assert!(cut.contains("full text in s.txt"));
+        let spilled: Value = serde_json::from_str(c.spill_text.as_deref().unwrap()).unwrap();
+        assert_eq!(spilled, msg);
+    }
+
+    #[test]
+    fn several_long_leaves_share_the_budget_and_short_ones_stay_whole() {
+        let msg = json!({"a": "y".repeat(500), "b": "short", "c": "z".repeat(900)});
+        let c = cap(msg, 105, "s.txt");
+        assert_eq!(c.content["b"], "short");
+        let a = c.content["a"].as_str().unwrap();
+        let z = c.content["c"].as_str().unwrap();
+        assert!(a.starts_with(&"y".repeat(50)) && !a.starts_with(&"y".repeat(51)));
+        assert!(z.starts_with(&"z".repeat(50)) && !z.starts_with(&"z".repeat(51)));
+    }
+
+    #[test]
+    fn structure_over_the_cap_becomes_a_text_preview() {
+        let nums: Vec<u64> = (0..10_000).collect();
+        let c = cap(json!(nums), 100, "s.txt");
+        assert!(c.truncated);
+        let s = c.content.as_str().unwrap();
+        assert!(s.starts_with("[0,1,2,3"));
+        assert!(s.len() < 300);
+    }
+}

@@ -1,0 +1,141 @@
+//! Where the ledger lives on disk and how its SQLite connections are opened: one
+//! read-write connection per writer (WAL, chosen `synchronous`, busy timeout) and
+//! read-only connections for readers. Also the timestamp encoding (Unix ms).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OpenFlags};
+
+use super::error::{LedgerError, SqlContext};
+use super::schema::{self, Found};
+use super::types::Durability;
+
+/// How long a read waits on a lock (only WAL recovery and checkpoints take them).
+const READ_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The files of one workspace's ledger, all under `<workspace>/.brood/state/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LedgerPaths {
+    pub workspace: PathBuf,
+    pub state: PathBuf,
+    pub db: PathBuf,
+    pub boots: PathBuf,
+    pub spill: PathBuf,
+}
+
+impl LedgerPaths {
+    pub fn new(workspace: &Path) -> Self {
+        let workspace = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.to_path_buf());
+        let state = workspace.join(".brood").join("state");
+        LedgerPaths {
+            db: state.join("brood.db"),
+            boots: state.join("boots"),
+            spill: state.join("spill"),
+            state,
+            workspace,
+        }
+    }
+
+    /// The lock file a live boot holds.
+    pub fn boot_lock(&self, boot_id: &str) -> PathBuf {
+        self.boots.join(format!("{boot_id}.lock"))
+    }
+
+    /// The spill file of transcript entry `seq` of `run`: (absolute, workspace-relative).
+    pub fn spill_file(&self, run: &str, seq: u64) -> (PathBuf, String) {
+        let name = format!("{run}-{seq}.txt");
+        (self.spill.join(&name), format!(".brood/state/spill/{name}"))
+    }
+
+    /// Resolve a workspace-relative spill path from a transcript record.
+    pub fn resolve_relative(&self, rel: &str) -> PathBuf {
+        self.workspace.join(rel)
+    }
+
+    pub fn create_dirs(&self) -> Result<(), LedgerError> {
+        for dir in [&self.state, &self.boots, &self.spill] {
+            std::fs::create_dir_all(dir).map_err(|e| LedgerError::io(dir, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Open (creating and migrating when needed) the read-write connection.
+pub(crate) fn open_writer(
+    paths: &LedgerPaths,
+    durability: Durability,
+    busy_timeout: Duration,
+) -> Result<Connection, LedgerError> {
+    let found = schema::inspect(&paths.db)?;
+    paths.create_dirs()?;
+    let mut conn = Connection::open_with_flags(
+        &paths.db,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ctx("opening the ledger database")?;
+    conn.busy_timeout(busy_timeout)
+        .ctx("setting the busy timeout")?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .ctx("switching to WAL mode")?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(LedgerError::Sqlite {
+            context: "switching to WAL mode".into(),
+            detail: format!("the database stayed in journal mode '{mode}'"),
+        });
+    }
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .ctx("setting synchronous")?;
+    // Keep the WAL from growing without bound after a burst.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+        .ctx("setting journal_size_limit")?;
+    if found != Found::Ledger(schema::SCHEMA_VERSION) {
+        schema::migrate(&mut conn, &paths.db)?;
+    }
+    Ok(conn)
+}
+
+/// Open a read-only connection. A missing database is [`LedgerError::Missing`]; an
+/// older schema is migrated first (through a short-lived write connection), so a newer
+/// `brood` can read a workspace an older one wrote.
+pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Connection, LedgerError> {
+    match schema::inspect(&paths.db)? {
+        Found::Absent => {
+            return Err(LedgerError::Missing {
+                path: paths.db.clone(),
+            })
+        }
+        Found::Ledger(v) if v == schema::SCHEMA_VERSION => {}
+        Found::Empty | Found::Ledger(_) => {
+            drop(open_writer(paths, Durability::Full, READ_BUSY_TIMEOUT)?);
+        }
+    }
+    let conn = Connection::open_with_flags(
+        &paths.db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ctx("opening the ledger database for reading")?;
+    conn.busy_timeout(READ_BUSY_TIMEOUT)
+        .ctx("setting the busy timeout")?;
+    conn.pragma_update(None, "query_only", true)
+        .ctx("making the connection query-only")?;
+    Ok(conn)
+}
+
+pub(crate) fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
+}
+
+pub(crate) fn to_time(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::UNIX_EPOCH)
+}

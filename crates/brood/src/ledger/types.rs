@@ -1,0 +1,530 @@
+//! The ledger's vocabulary: run ids, statuses and their allowed transitions, event
+//! kinds, and the records that go in and come out. Payloads are plain JSON; the
+//! ledger knows nothing about models, tools or agents.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The id of one run: a random (v4) UUID in its hyphenated form. Random rather than
+/// time-ordered so that a short prefix (as the CLI accepts) is already unique.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// A fresh id. Pass it in [`NewRun::id`] when the caller needs the id before the
+    /// run is written.
+    pub fn new() -> Self {
+        RunId(uuid::Uuid::new_v4().hyphenated().to_string())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// Wrap a stored id. Not validated: an id that names no run fails at use with
+    /// [`LedgerError::UnknownRun`](super::LedgerError::UnknownRun).
+    pub fn from_string(id: impl Into<String>) -> Self {
+        RunId(id.into())
+    }
+}
+
+impl Default for RunId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a run is in its life.
+///
+/// ```text
+/// Pending ──► Queued ──► Running ──► Completed
+///    │          │  ▲        │
+///    └──────────┼──┘ (Pending → Running directly)
+///    │          │           │
+///    └──────────┴───────────┴──► Failed | Cancelled | Interrupted
+/// ```
+///
+/// `Completed` is only reachable from `Running` (a run that never started produced
+/// nothing). `Failed`, `Cancelled` and `Interrupted` are reachable from every
+/// non-terminal state: a queued run can be cancelled, can fail to start, and is
+/// interrupted if its process exits. Terminal states never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Pending,
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Pending,
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed
+                | RunStatus::Failed
+                | RunStatus::Cancelled
+                | RunStatus::Interrupted
+        )
+    }
+
+    /// Whether the lifecycle allows `self → to` (see the diagram on [`RunStatus`]).
+    pub fn can_transition_to(self, to: RunStatus) -> bool {
+        use RunStatus::*;
+        matches!(
+            (self, to),
+            (Pending, Queued | Running)
+                | (Queued, Running)
+                | (Running, Completed)
+                | (Pending | Queued | Running, Failed | Cancelled | Interrupted)
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown run status '{s}'"))
+    }
+}
+
+/// What an event records. Lifecycle kinds (`spawned`, `queued`, `started`,
+/// `completed`, `failed`, `cancelled`, `interrupted`) are written by the ledger itself
+/// with the matching run creation or status transition; the others are appended by
+/// the caller as progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Spawned,
+    Queued,
+    Started,
+    ModelRequest,
+    ModelResponse,
+    ToolStarted,
+    ToolFinished,
+    Usage,
+    MessageQueued,
+    Completed,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 13] = [
+        EventKind::Spawned,
+        EventKind::Queued,
+        EventKind::Started,
+        EventKind::ModelRequest,
+        EventKind::ModelResponse,
+        EventKind::ToolStarted,
+        EventKind::ToolFinished,
+        EventKind::Usage,
+        EventKind::MessageQueued,
+        EventKind::Completed,
+        EventKind::Failed,
+        EventKind::Cancelled,
+        EventKind::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Spawned => "spawned",
+            EventKind::Queued => "queued",
+            EventKind::Started => "started",
+            EventKind::ModelRequest => "model_request",
+            EventKind::ModelResponse => "model_response",
+            EventKind::ToolStarted => "tool_started",
+            EventKind::ToolFinished => "tool_finished",
+            EventKind::Usage => "usage",
+            EventKind::MessageQueued => "message_queued",
+            EventKind::Completed => "completed",
+            EventKind::Failed => "failed",
+            EventKind::Cancelled => "cancelled",
+            EventKind::Interrupted => "interrupted",
+        }
+    }
+
+    /// Kinds written only by run creation and status transitions.
+    pub fn is_lifecycle(self) -> bool {
+        matches!(
+            self,
+            EventKind::Spawned
+                | EventKind::Queued
+                | EventKind::Started
+                | EventKind::Completed
+                | EventKind::Failed
+                | EventKind::Cancelled
+                | EventKind::Interrupted
+        )
+    }
+
+    /// The event a transition into `status` writes.
+    pub fn for_status(status: RunStatus) -> EventKind {
+        match status {
+            RunStatus::Pending => EventKind::Spawned,
+            RunStatus::Queued => EventKind::Queued,
+            RunStatus::Running => EventKind::Started,
+            RunStatus::Completed => EventKind::Completed,
+            RunStatus::Failed => EventKind::Failed,
+            RunStatus::Cancelled => EventKind::Cancelled,
+            RunStatus::Interrupted => EventKind::Interrupted,
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown event kind '{s}'"))
+    }
+}
+
+/// A run to record. `objective` is required; everything else is optional. Session,
+/// boot, root and depth are filled in by the ledger (root and depth from the parent).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// Pre-allocated id (see [`RunId::new`]); a fresh one is made when `None`.
+    pub id: Option<RunId>,
+    /// The parent run; it must already be recorded (or queued before this one).
+    pub parent_id: Option<RunId>,
+    pub name: Option<String>,
+    pub role: Option<String>,
+    pub agent_type: Option<String>,
+    pub objective: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    /// The run's working directory; the ledger's workspace when `None`.
+    pub workspace: Option<String>,
+    pub git_branch: Option<String>,
+}
+
+impl NewRun {
+    pub fn new(objective: impl Into<String>) -> Self {
+        NewRun {
+            objective: objective.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A status change, with what it carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transition {
+    Queued,
+    Running,
+    Completed {
+        result: Value,
+    },
+    Failed {
+        error: String,
+        result: Option<Value>,
+    },
+    Cancelled {
+        reason: String,
+    },
+    Interrupted {
+        reason: String,
+    },
+}
+
+impl Transition {
+    pub fn target(&self) -> RunStatus {
+        match self {
+            Transition::Queued => RunStatus::Queued,
+            Transition::Running => RunStatus::Running,
+            Transition::Completed { .. } => RunStatus::Completed,
+            Transition::Failed { .. } => RunStatus::Failed,
+            Transition::Cancelled { .. } => RunStatus::Cancelled,
+            Transition::Interrupted { .. } => RunStatus::Interrupted,
+        }
+    }
+}
+
+/// Progress to add to a run's counters (all deltas, not totals).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageDelta {
+    pub steps: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+}
+
+/// One run as stored (the projection of its events).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub parent_id: Option<RunId>,
+    pub root_id: RunId,
+    pub depth: u32,
+    pub session_id: String,
+    pub session_boot_id: String,
+    pub name: Option<String>,
+    pub role: Option<String>,
+    pub agent_type: Option<String>,
+    pub objective: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub workspace: String,
+    pub git_branch: Option<String>,
+    pub status: RunStatus,
+    pub status_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub steps: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// A run as listed: the record plus whether it belongs to an earlier session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListedRun {
+    #[serde(flatten)]
+    pub run: RunRecord,
+    pub from_prior_session: bool,
+}
+
+/// A run with its full event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunRecord,
+    pub from_prior_session: bool,
+    pub events: Vec<EventRecord>,
+}
+
+/// One event of a run's append-only log. `seq` starts at 0 and has no gaps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub run_id: RunId,
+    pub seq: u64,
+    pub at: DateTime<Utc>,
+    pub kind: EventKind,
+    pub payload: Value,
+}
+
+/// One transcript message. `seq` starts at 0 and has no gaps. When the content was
+/// larger than the cap, `content` holds a capped copy (`truncated: true`), `full_bytes`
+/// the original size and `spill_path` (relative to the workspace) the full text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptEntry {
+    pub run_id: RunId,
+    pub seq: u64,
+    pub at: DateTime<Utc>,
+    pub role: String,
+    pub content: Value,
+    pub truncated: bool,
+    pub full_bytes: u64,
+    pub spill_path: Option<String>,
+}
+
+/// A window of a transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptSlice {
+    pub run_id: RunId,
+    /// The first seq asked for.
+    pub from: u64,
+    pub entries: Vec<TranscriptEntry>,
+    /// How many messages the transcript has in all.
+    pub total: u64,
+    /// The seq to ask for next, if there is more after this slice.
+    pub next_from: Option<u64>,
+}
+
+/// Which runs a listing returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Also return runs of earlier sessions (marked `from_prior_session`).
+    pub include_archived: bool,
+}
+
+/// What `request_cancel` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum CancelOutcome {
+    /// The owning process is alive; it was asked (a cancel-request row it polls).
+    Requested { run_id: RunId, boot_id: String },
+    /// The owning process is gone; the run was marked cancelled directly.
+    MarkedCancelled { run_id: RunId },
+}
+
+/// What `prune` deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneReport {
+    pub runs: u64,
+    pub events: u64,
+    pub transcript_entries: u64,
+    /// Spill files referenced by the deleted transcript entries (removed after commit).
+    pub spill_files: u64,
+}
+
+/// What `Ledger::open` found and repaired from boots that had died.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    /// Boots found dead (their lock was free).
+    pub dead_boots: Vec<String>,
+    /// Runs of those boots that were left non-terminal and are now `interrupted`.
+    pub interrupted: Vec<RunId>,
+    /// Boots found alive and left alone.
+    pub live_boots: Vec<String>,
+}
+
+/// Counters of what this ledger's writer has committed, for benchmarks and health.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerStats {
+    pub runs_created: u64,
+    /// Every event row written (lifecycle and progress).
+    pub events_written: u64,
+    pub transcript_entries_written: u64,
+    pub transitions: u64,
+    /// Group-commit transactions committed.
+    pub batches_committed: u64,
+    /// Operations committed (sum of batch sizes).
+    pub ops_committed: u64,
+    /// Operations rejected (invalid transition, unknown run, …) or lost to a failed commit.
+    pub ops_failed: u64,
+}
+
+/// How hard a commit pushes data to the disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: every group commit fsyncs the WAL, so a committed (awaited)
+    /// operation survives a power loss as well as a process kill. The default: group
+    /// commit pays one fsync per batch, not per operation.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: committed operations survive a process kill (the WAL is in
+    /// the OS page cache) but the last commits may be lost on power loss. For benchmarks
+    /// and throwaway workspaces.
+    Normal,
+}
+
+/// Knobs for [`Ledger::open`](super::Ledger::open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerOptions {
+    /// The session this boot belongs to; a fresh one (UUID v7) when `None`. Pass the
+    /// id of an earlier session to continue it: its runs then count as current.
+    pub session_id: Option<String>,
+    /// Transcript contents larger than this many bytes are capped and spilled to a file.
+    pub transcript_cap_bytes: usize,
+    pub durability: Durability,
+    /// How long a write waits for another process's write transaction.
+    pub busy_timeout: Duration,
+    /// Most operations one group commit takes.
+    pub max_batch: usize,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            session_id: None,
+            transcript_cap_bytes: 64 * 1024,
+            durability: Durability::Full,
+            busy_timeout: Duration::from_secs(10),
+            max_batch: 4096,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transitions_follow_the_lifecycle() {
+        use RunStatus::*;
+        let allowed: Vec<(RunStatus, RunStatus)> = RunStatus::ALL
+            .into_iter()
+            .flat_map(|a| RunStatus::ALL.into_iter().map(move |b| (a, b)))
+            .filter(|(a, b)| a.can_transition_to(*b))
+            .collect();
+        let expected = vec![
+            (Pending, Queued),
+            (Pending, Running),
+            (Pending, Failed),
+            (Pending, Cancelled),
+            (Pending, Interrupted),
+            (Queued, Running),
+            (Queued, Failed),
+            (Queued, Cancelled),
+            (Queued, Interrupted),
+            (Running, Completed),
+            (Running, Failed),
+            (Running, Cancelled),
+            (Running, Interrupted),
+        ];
+        assert_eq!(allowed, expected);
+    }
+
+    #[test]
+    fn names_round_trip_through_serde_and_from_str() {
+        for k in EventKind::ALL {
+            let json = serde_json::to_value(k).unwrap();
+            assert_eq!(json, Value::String(k.as_str().to_string()));
+            assert_eq!(k.as_str().parse::<EventKind>().unwrap(), k);
+        }
+        for s in RunStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, Value::String(s.as_str().to_string()));
+            assert_eq!(s.as_str().parse::<RunStatus>().unwrap(), s);
+        }
+        assert!("done".parse::<RunStatus>().is_err());
+    }
+}

@@ -1,0 +1,473 @@
+//! The single writer: a dedicated OS thread that owns the read-write connection and
+//! applies queued operations with *group commit*: it takes everything waiting in its
+//! channel (up to `max_batch`), applies each operation in its own savepoint (so one
+//! rejected operation does not undo the others), commits once, and only then answers
+//! the callers that wait for durability ([`Durable`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::error::{LedgerError, SqlContext};
+use super::maintenance;
+use super::ops::{self, Author};
+use super::store::{now_ms, LedgerPaths};
+use super::types::{
+    CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, RunId, Transition, UsageDelta,
+};
+
+/// Reason written on this boot's unfinished runs when the ledger closes.
+const SESSION_ENDED_REASON: &str = "session ended before the run finished";
+
+/// Where a durable operation's answer goes (None for fire-and-forget).
+pub(crate) type Reply<T> = Option<oneshot::Sender<Result<T, LedgerError>>>;
+
+/// One queued operation. `at` is when the caller asked (Unix ms).
+pub(crate) enum Op {
+    CreateRun {
+        id: RunId,
+        run: Box<NewRun>,
+        at: i64,
+        reply: Reply<RunId>,
+    },
+    Transition {
+        run: RunId,
+        change: Transition,
+        at: i64,
+        reply: Reply<()>,
+    },
+    Event {
+        run: RunId,
+        kind: EventKind,
+        payload: Value,
+        at: i64,
+    },
+    Message {
+        run: RunId,
+        role: String,
+        content: Value,
+        at: i64,
+    },
+    Usage {
+        run: RunId,
+        delta: UsageDelta,
+        at: i64,
+    },
+    RequestCancel {
+        run: RunId,
+        at: i64,
+        reply: Reply<CancelOutcome>,
+    },
+    TakeCancelRequests {
+        reply: Reply<Vec<RunId>>,
+    },
+    Prune {
+        cutoff_ms: i64,
+        reply: Reply<PruneReport>,
+    },
+    Flush {
+        reply: Reply<()>,
+    },
+    /// Mark this boot's unfinished runs interrupted, end the boot, stop the thread.
+    Shutdown {
+        reply: Reply<()>,
+    },
+}
+
+/// A future that resolves once the operation's transaction has committed (or failed).
+/// The operation is queued when the method returning this is called, not when the
+/// future is first polled, so queue order is call order.
+#[must_use = "the operation is queued either way; await this to know it is on disk"]
+pub struct Durable<T> {
+    state: DurableState<T>,
+}
+
+enum DurableState<T> {
+    Waiting(oneshot::Receiver<Result<T, LedgerError>>),
+    Done(Option<LedgerError>),
+}
+
+impl<T> Durable<T> {
+    pub(crate) fn waiting(rx: oneshot::Receiver<Result<T, LedgerError>>) -> Self {
+        Durable {
+            state: DurableState::Waiting(rx),
+        }
+    }
+    pub(crate) fn failed(err: LedgerError) -> Self {
+        Durable {
+            state: DurableState::Done(Some(err)),
+        }
+    }
+}
+
+// Nothing in a Durable is structurally pinned.
+impl<T> Unpin for Durable<T> {}
+
+impl<T> Future for Durable<T> {
+    type Output = Result<T, LedgerError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match &mut this.state {
+            DurableState::Waiting(rx) => match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(result)) => Poll::Ready(result),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(LedgerError::WriterStopped)),
+                Poll::Pending => Poll::Pending,
+            },
+            DurableState::Done(err) => {
+                Poll::Ready(Err(err.take().unwrap_or(LedgerError::WriterStopped)))
+            }
+        }
+    }
+}
+
+/// The writer's counters, shared with the `Ledger` handle for [`LedgerStats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    runs_created: AtomicU64,
+    events_written: AtomicU64,
+    transcript_entries_written: AtomicU64,
+    transitions: AtomicU64,
+    batches_committed: AtomicU64,
+    ops_committed: AtomicU64,
+    ops_failed: AtomicU64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> LedgerStats {
+        LedgerStats {
+            runs_created: self.runs_created.load(Ordering::Relaxed),
+            events_written: self.events_written.load(Ordering::Relaxed),
+            transcript_entries_written: self.transcript_entries_written.load(Ordering::Relaxed),
+            transitions: self.transitions.load(Ordering::Relaxed),
+            batches_committed: self.batches_committed.load(Ordering::Relaxed),
+            ops_committed: self.ops_committed.load(Ordering::Relaxed),
+            ops_failed: self.ops_failed.load(Ordering::Relaxed),
+        }
+    }
+
+    fn add(&self, t: &LedgerStats) {
+        let pairs = [
+            (&self.runs_created, t.runs_created),
+            (&self.events_written, t.events_written),
+            (
+                &self.transcript_entries_written,
+                t.transcript_entries_written,
+            ),
+            (&self.transitions, t.transitions),
+            (&self.batches_committed, t.batches_committed),
+            (&self.ops_committed, t.ops_committed),
+            (&self.ops_failed, t.ops_failed),
+        ];
+        for (counter, n) in pairs {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Sends one operation's answer once the commit outcome is known.
+type Settle = Box<dyn FnOnce(&Result<(), LedgerError>) + Send>;
+
+fn settle<T: Send + 'static>(
+    settles: &mut Vec<Settle>,
+    reply: Reply<T>,
+    result: Result<T, LedgerError>,
+) {
+    if let Some(tx) = reply {
+        settles.push(Box::new(move |commit| {
+            let answer = match (result, commit) {
+                (Err(e), _) => Err(e),
+                (Ok(v), Ok(())) => Ok(v),
+                (Ok(_), Err(e)) => Err(e.clone()),
+            };
+            let _ = tx.send(answer);
+        }));
+    }
+}
+
+/// The writer thread's state.
+pub(crate) struct Writer {
+    pub conn: Connection,
+    pub paths: LedgerPaths,
+    pub session_id: String,
+    pub boot_id: String,
+    pub workspace: String,
+    pub cap_bytes: usize,
+    pub max_batch: usize,
+    pub counters: Arc<Counters>,
+}
+
+impl Writer {
+    /// Run until a `Shutdown` op arrives or every sender is gone.
+    pub fn run(mut self, rx: Receiver<Op>) {
+        loop {
+            let Ok(first) = rx.recv() else {
+                self.shutdown(None);
+                return;
+            };
+            let mut batch = vec![first];
+            while batch.len() < self.max_batch.max(1) {
+                match rx.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
+                }
+            }
+            if let Some(reply) = self.commit_batch(batch) {
+                self.shutdown(reply);
+                return;
+            }
+        }
+    }
+
+    /// Apply and commit one batch. Returns the shutdown reply if the batch asked to stop.
+    fn commit_batch(&mut self, batch: Vec<Op>) -> Option<Reply<()>> {
+        let mut settles: Vec<Settle> = Vec::with_capacity(batch.len());
+        let mut tally = LedgerStats::default();
+        let mut shutdown = None;
+        let mut spills = Vec::new();
+        let commit = match self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx("starting a group commit")
+        {
+            Err(e) => {
+                for op in batch {
+                    if let Some(reply) = fail_op(op, &e, &mut tally) {
+                        shutdown = Some(reply);
+                    }
+                }
+                Err(e)
+            }
+            Ok(mut tx) => {
+                let ctx = ApplyCtx {
+                    paths: &self.paths,
+                    author: Author {
+                        session_id: &self.session_id,
+                        boot_id: &self.boot_id,
+                        workspace: &self.workspace,
+                    },
+                    cap_bytes: self.cap_bytes,
+                };
+                for op in batch {
+                    if let Some(reply) =
+                        ctx.apply(&mut tx, op, &mut settles, &mut tally, &mut spills)
+                    {
+                        shutdown = Some(reply);
+                    }
+                }
+                tx.commit().ctx("committing a group commit")
+            }
+        };
+        match &commit {
+            Ok(()) => {
+                tally.batches_committed = 1;
+                maintenance::remove_spill_files(&spills);
+                self.counters.add(&tally);
+            }
+            Err(_) => {
+                let lost = tally.ops_committed;
+                self.counters.add(&LedgerStats {
+                    ops_failed: tally.ops_failed + lost,
+                    ..LedgerStats::default()
+                });
+            }
+        }
+        for s in settles {
+            s(&commit);
+        }
+        shutdown
+    }
+
+    /// Mark this boot's unfinished runs interrupted and the boot ended.
+    fn shutdown(&mut self, reply: Reply<()>) {
+        let result = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .ctx("starting the closing transaction")?;
+            let runs = ops::interrupt_boot(&tx, &self.boot_id, SESSION_ENDED_REASON, now_ms())?;
+            tx.commit().ctx("committing the closing transaction")?;
+            self.counters.add(&LedgerStats {
+                transitions: runs.len() as u64,
+                events_written: runs.len() as u64,
+                batches_committed: 1,
+                ..LedgerStats::default()
+            });
+            Ok(())
+        })();
+        if let Some(tx) = reply {
+            let _ = tx.send(result);
+        }
+    }
+}
+
+struct ApplyCtx<'a> {
+    paths: &'a LedgerPaths,
+    author: Author<'a>,
+    cap_bytes: usize,
+}
+
+impl ApplyCtx<'_> {
+    /// Apply one op in its own savepoint and queue its answer.
+    fn apply(
+        &self,
+        tx: &mut Transaction<'_>,
+        op: Op,
+        settles: &mut Vec<Settle>,
+        tally: &mut LedgerStats,
+        spills: &mut Vec<std::path::PathBuf>,
+    ) -> Option<Reply<()>> {
+        match op {
+            Op::CreateRun { id, run, at, reply } => {
+                let r = in_savepoint(tx, |c| ops::insert_run(c, &self.author, &id, &run, at))
+                    .map(|()| id);
+                count(tally, &r, |t| {
+                    t.runs_created += 1;
+                    t.events_written += 1;
+                });
+                settle(settles, reply, r);
+            }
+            Op::Transition {
+                run,
+                change,
+                at,
+                reply,
+            } => {
+                let r = in_savepoint(tx, |c| ops::transition(c, run.as_str(), &change, at));
+                count(tally, &r, |t| {
+                    t.transitions += 1;
+                    t.events_written += 1;
+                });
+                settle(settles, reply, r);
+            }
+            Op::Event {
+                run,
+                kind,
+                payload,
+                at,
+            } => {
+                let r = in_savepoint(tx, |c| {
+                    ops::append_event(c, run.as_str(), kind, &payload, at)
+                });
+                count(tally, &r, |t| t.events_written += 1);
+            }
+            Op::Message {
+                run,
+                role,
+                content,
+                at,
+            } => {
+                let r = in_savepoint(tx, |c| {
+                    ops::append_message(
+                        c,
+                        self.paths,
+                        self.cap_bytes,
+                        run.as_str(),
+                        &role,
+                        content,
+                        at,
+                    )
+                });
+                count(tally, &r, |t| t.transcript_entries_written += 1);
+            }
+            Op::Usage { run, delta, at } => {
+                let r = in_savepoint(tx, |c| ops::add_usage(c, run.as_str(), &delta, at));
+                count(tally, &r, |t| t.events_written += 1);
+            }
+            Op::RequestCancel { run, at, reply } => {
+                let r = in_savepoint(tx, |c| {
+                    maintenance::request_cancel(
+                        c,
+                        self.paths,
+                        Some(self.author.boot_id),
+                        run.as_str(),
+                        at,
+                    )
+                });
+                count(tally, &r, |t| {
+                    if matches!(r, Ok(CancelOutcome::MarkedCancelled { .. })) {
+                        t.transitions += 1;
+                        t.events_written += 1;
+                    }
+                });
+                settle(settles, reply, r);
+            }
+            Op::TakeCancelRequests { reply } => {
+                let r = in_savepoint(tx, |c| {
+                    maintenance::take_cancel_requests(c, self.author.boot_id)
+                });
+                count(tally, &r, |_| {});
+                settle(settles, reply, r);
+            }
+            Op::Prune { cutoff_ms, reply } => {
+                let r = in_savepoint(tx, |c| maintenance::prune(c, self.paths, cutoff_ms));
+                count(tally, &r, |_| {});
+                // Spill files go once the deletion is committed.
+                let r = r.map(|(report, files)| {
+                    spills.extend(files);
+                    report
+                });
+                settle(settles, reply, r);
+            }
+            Op::Flush { reply } => settle(settles, reply, Ok(())),
+            Op::Shutdown { reply } => return Some(reply),
+        }
+        None
+    }
+}
+
+fn count<T>(
+    tally: &mut LedgerStats,
+    r: &Result<T, LedgerError>,
+    on_ok: impl FnOnce(&mut LedgerStats),
+) {
+    match r {
+        Ok(_) => {
+            tally.ops_committed += 1;
+            on_ok(tally);
+        }
+        Err(_) => tally.ops_failed += 1,
+    }
+}
+
+fn in_savepoint<T>(
+    tx: &mut Transaction<'_>,
+    f: impl FnOnce(&Connection) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    let sp = tx.savepoint().ctx("opening a savepoint")?;
+    let value = f(&sp)?;
+    sp.commit().ctx("releasing a savepoint")?;
+    Ok(value)
+}
+
+/// Answer an op that could not even start (the batch's transaction failed to begin).
+fn fail_op(op: Op, err: &LedgerError, tally: &mut LedgerStats) -> Option<Reply<()>> {
+    fn send<T>(reply: Reply<T>, err: &LedgerError) {
+        if let Some(tx) = reply {
+            let _ = tx.send(Err(err.clone()));
+        }
+    }
+    tally.ops_failed += 1;
+    match op {
+        Op::CreateRun { reply, .. } => send(reply, err),
+        Op::Transition { reply, .. } => send(reply, err),
+        Op::RequestCancel { reply, .. } => send(reply, err),
+        Op::TakeCancelRequests { reply } => send(reply, err),
+        Op::Prune { reply, .. } => send(reply, err),
+        Op::Flush { reply } => send(reply, err),
+        Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => {}
+        Op::Shutdown { reply } => {
+            tally.ops_failed -= 1;
+            return Some(reply);
+        }
+    }
+    None
+}

@@ -1,0 +1,653 @@
+//! The ledger through its public API, in one process: durability of awaited
+//! operations, transition validation, progress events, listings across sessions,
+//! trees, transcripts and spill files, id prefixes, cancel requests, prune, export.
+
+use std::time::Duration;
+
+use brood::ledger::{
+    CancelOutcome, EventKind, Ledger, LedgerError, LedgerOptions, ListFilter, NewRun, RunId,
+    RunStatus, UsageDelta, EXPORT_SCHEMA,
+};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+fn open(ws: &TempDir) -> Ledger {
+    Ledger::open(ws.path(), LedgerOptions::default()).unwrap()
+}
+
+fn open_session(ws: &TempDir, session: &str) -> Ledger {
+    let opts = LedgerOptions {
+        session_id: Some(session.to_string()),
+        ..LedgerOptions::default()
+    };
+    Ledger::open(ws.path(), opts).unwrap()
+}
+
+fn named(name: &str) -> NewRun {
+    NewRun {
+        name: Some(name.to_string()),
+        role: Some("explore".to_string()),
+        ..NewRun::new(format!("objective of {name}"))
+    }
+}
+
+fn kinds(ledger: &Ledger, id: &RunId) -> Vec<EventKind> {
+    let reader = ledger.reader().unwrap();
+    reader
+        .events(id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+#[tokio::test]
+async fn an_awaited_create_is_visible_to_a_fresh_connection() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("first")).await.unwrap();
+    // A brand-new read-only connection, not the writer's.
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let detail = reader.get_run(&id).unwrap();
+    assert_eq!(detail.run.status, RunStatus::Pending);
+    assert_eq!(detail.run.name.as_deref(), Some("first"));
+    assert_eq!(detail.run.session_id, ledger.session_id());
+    assert_eq!(detail.run.session_boot_id, ledger.boot_id());
+    assert_eq!(detail.run.root_id, id);
+    assert_eq!(detail.run.depth, 0);
+    assert_eq!(
+        detail.run.workspace,
+        ws.path().canonicalize().unwrap().to_string_lossy()
+    );
+    assert_eq!(detail.events.len(), 1);
+    assert_eq!(detail.events[0].kind, EventKind::Spawned);
+    assert_eq!(detail.events[0].seq, 0);
+    assert!(!detail.from_prior_session);
+}
+
+#[tokio::test]
+async fn transitions_are_validated_logged_and_never_half_written() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("r")).await.unwrap();
+
+    // Completing a run that never ran is rejected and writes nothing.
+    let err = ledger.complete(&id, json!("x")).await.unwrap_err();
+    assert_eq!(
+        err,
+        LedgerError::InvalidTransition {
+            run: id.to_string(),
+            from: RunStatus::Pending,
+            to: RunStatus::Completed
+        }
+    );
+    ledger.mark_queued(&id).await.unwrap();
+    ledger.mark_running(&id).await.unwrap();
+    ledger.complete(&id, json!({"summary": "done"})).await.unwrap();
+    // Terminal states never change.
+    for err in [
+        ledger.cancel(&id, "late").await.unwrap_err(),
+        ledger.mark_running(&id).await.unwrap_err(),
+        ledger.fail(&id, "boom", None).await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, LedgerError::InvalidTransition { from: RunStatus::Completed, .. }),
+            "{err:?}"
+        );
+    }
+    let run = ledger.reader().unwrap().run(&id).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.result, Some(json!({"summary": "done"})));
+    assert!(run.started_at.is_some() && run.ended_at.is_some());
+    assert!(run.started_at <= run.ended_at);
+    assert_eq!(
+        kinds(&ledger, &id),
+        vec![
+            EventKind::Spawned,
+            EventKind::Queued,
+            EventKind::Started,
+            EventKind::Completed
+        ]
+    );
+
+    // A queued run can be cancelled; a pending one can fail.
+    let q = ledger.create_run(named("q")).await.unwrap();
+    ledger.mark_queued(&q).await.unwrap();
+    ledger.cancel(&q, "user changed their mind").await.unwrap();
+    let p = ledger.create_run(named("p")).await.unwrap();
+    ledger.fail(&p, "could not start", None).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let q = reader.run(&q).unwrap();
+    assert_eq!(q.status, RunStatus::Cancelled);
+    assert_eq!(q.status_reason.as_deref(), Some("user changed their mind"));
+    let p = reader.run(&p).unwrap();
+    assert_eq!(p.status, RunStatus::Failed);
+    assert_eq!(p.error.as_deref(), Some("could not start"));
+
+    let unknown = RunId::from_string("no-such-run");
+    assert_eq!(
+        ledger.mark_running(&unknown).await.unwrap_err(),
+        LedgerError::UnknownRun {
+            id: "no-such-run".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_op_does_not_undo_the_rest_of_its_group_commit() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    // Queue everything without awaiting, so it lands in as few batches as possible.
+    let a = ledger.create_run(named("a"));
+    let id = RunId::new();
+    let b = ledger.create_run(NewRun {
+        id: Some(id.clone()),
+        ..named("b")
+    });
+    let bad = ledger.complete(&id, json!(1)); // pending -> completed: invalid
+    let good = ledger.mark_running(&id);
+    ledger
+        .append_event(&id, EventKind::ToolStarted, json!({"tool": "grep"}))
+        .unwrap();
+    ledger.flush().await.unwrap();
+    let a = a.await.unwrap();
+    assert_eq!(b.await.unwrap(), id);
+    assert!(matches!(
+        bad.await,
+        Err(LedgerError::InvalidTransition { .. })
+    ));
+    good.await.unwrap();
+    let reader = ledger.reader().unwrap();
+    assert_eq!(reader.run(&a).unwrap().status, RunStatus::Pending);
+    assert_eq!(reader.run(&id).unwrap().status, RunStatus::Running);
+    assert_eq!(
+        kinds(&ledger, &id),
+        vec![EventKind::Spawned, EventKind::Started, EventKind::ToolStarted]
+    );
+    let stats = ledger.stats();
+    assert_eq!(stats.ops_failed, 1);
+    assert_eq!(stats.runs_created, 2);
+}
+
+#[tokio::test]
+async fn progress_events_and_usage_are_numbered_summed_and_counted() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("r")).await.unwrap();
+    ledger.mark_running(&id).await.unwrap();
+    for i in 0..50 {
+        ledger
+            .append_event(&id, EventKind::ModelRequest, json!({"step": i}))
+            .unwrap();
+    }
+    let delta = UsageDelta {
+        steps: 1,
+        input_tokens: 100,
+        output_tokens: 20,
+        cached_input_tokens: 60,
+    };
+    ledger.add_usage(&id, delta).unwrap();
+    ledger.add_usage(&id, delta).unwrap();
+    assert_eq!(
+        ledger
+            .append_event(&id, EventKind::Completed, json!({}))
+            .unwrap_err(),
+        LedgerError::ReservedEventKind {
+            kind: "completed".into()
+        }
+    );
+    ledger.flush().await.unwrap();
+
+    let reader = ledger.reader().unwrap();
+    let run = reader.run(&id).unwrap();
+    assert_eq!(
+        (run.steps, run.input_tokens, run.output_tokens, run.cached_input_tokens),
+        (2, 200, 40, 120)
+    );
+    let events = reader.events(&id).unwrap();
+    assert_eq!(events.len(), 2 + 50 + 2);
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64, "seqs start at 0 without gaps");
+    }
+    assert_eq!(events[2].payload, json!({"step": 0}));
+    assert_eq!(events[51].payload, json!({"step": 49}));
+    assert_eq!(events[52].kind, EventKind::Usage);
+    assert_eq!(events[52].payload["input_tokens"], 100);
+    let stats = ledger.stats();
+    assert_eq!(stats.events_written, 54);
+    assert_eq!(stats.runs_created, 1);
+    assert_eq!(stats.transitions, 1);
+    assert!(stats.batches_committed >= 1);
+
+    // An event for an unknown run is dropped and counted, not written.
+    let before = ledger.stats().ops_failed;
+    ledger
+        .append_event(&RunId::from_string("ghost"), EventKind::ToolFinished, json!({}))
+        .unwrap();
+    ledger.flush().await.unwrap();
+    assert_eq!(ledger.stats().ops_failed, before + 1);
+    assert!(reader
+        .events(&RunId::from_string("ghost"))
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn listings_show_the_current_session_and_flag_prior_ones() {
+    let ws = TempDir::new().unwrap();
+    let first = open_session(&ws, "session-one");
+    let r1 = first.create_run(named("r1")).await.unwrap();
+    first.mark_running(&r1).await.unwrap();
+    let r2 = first.create_run(named("r2")).await.unwrap();
+    first.close().await.unwrap();
+
+    let second = open_session(&ws, "session-two");
+    let r3 = second.create_run(named("r3")).await.unwrap();
+
+    let current = second.list_runs(ListFilter::default()).await.unwrap();
+    assert_eq!(
+        current.iter().map(|r| &r.run.id).collect::<Vec<_>>(),
+        vec![&r3]
+    );
+    assert!(!current[0].from_prior_session);
+
+    let all = second
+        .list_runs(ListFilter {
+            include_archived: true,
+        })
+        .await
+        .unwrap();
+    let flags: Vec<(RunId, bool)> = all
+        .iter()
+        .map(|r| (r.run.id.clone(), r.from_prior_session))
+        .collect();
+    assert_eq!(
+        flags,
+        vec![(r1.clone(), true), (r2.clone(), true), (r3.clone(), false)]
+    );
+    // Closing the first session interrupted its unfinished runs.
+    for r in &all[..2] {
+        assert_eq!(r.run.status, RunStatus::Interrupted);
+        assert!(r
+            .run
+            .status_reason
+            .as_deref()
+            .unwrap()
+            .contains("session ended"));
+    }
+
+    // An outside reader (the CLI) counts the live session as current.
+    let outside = Ledger::open_reader(ws.path()).unwrap();
+    assert_eq!(outside.current_sessions().unwrap(), vec!["session-two"]);
+    let listed = outside.list_runs(ListFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].run.id, r3);
+    drop(second);
+    // With no live session, the most recent one is current.
+    let listed = outside.list_runs(ListFilter::default()).unwrap();
+    assert_eq!(
+        listed.iter().map(|r| &r.run.id).collect::<Vec<_>>(),
+        vec![&r3]
+    );
+
+    // Continuing session one makes its runs current again.
+    let again = open_session(&ws, "session-one");
+    let ids: Vec<RunId> = again
+        .list_runs(ListFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(ids, vec![r1, r2]);
+}
+
+#[tokio::test]
+async fn runs_form_trees() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let root = ledger.create_run(named("root")).await.unwrap();
+    let child = ledger
+        .create_run(NewRun {
+            parent_id: Some(root.clone()),
+            ..named("child")
+        })
+        .await
+        .unwrap();
+    let grandchild = ledger
+        .create_run(NewRun {
+            parent_id: Some(child.clone()),
+            ..named("grandchild")
+        })
+        .await
+        .unwrap();
+    let sibling = ledger
+        .create_run(NewRun {
+            parent_id: Some(root.clone()),
+            ..named("sibling")
+        })
+        .await
+        .unwrap();
+    let reader = ledger.reader().unwrap();
+    let g = reader.run(&grandchild).unwrap();
+    assert_eq!((g.depth, &g.root_id), (2, &root));
+    assert_eq!(g.parent_id.as_ref(), Some(&child));
+    let kids: Vec<RunId> = reader
+        .children(&root)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(kids, vec![child, sibling]);
+    let orphan = ledger
+        .create_run(NewRun {
+            parent_id: Some(RunId::from_string("missing-parent")),
+            ..named("orphan")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        orphan,
+        LedgerError::UnknownRun {
+            id: "missing-parent".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn transcripts_are_sliced_by_seq() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("r")).await.unwrap();
+    for i in 0..10 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        ledger
+            .append_message(&id, role, json!({"role": role, "content": format!("m{i}")}))
+            .unwrap();
+    }
+    ledger.flush().await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let s = reader.transcript(&id, 0, 4).unwrap();
+    assert_eq!(s.total, 10);
+    assert_eq!(
+        s.entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(s.next_from, Some(4));
+    assert_eq!(s.entries[1].role, "assistant");
+    assert_eq!(s.entries[1].content["content"], "m1");
+    let s = reader.transcript(&id, 8, 4).unwrap();
+    assert_eq!(
+        s.entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![8, 9]
+    );
+    assert_eq!(s.next_from, None);
+    let s = reader.transcript(&id, 20, 5).unwrap();
+    assert!(s.entries.is_empty());
+    assert_eq!(s.next_from, None);
+    let s = ledger.transcript(&id, 3, 1).await.unwrap();
+    assert_eq!(s.entries[0].content["content"], "m3");
+    assert_eq!(s.next_from, Some(4));
+    assert!(matches!(
+        reader.transcript(&RunId::from_string("nope"), 0, 5),
+        Err(LedgerError::UnknownRun { .. })
+    ));
+}
+
+#[tokio::test]
+async fn oversized_transcript_contents_are_capped_and_spilled() {
+    let ws = TempDir::new().unwrap();
+    let opts = LedgerOptions {
+        transcript_cap_bytes: 1024,
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::open(ws.path(), opts).unwrap();
+    let id = ledger.create_run(named("r")).await.unwrap();
+    let big: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    ledger.append_message(&id, "tool", json!("small")).unwrap();
+    ledger
+        .append_message(&id, "tool", Value::String(big.clone()))
+        .unwrap();
+    let message = json!({"role": "tool", "tool_call_id": "call-1", "content": big});
+    ledger.append_message(&id, "tool", message.clone()).unwrap();
+    ledger.flush().await.unwrap();
+
+    let reader = ledger.reader().unwrap();
+    let entries = reader.transcript(&id, 0, 10).unwrap().entries;
+    assert!(!entries[0].truncated);
+    assert_eq!(entries[0].spill_path, None);
+
+    let text = &entries[1];
+    assert!(text.truncated);
+    assert_eq!(text.full_bytes, big.len() as u64);
+    let rel = text.spill_path.clone().unwrap();
+    assert_eq!(rel, format!(".brood/state/spill/{id}-1.txt"));
+    let stored = text.content.as_str().unwrap();
+    assert!(stored.len() < 1200, "stored {} bytes", stored.len());
+    assert!(stored.starts_with("line 0\nline 1\n"));
+    assert!(stored.contains(&rel));
+    assert_eq!(std::fs::read_to_string(ws.path().join(&rel)).unwrap(), big);
+    assert_eq!(reader.read_spill(text).unwrap().as_deref(), Some(big.as_str()));
+
+    let obj = &entries[2];
+    assert!(obj.truncated);
+    assert_eq!(obj.content["tool_call_id"], "call-1");
+    assert!(obj.content["content"].as_str().unwrap().len() < 1200);
+    let spilled: Value = serde_json::from_str(&reader.read_spill(obj).unwrap().unwrap()).unwrap();
+    assert_eq!(spilled, message);
+
+    // Pruning the run removes its spill files too.
+    ledger.mark_running(&id).await.unwrap();
+    ledger.complete(&id, json!(null)).await.unwrap();
+    let report = ledger.prune(Duration::ZERO).await.unwrap();
+    assert_eq!(report.runs, 1);
+    assert_eq!(report.transcript_entries, 3);
+    assert_eq!(report.spill_files, 2);
+    assert!(!ws.path().join(&rel).exists());
+    assert!(!ws.path().join(obj.spill_path.as_ref().unwrap()).exists());
+}
+
+#[tokio::test]
+async fn prune_deletes_only_whole_finished_trees_past_the_cutoff() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let done_root = ledger.create_run(named("done")).await.unwrap();
+    let done_child = ledger
+        .create_run(NewRun {
+            parent_id: Some(done_root.clone()),
+            ..named("done-child")
+        })
+        .await
+        .unwrap();
+    let busy_root = ledger.create_run(named("busy")).await.unwrap();
+    let busy_child = ledger
+        .create_run(NewRun {
+            parent_id: Some(busy_root.clone()),
+            ..named("busy-child")
+        })
+        .await
+        .unwrap();
+    for id in [&done_root, &done_child, &busy_root] {
+        ledger.mark_running(id).await.unwrap();
+        ledger.complete(id, json!("ok")).await.unwrap();
+    }
+    ledger.mark_running(&busy_child).await.unwrap();
+
+    // Nothing ended an hour ago.
+    let none = ledger.prune(Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(none.runs, 0);
+
+    let report = ledger.prune(Duration::ZERO).await.unwrap();
+    assert_eq!(report.runs, 2);
+    assert_eq!(report.events, 6); // spawned, started, completed × 2
+    let reader = ledger.reader().unwrap();
+    assert!(matches!(
+        reader.run(&done_root),
+        Err(LedgerError::UnknownRun { .. })
+    ));
+    assert!(reader.events(&done_child).unwrap().is_empty());
+    // The tree with a running child is kept whole, finished root included.
+    assert_eq!(reader.run(&busy_root).unwrap().status, RunStatus::Completed);
+    assert_eq!(reader.run(&busy_child).unwrap().status, RunStatus::Running);
+}
+
+#[tokio::test]
+async fn run_ids_resolve_from_unique_prefixes() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    for id in ["abc-1", "abc-2", "abd"] {
+        ledger
+            .create_run(NewRun {
+                id: Some(RunId::from_string(id)),
+                ..named(id)
+            })
+            .await
+            .unwrap();
+    }
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    assert_eq!(reader.resolve_id("abd").unwrap().as_str(), "abd");
+    assert_eq!(reader.resolve_id("abc-2").unwrap().as_str(), "abc-2");
+    assert_eq!(
+        reader.resolve_id("abc").unwrap_err(),
+        LedgerError::AmbiguousId {
+            prefix: "abc".into(),
+            candidates: vec!["abc-1".into(), "abc-2".into()]
+        }
+    );
+    assert!(matches!(
+        reader.resolve_id("ab"),
+        Err(LedgerError::AmbiguousId { .. })
+    ));
+    assert!(matches!(
+        reader.resolve_id("zzz"),
+        Err(LedgerError::UnknownRun { .. })
+    ));
+    assert!(matches!(
+        reader.resolve_id("a%"),
+        Err(LedgerError::UnknownRun { .. })
+    ));
+
+    // Ids name files, so path characters are refused up front; duplicates too.
+    let bad = ledger
+        .create_run(NewRun {
+            id: Some(RunId::from_string("../escape")),
+            ..named("bad")
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(bad, LedgerError::InvalidId { .. }), "{bad:?}");
+    let dup = ledger
+        .create_run(NewRun {
+            id: Some(RunId::from_string("abd")),
+            ..named("dup")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(dup, LedgerError::DuplicateRun { id: "abd".into() });
+}
+
+#[tokio::test]
+async fn cancel_requests_reach_the_live_owner_once() {
+    let ws = TempDir::new().unwrap();
+    let owner = open(&ws);
+    let id = owner.create_run(named("r")).await.unwrap();
+    owner.mark_running(&id).await.unwrap();
+    assert!(owner.take_cancel_requests().await.unwrap().is_empty());
+
+    // From outside (as `brood agents cancel` does): the owner is alive, so ask it.
+    let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
+    let outcome = cli.request_cancel(&id).unwrap();
+    assert_eq!(
+        outcome,
+        CancelOutcome::Requested {
+            run_id: id.clone(),
+            boot_id: owner.boot_id().to_string()
+        }
+    );
+    // Nothing was marked: the owner decides.
+    assert_eq!(
+        owner.reader().unwrap().run(&id).unwrap().status,
+        RunStatus::Running
+    );
+    assert_eq!(owner.take_cancel_requests().await.unwrap(), vec![id.clone()]);
+    assert!(owner.take_cancel_requests().await.unwrap().is_empty());
+
+    // A second session does not get the first one's requests.
+    let other = open(&ws);
+    owner.request_cancel(&id).await.unwrap();
+    assert!(other.take_cancel_requests().await.unwrap().is_empty());
+    assert_eq!(owner.take_cancel_requests().await.unwrap(), vec![id.clone()]);
+
+    owner.cancel(&id, "cancel requested").await.unwrap();
+    assert!(matches!(
+        cli.request_cancel(&id),
+        Err(LedgerError::InvalidTransition {
+            from: RunStatus::Cancelled,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn two_live_ledgers_never_interrupt_each_other() {
+    let ws = TempDir::new().unwrap();
+    let first = open(&ws);
+    let id = first.create_run(named("r")).await.unwrap();
+    first.mark_running(&id).await.unwrap();
+
+    let second = open(&ws);
+    assert!(second.recovery().interrupted.is_empty());
+    assert!(second
+        .recovery()
+        .live_boots
+        .contains(&first.boot_id().to_string()));
+    let theirs = second.create_run(named("theirs")).await.unwrap();
+    second.mark_running(&theirs).await.unwrap();
+    let reader = second.reader().unwrap();
+    assert_eq!(reader.run(&id).unwrap().status, RunStatus::Running);
+
+    // The first ledger goes away; its own close marks its run, not the other's.
+    let lock = first.boot_lock_path();
+    assert!(lock.exists());
+    drop(first);
+    assert!(!lock.exists());
+    let r = reader.run(&id).unwrap();
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert_eq!(reader.run(&theirs).unwrap().status, RunStatus::Running);
+    let third = open(&ws);
+    assert!(third.recovery().interrupted.is_empty());
+    assert_eq!(reader.run(&theirs).unwrap().status, RunStatus::Running);
+}
+
+#[tokio::test]
+async fn export_is_versioned_and_carries_events() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let a = ledger.create_run(named("a")).await.unwrap();
+    ledger.mark_running(&a).await.unwrap();
+    ledger.complete(&a, json!({"summary": "s"})).await.unwrap();
+    let b = ledger.create_run(named("b")).await.unwrap();
+    let export = ledger.reader().unwrap().export().unwrap();
+    assert_eq!(export.schema, EXPORT_SCHEMA);
+    let json = serde_json::to_value(&export).unwrap();
+    assert_eq!(json["schema"], "brood.runs.v1");
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["id"], a.as_str());
+    assert_eq!(runs[0]["status"], "completed");
+    assert_eq!(runs[0]["result"], json!({"summary": "s"}));
+    assert_eq!(runs[0]["input_tokens"], 0);
+    let kinds: Vec<&str> = runs[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["spawned", "started", "completed"]);
+    assert_eq!(runs[1]["id"], b.as_str());
+    assert_eq!(runs[1]["events"].as_array().unwrap().len(), 1);
+    assert!(runs[0].get("from_prior_session").is_none());
+    // It reads back.
+    let back: brood::ledger::Export = serde_json::from_value(json).unwrap();
+    assert_eq!(back, export);
+}
