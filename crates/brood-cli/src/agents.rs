@@ -2,5 +2,9 @@
 use clap::Subcommand;
 use std::path::Path;
 #[derive(Subcommand)]
-pub enum AgentsCmd { List }
-pub async fn run(_cmd: AgentsCmd, _ws: &Path) -> i32 { 0 }
+pub enum AgentsCmd {
+    List,
+}
+pub async fn run(_cmd: AgentsCmd, _ws: &Path) -> i32 {
+    0
+}

@@ -104,7 +104,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("brood: cannot start the async runtime: {e}");
@@ -119,10 +122,11 @@ async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(args) => run(args).await,
         Command::Config {
-            command: ConfigCmd::Show {
-                provider,
-                workspace,
-            },
+            command:
+                ConfigCmd::Show {
+                    provider,
+                    workspace,
+                },
         } => config_show(provider, workspace),
         Command::Agents { workspace, command } => {
             let ws = match workspace_dir(workspace) {

@@ -73,10 +73,18 @@ impl Printer {
                 );
             }
             AgentEvent::Stream {
-                event: StreamEvent::Retrying { attempt, delay_ms, error },
+                event:
+                    StreamEvent::Retrying {
+                        attempt,
+                        delay_ms,
+                        error,
+                    },
                 ..
             } => {
-                eprintln!("  [retry] attempt {attempt} in {delay_ms} ms: {}", first_line(error));
+                eprintln!(
+                    "  [retry] attempt {attempt} in {delay_ms} ms: {}",
+                    first_line(error)
+                );
             }
             _ => {}
         })

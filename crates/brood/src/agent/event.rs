@@ -13,23 +13,35 @@ pub type EventSink = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 pub enum AgentEvent {
     /// A message was appended to the conversation (model answers, tool results,
     /// injected messages, the final-report prompt).
-    Message { message: Message },
+    Message {
+        message: Message,
+    },
     /// A message arrived from the inbox (a child's completion, a parent's note).
-    Injected { message: Message },
+    Injected {
+        message: Message,
+    },
     /// A step is about to be sent.
     ModelRequest {
         turn: u32,
         request: Arc<ModelRequest>,
     },
     /// Progress inside a step (any delta counts for the heartbeat).
-    Stream { turn: u32, event: StreamEvent },
+    Stream {
+        turn: u32,
+        event: StreamEvent,
+    },
     ModelResponse {
         turn: u32,
         response: ModelResponse,
         duration_ms: u64,
     },
-    ModelFailed { turn: u32, error: String },
-    ToolStarted { call: ToolCall },
+    ModelFailed {
+        turn: u32,
+        error: String,
+    },
+    ToolStarted {
+        call: ToolCall,
+    },
     ToolFinished {
         call: ToolCall,
         ok: bool,

@@ -17,8 +17,7 @@ mod event;
 pub use event::{AgentEvent, EventSink};
 
 use crate::model::{
-    Message, Model, ModelError, ModelRequest, Sampling, StreamEvent, ToolChoice,
-    Usage,
+    Message, Model, ModelError, ModelRequest, Sampling, StreamEvent, ToolChoice, Usage,
 };
 use crate::tool::{ToolContext, Toolbox, Workspace};
 use async_trait::async_trait;
@@ -198,9 +197,7 @@ impl Loop<'_> {
     fn take_inbox(&mut self) {
         if let Some(inbox) = &self.hooks.inbox {
             for m in inbox.drain() {
-                self.emit(AgentEvent::Injected {
-                    message: m.clone(),
-                });
+                self.emit(AgentEvent::Injected { message: m.clone() });
                 self.push(m);
             }
         }

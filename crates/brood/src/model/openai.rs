@@ -180,9 +180,11 @@ impl OpenAiProvider {
                 .iter()
                 .map(|m| message_json(m, self.config.send_reasoning)),
         );
+        // Field order is part of the contract: everything that stays the same across
+        // a conversation first, `messages` last, so a forked child's request repeats
+        // its parent's request byte for byte as a prefix (provider prefix caches).
         let mut body = Map::new();
         body.insert("model".into(), json!(request.model));
-        body.insert("messages".into(), Value::Array(messages));
         body.insert("stream".into(), json!(self.config.stream));
         if self.config.stream {
             body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -214,6 +216,7 @@ impl OpenAiProvider {
         if let Some(seed) = s.seed {
             body.insert("seed".into(), json!(seed));
         }
+        body.insert("messages".into(), Value::Array(messages));
         Value::Object(body)
     }
 

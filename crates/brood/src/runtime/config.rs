@@ -187,7 +187,12 @@ impl Config {
             flag(&mut layers, "model", "--model", v.clone().into());
         }
         if let Some(v) = &flags.api_key_env {
-            flag(&mut layers, "api_key_env", "--api-key-env", v.clone().into());
+            flag(
+                &mut layers,
+                "api_key_env",
+                "--api-key-env",
+                v.clone().into(),
+            );
         }
         if let Some(v) = flags.max_turns {
             flag(&mut layers, "max_turns", "--max-turns", i64::from(v).into());
@@ -294,23 +299,55 @@ impl Config {
                 .map(|(_, _, s)| s.clone())
                 .unwrap_or(Source::Default)
         };
-        let opt = |v: &Option<String>| v.clone().map(|s| format!("{s:?}")).unwrap_or_else(|| "(preset)".into());
+        let opt = |v: &Option<String>| {
+            v.clone()
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_else(|| "(preset)".into())
+        };
         let choice = |c: &Option<ToolChoice>| match c {
             None => "(provider default)".to_string(),
             Some(ToolChoice::Named(n)) => format!("{n:?}"),
             Some(other) => format!("{other:?}").to_lowercase(),
         };
         let mut out: Vec<(String, String, Source)> = vec![
-            ("provider".into(), format!("{:?}", self.provider), source("provider")),
+            (
+                "provider".into(),
+                format!("{:?}", self.provider),
+                source("provider"),
+            ),
             ("base_url".into(), opt(&self.base_url), source("base_url")),
             ("model".into(), opt(&self.model), source("model")),
-            ("api_key_env".into(), opt(&self.api_key_env), source("api_key_env")),
-            ("api_timeout_secs".into(), self.api_timeout_secs.to_string(), source("api_timeout_secs")),
-            ("max_attempts".into(), self.max_attempts.to_string(), source("max_attempts")),
+            (
+                "api_key_env".into(),
+                opt(&self.api_key_env),
+                source("api_key_env"),
+            ),
+            (
+                "api_timeout_secs".into(),
+                self.api_timeout_secs.to_string(),
+                source("api_timeout_secs"),
+            ),
+            (
+                "max_attempts".into(),
+                self.max_attempts.to_string(),
+                source("max_attempts"),
+            ),
             ("stream".into(), self.stream.to_string(), source("stream")),
-            ("max_turns".into(), self.max_turns.to_string(), source("max_turns")),
-            ("tool_choice".into(), choice(&self.tool_choice.rest), source("tool_choice")),
-            ("first_tool_choice".into(), choice(&self.tool_choice.first), source("first_tool_choice")),
+            (
+                "max_turns".into(),
+                self.max_turns.to_string(),
+                source("max_turns"),
+            ),
+            (
+                "tool_choice".into(),
+                choice(&self.tool_choice.rest),
+                source("tool_choice"),
+            ),
+            (
+                "first_tool_choice".into(),
+                choice(&self.tool_choice.first),
+                source("first_tool_choice"),
+            ),
         ];
         let shown: Vec<String> = out.iter().map(|(k, _, _)| k.clone()).collect();
         for (k, v, s) in &self.provenance {
@@ -339,12 +376,13 @@ fn env_value(var: &str, key: &str, raw: &str) -> Result<toml::Value, ConfigError
                     .map_err(|_| bad("expected a whole number"))?,
             )
         }
-        "stream" | "memory.enabled" => toml::Value::Boolean(match raw_t.to_ascii_lowercase().as_str()
-        {
-            "1" | "true" | "on" | "yes" => true,
-            "0" | "false" | "off" | "no" => false,
-            _ => return Err(bad("expected on/off, true/false or 1/0")),
-        }),
+        "stream" | "memory.enabled" => {
+            toml::Value::Boolean(match raw_t.to_ascii_lowercase().as_str() {
+                "1" | "true" | "on" | "yes" => true,
+                "0" | "false" | "off" | "no" => false,
+                _ => return Err(bad("expected on/off, true/false or 1/0")),
+            })
+        }
         _ => toml::Value::String(raw_t.to_string()),
     })
 }
@@ -356,12 +394,13 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             .map(|(_, s)| s.to_string())
             .unwrap_or_else(|| "default".into())
     };
-    let merged: ConfigFile = toml::Value::Table(unflatten(&layers))
-        .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::Invalid {
-            path: "effective configuration".into(),
-            detail: e.to_string(),
-        })?;
+    let merged: ConfigFile =
+        toml::Value::Table(unflatten(&layers))
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                path: "effective configuration".into(),
+                detail: e.to_string(),
+            })?;
     check_sections(&merged, "effective configuration")?;
     let bad = |key: &str, value: String, detail: &str| ConfigError::BadValue {
         source_name: source_of(key),
@@ -401,12 +440,13 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             return Err(bad("temperature", t.to_string(), "must be within 0..=2"));
         }
     }
-    let subagents: SubagentsConfig = toml::Value::Table(merged.subagents.clone().unwrap_or_default())
-        .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::Invalid {
-            path: source_of("subagents"),
-            detail: e.to_string(),
-        })?;
+    let subagents: SubagentsConfig =
+        toml::Value::Table(merged.subagents.clone().unwrap_or_default())
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                path: source_of("subagents"),
+                detail: e.to_string(),
+            })?;
     let models: BTreeMap<String, QuickModelConfig> =
         toml::Value::Table(merged.models.clone().unwrap_or_default())
             .try_into()
@@ -461,7 +501,9 @@ pub fn clamp_api_timeout(v: Option<u64>) -> u64 {
 /// Values shown by `config show`: secrets are never printed.
 fn display_value(key: &str, v: &toml::Value) -> String {
     let k = key.to_ascii_lowercase();
-    let secret = (k.contains("key") && !k.ends_with("key_env")) || k.contains("token") && !k.contains("budget") || k.contains("secret");
+    let secret = (k.contains("key") && !k.ends_with("key_env"))
+        || k.contains("token") && !k.contains("budget")
+        || k.contains("secret");
     if secret {
         "<redacted>".into()
     } else {

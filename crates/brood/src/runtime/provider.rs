@@ -3,7 +3,7 @@
 
 use super::config::Config;
 use crate::model::openai::{OpenAiProvider, ProviderConfig};
-use crate::model::preset::Preset;
+use crate::model::preset::{preset, Preset};
 use crate::model::{Model, ModelError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,14 +30,10 @@ impl ProviderFactory {
 
     /// The session's main provider and model.
     pub fn main(&self) -> Result<Route, ModelError> {
-        let preset = Preset::lookup(&self.config.provider)?;
-        let model_id = self
-            .config
-            .model
-            .clone()
-            .unwrap_or_else(|| preset.default_model.to_string());
+        let preset = preset(&self.config.provider)?;
+        let model_id = main_model_id(&self.config)?;
         self.build(
-            &preset,
+            preset,
             self.config.base_url.clone(),
             self.config.api_key_env.clone(),
             model_id,
@@ -47,7 +43,7 @@ impl ProviderFactory {
     /// A provider by preset name with `model_id`; the main provider's overrides
     /// (base URL, key variable) apply only when `name` is the main provider.
     pub fn named(&self, name: &str, model_id: &str) -> Result<Route, ModelError> {
-        let preset = Preset::lookup(name)?;
+        let preset = preset(name)?;
         let same = preset.name.eq_ignore_ascii_case(&self.config.provider);
         let (base, key_env) = if same {
             (
@@ -57,7 +53,7 @@ impl ProviderFactory {
         } else {
             (None, None)
         };
-        self.build(&preset, base, key_env, model_id.to_string())
+        self.build(preset, base, key_env, model_id.to_string())
     }
 
     fn build(
@@ -82,16 +78,15 @@ impl ProviderFactory {
             },
             None => None,
         };
-        let cfg = ProviderConfig {
-            name: preset.name.to_string(),
-            base_url: base_url.unwrap_or_else(|| preset.base_url.to_string()),
-            api_key,
-            api_key_env: key_env,
-            api_timeout_secs: self.config.api_timeout_secs,
-            max_attempts: self.config.max_attempts,
-            stream: self.config.stream,
-            ..ProviderConfig::default()
-        };
+        let mut cfg = ProviderConfig::new(
+            preset.name,
+            base_url.unwrap_or_else(|| preset.base_url.to_string()),
+        );
+        cfg.api_key = api_key;
+        cfg.api_key_env = key_env;
+        cfg.api_timeout_secs = self.config.api_timeout_secs;
+        cfg.max_attempts = self.config.max_attempts;
+        cfg.stream = self.config.stream;
         let provider = OpenAiProvider::new(cfg)?;
         Ok(Route {
             provider_name: preset.name.to_string(),
@@ -99,4 +94,18 @@ impl ProviderFactory {
             model: Arc::new(provider),
         })
     }
+}
+
+/// The main model id: `model` from the config, else the preset's default.
+pub fn main_model_id(config: &Config) -> Result<String, ModelError> {
+    if let Some(m) = &config.model {
+        return Ok(m.clone());
+    }
+    let p = preset(&config.provider)?;
+    p.default_model.map(str::to_string).ok_or_else(|| {
+        ModelError::Config(format!(
+            "provider '{}' has no default model; pass --model (or set `model` in config.toml)",
+            p.name
+        ))
+    })
 }

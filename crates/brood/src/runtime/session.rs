@@ -8,7 +8,7 @@ use crate::ledger::{Ledger, LedgerError, LedgerOptions};
 use crate::model::record::{Recorder, Replayer};
 use crate::model::{Model, ModelError, Usage};
 use crate::subagent::config::{memory_enabled, QuickModels};
-use crate::subagent::definition::AgentCatalog;
+use crate::subagent::AgentCatalog;
 use crate::subagent::{RootRequest, Supervisor, SupervisorEnv, ToolFactory};
 use crate::tool::{self, Workspace};
 use std::collections::{BTreeMap, HashMap};
@@ -119,7 +119,7 @@ impl RunReport {
 pub struct Session {
     config: Arc<Config>,
     workspace: Arc<Workspace>,
-    ledger: Ledger,
+    ledger: Arc<Ledger>,
     supervisor: Supervisor,
     cancel: CancellationToken,
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
@@ -152,7 +152,12 @@ impl Session {
         let (main_provider, main_model_id, main_model, routes) =
             build_models(&config, &factory, &opts.models, opts.route_builder)?;
 
-        let ledger = Ledger::open(workspace.root(), LedgerOptions::default())?;
+        let root = workspace.root().to_path_buf();
+        let ledger =
+            tokio::task::spawn_blocking(move || Ledger::open(&root, LedgerOptions::default()))
+                .await
+                .map_err(|e| SessionError::Spawn(format!("opening the ledger: {e}")))??;
+        let ledger = Arc::new(ledger);
         let catalog = AgentCatalog::load(workspace.root(), config.user_dir.as_deref())
             .map_err(|e| SessionError::Subagents(e.to_string()))?;
 
@@ -225,11 +230,18 @@ impl Session {
                 };
                 for id in ids {
                     let id = id.as_str().to_string();
-                    let root = roots.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
+                    let root = roots
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&id)
+                        .cloned();
                     match root {
                         Some(token) => token.cancel(),
                         None => {
-                            sup.cancel(&id, "cancelled from the command line (brood agents cancel)");
+                            sup.cancel(
+                                &id,
+                                "cancelled from the command line (brood agents cancel)",
+                            );
                         }
                     }
                 }
@@ -243,7 +255,7 @@ impl Session {
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
     }
-    pub fn ledger(&self) -> &Ledger {
+    pub fn ledger(&self) -> &Arc<Ledger> {
         &self.ledger
     }
     pub fn supervisor(&self) -> &Supervisor {
@@ -281,17 +293,23 @@ impl Session {
             })
             .await
             .map_err(|e| SessionError::Spawn(e.to_string()))?;
-        self.roots.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        self.roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
         Ok(RunReport {
             run_id: id,
             final_text: outcome.final_text,
             turns: outcome.turns,
             tool_calls: outcome.tool_calls,
             usage: outcome.usage,
-            error: outcome.error.map(|e| e.to_string()).or(match &outcome.ending {
-                Ending::Cancelled => Some("cancelled".into()),
-                _ => None,
-            }),
+            error: outcome
+                .error
+                .map(|e| e.to_string())
+                .or(match &outcome.ending {
+                    Ending::Cancelled => Some("cancelled".into()),
+                    _ => None,
+                }),
             ending: outcome.ending,
         })
     }
@@ -324,13 +342,7 @@ fn build_models(
             None => f.named(provider, model).map(|r| r.model),
         })
     };
-    let model_id = || {
-        config.model.clone().unwrap_or_else(|| {
-            crate::model::preset::Preset::lookup(&config.provider)
-                .map(|p| p.default_model.to_string())
-                .unwrap_or_else(|_| "default".into())
-        })
-    };
+    let model_id = || super::provider::main_model_id(config);
     let (provider, id, main, routes) = match source {
         ModelSource::Live => {
             let r = factory.main()?;
@@ -338,26 +350,39 @@ fn build_models(
         }
         ModelSource::Record(path) => {
             let r = factory.main()?;
-            let rec: Arc<dyn Model> = Arc::new(Recorder::new(r.model, path)?);
+            let rec: Arc<dyn Model> =
+                Arc::new(Recorder::create(r.model, path).map_err(record_error)?);
             let f = factory.clone();
             let path = path.clone();
             let routes: crate::subagent::run::RouteBuilder =
                 Arc::new(move |provider: &str, model: &str| {
                     let inner = f.named(provider, model)?.model;
-                    Ok(Arc::new(Recorder::new(inner, &path)?) as Arc<dyn Model>)
+                    Ok(Arc::new(
+                        Recorder::create(inner, &path)
+                            .map_err(|e| ModelError::Config(e.to_string()))?,
+                    ) as Arc<dyn Model>)
                 });
             (r.provider_name, r.model_id, rec, routes)
         }
         ModelSource::Replay(path) => {
-            let rep: Arc<dyn Model> = Arc::new(Replayer::from_file(path)?);
-            (config.provider.clone(), model_id(), rep.clone(), default_routes(Some(rep)))
+            let rep: Arc<dyn Model> = Arc::new(Replayer::from_file(path).map_err(record_error)?);
+            (
+                config.provider.clone(),
+                model_id()?,
+                rep.clone(),
+                default_routes(Some(rep)),
+            )
         }
         ModelSource::Fixed(m) => (
             m.provider_name().to_string(),
-            model_id(),
+            config.model.clone().unwrap_or_else(|| "scripted".into()),
             m.clone(),
             default_routes(Some(m.clone())),
         ),
     };
     Ok((provider, id, main, route_builder.unwrap_or(routes)))
+}
+
+fn record_error(e: crate::model::record::RecordError) -> SessionError {
+    SessionError::Model(ModelError::Config(e.to_string()))
 }

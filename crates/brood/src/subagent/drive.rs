@@ -12,7 +12,9 @@ use super::run::{RootRequest, Supervisor};
 use super::supervisor::{LiveStatus, Progress};
 use super::tools::delegation_tools;
 use super::SpawnError;
-use crate::agent::{self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard};
+use crate::agent::{
+    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard,
+};
 use crate::model::{Message, Model, ModelRequest, Usage};
 use crate::tool::{Capability, Permissions, Tool, Toolbox};
 use futures::FutureExt;
@@ -76,7 +78,10 @@ impl Guard for Budgets {
         }
         if let Some(b) = self.run_budget {
             if usage.total() >= b {
-                return Err(format!("token budget exhausted ({} of {b} tokens)", usage.total()));
+                return Err(format!(
+                    "token budget exhausted ({} of {b} tokens)",
+                    usage.total()
+                ));
             }
         }
         self.check_tree().map_err(|e| e.to_string())
@@ -147,8 +152,6 @@ pub(crate) async fn record_spawn(sup: &Supervisor, plan: &ChildPlan) -> Result<(
         .spawn(super::record::SpawnRecord {
             id: &ctx.run_id,
             parent_id: Some(&plan.parent_id),
-            root_id: &ctx.root_id,
-            depth: ctx.depth,
             name: &ctx.name,
             role: ctx.role.as_str(),
             agent_type: &ctx.kind_name,
@@ -156,7 +159,6 @@ pub(crate) async fn record_spawn(sup: &Supervisor, plan: &ChildPlan) -> Result<(
             model: &ctx.model_id,
             provider: &ctx.provider_name,
             workspace: sup.inner.env.workspace.root(),
-            warnings: &plan.warnings,
         })
         .await
         .map_err(SpawnError::Ledger)
@@ -172,7 +174,9 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
         let background = plan.background;
         let handle = plan.transcript_handle.clone();
         let sup2 = sup.clone();
-        let outcome = AssertUnwindSafe(drive_child(sup2, plan)).catch_unwind().await;
+        let outcome = AssertUnwindSafe(drive_child(sup2, plan))
+            .catch_unwind()
+            .await;
         if let Err(panic) = outcome {
             let detail = panic
                 .downcast_ref::<&str>()
@@ -195,7 +199,16 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
                 model: format!("{}/{}", ctx.provider_name, ctx.model_id),
                 warnings: Vec::new(),
             };
-            finish(&sup, &ctx, result, background, &parent_inbox, &claim, &result_tx).await;
+            finish(
+                &sup,
+                &ctx,
+                result,
+                background,
+                &parent_inbox,
+                &claim,
+                &result_tx,
+            )
+            .await;
         }
     });
 }
@@ -208,18 +221,30 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         Some(p) => Some(p),
         None => {
             inner.board.set_status(&ctx.run_id, LiveStatus::Queued);
-            inner.recorder.status(&ctx.run_id, LiveStatus::Queued, None).await;
+            inner.recorder.status(&ctx.run_id, LiveStatus::Queued).await;
             inner.board.acquire_slot(&plan.cancel).await
         }
     };
     let Some(permit) = permit else {
         let result = settle(&sup, &plan, None, LiveStatus::Cancelled).await;
-        finish(&sup, &ctx, result, plan.background, &plan.parent_inbox, &plan.claim, &plan.result_tx).await;
+        finish(
+            &sup,
+            &ctx,
+            result,
+            plan.background,
+            &plan.parent_inbox,
+            &plan.claim,
+            &plan.result_tx,
+        )
+        .await;
         return;
     };
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
     inner.board.set_status(&ctx.run_id, LiveStatus::Running);
-    inner.recorder.status(&ctx.run_id, LiveStatus::Running, None).await;
+    inner
+        .recorder
+        .status(&ctx.run_id, LiveStatus::Running)
+        .await;
     ctx.progress.pause(false);
 
     let (system, messages, offered) = first_context(&sup, &plan);
@@ -279,7 +304,16 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     };
     let mut result = settle(&sup, &plan, Some(&outcome), status).await;
     result.report = report;
-    finish(&sup, &ctx, result, plan.background, &plan.parent_inbox, &plan.claim, &plan.result_tx).await;
+    finish(
+        &sup,
+        &ctx,
+        result,
+        plan.background,
+        &plan.parent_inbox,
+        &plan.claim,
+        &plan.result_tx,
+    )
+    .await;
 }
 
 /// The child's system prompt and first messages; for a fork, also the parent's
@@ -292,14 +326,16 @@ fn first_context(
     let instructions = child_instructions(&plan.system_prompt);
     match &plan.fork_from {
         Some(parent) => {
-            let tail = fork::fork_tail(&instructions, &fork::StateSnapshot {
-                parent_run: &plan.parent_id,
-                child_run: &ctx.run_id,
-                role: &ctx.kind_name,
-                depth: ctx.depth,
-                parent_messages: parent.messages.len(),
-                allowed_tools: ctx.permissions.allowed_tools.clone(),
-            }, &plan.prompt);
+            let tail = fork::fork_tail(
+                &instructions,
+                &fork::StateSnapshot {
+                    role: &ctx.kind_name,
+                    depth: ctx.depth,
+                    parent_messages: parent.messages.len(),
+                    allowed_tools: ctx.permissions.allowed_tools.clone(),
+                },
+                &plan.prompt,
+            );
             let mut messages = parent.messages.clone();
             messages.push(Message::user(tail));
             (parent.system.clone(), messages, Some(parent.tools.clone()))
@@ -341,7 +377,8 @@ fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> A
     let sink: EventSink = Arc::new(move |event: &AgentEvent| {
         match event {
             AgentEvent::ModelRequest { request, .. } => {
-                *ctx2.last_request.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.clone());
+                *ctx2.last_request.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(request.clone());
             }
             AgentEvent::ModelResponse { response, .. } => {
                 if let Some(u) = &response.usage {
@@ -384,11 +421,15 @@ async fn settle(
     let ctx = &plan.ctx;
     let cancel_reason = sup.inner.board.cancel_reason(&ctx.run_id);
     let reason = match outcome.map(|o| &o.ending) {
-        Some(Ending::MaxTurns) => Some(format!("max_turns = {} reached; final report", plan.max_turns)),
+        Some(Ending::MaxTurns) => Some(format!(
+            "max_turns = {} reached; final report",
+            plan.max_turns
+        )),
         Some(Ending::Budget { reason }) => Some(format!("{reason}; final report")),
         Some(Ending::Failed { error }) => Some(error.clone()),
         Some(Ending::Cancelled) | None => Some(
-            cancel_reason.unwrap_or_else(|| "cancelled (the parent's turn or the session ended)".into()),
+            cancel_reason
+                .unwrap_or_else(|| "cancelled (the parent's turn or the session ended)".into()),
         ),
         Some(Ending::Completed) => None,
     };
@@ -474,8 +515,6 @@ pub(crate) async fn run_root(
         .spawn(super::record::SpawnRecord {
             id: &id,
             parent_id: None,
-            root_id: &id,
-            depth: 0,
             name: &req.name,
             role: "parent",
             agent_type: "parent",
@@ -483,11 +522,10 @@ pub(crate) async fn run_root(
             model: &ctx.model_id,
             provider: &ctx.provider_name,
             workspace: env.workspace.root(),
-            warnings: &[],
         })
         .await
         .map_err(SpawnError::Ledger)?;
-    inner.recorder.status(&id, LiveStatus::Running, None).await;
+    inner.recorder.status(&id, LiveStatus::Running).await;
     on_start(&id);
     let toolbox = build_toolbox(sup, &ctx, false);
     let spec = AgentSpec {
@@ -516,7 +554,10 @@ pub(crate) async fn run_root(
         status,
         reason: match &outcome.ending {
             Ending::Completed => None,
-            Ending::MaxTurns => Some(format!("max_turns = {} reached; final report", req.max_turns)),
+            Ending::MaxTurns => Some(format!(
+                "max_turns = {} reached; final report",
+                req.max_turns
+            )),
             Ending::Budget { reason } => Some(reason.clone()),
             Ending::Cancelled => Some("cancelled".into()),
             Ending::Failed { error } => Some(error.clone()),

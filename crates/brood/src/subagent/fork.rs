@@ -9,10 +9,9 @@
 
 use std::collections::BTreeSet;
 
-/// What a forked child is told about where it stands.
+/// What a forked child is told about where it stands. It holds no run ids or
+/// times, so the same fork replays byte-identically (`--replay`).
 pub struct StateSnapshot<'a> {
-    pub parent_run: &'a str,
-    pub child_run: &'a str,
     pub role: &'a str,
     pub depth: u32,
     /// Messages in the parent's conversation at the fork.
@@ -32,11 +31,9 @@ pub fn fork_tail(instructions: &str, state: &StateSnapshot<'_>, task: &str) -> S
 The conversation above is your parent's, up to the moment it delegated to you. Do not \
 continue the parent's work; do only the task below.\n\n\
 {instructions}\n\n\
-State: parent run {parent}, your run {child} (role {role}, depth {depth}); the parent had \
-{n} messages at the fork; your tools: {tools}.\n\n\
+State: you are a {role} sub-agent at depth {depth}; the parent had {n} messages at the \
+fork; your tools: {tools}.\n\n\
 Task:\n{task}",
-        parent = state.parent_run,
-        child = state.child_run,
         role = state.role,
         depth = state.depth,
         n = state.parent_messages,

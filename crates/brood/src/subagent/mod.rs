@@ -70,7 +70,9 @@ use thiserror::Error;
 pub enum SpawnError {
     #[error("max_concurrent = {max_concurrent} children are already running or queued; wait for one with agent_eval, or close one with agent_close, then open again")]
     CapReached { max_concurrent: usize },
-    #[error("max_depth = {max_depth} reached: this agent may not open sub-agents; do the work yourself")]
+    #[error(
+        "max_depth = {max_depth} reached: this agent may not open sub-agents; do the work yourself"
+    )]
     DepthLimit { max_depth: u32 },
     #[error("max_total = {max_total} sub-agents were already opened in this session; do the remaining work yourself")]
     TotalLimit { max_total: usize },
@@ -80,7 +82,9 @@ pub enum SpawnError {
     Grant(String),
     #[error("{0}")]
     Model(String),
-    #[error("tree token budget exhausted ({used} of {budget} tokens); no more sub-agents for this tree")]
+    #[error(
+        "tree token budget exhausted ({used} of {budget} tokens); no more sub-agents for this tree"
+    )]
     TreeBudget { used: u64, budget: u64 },
     #[error("the ledger could not record the run: {0}")]
     Ledger(String),

@@ -2,15 +2,15 @@
 //! run), waiting for them, cancelling them. The per-run driver lives in
 //! `drive.rs`; the registry and slots in `supervisor.rs`.
 
+use super::catalog::AgentCatalog;
 use super::config::SubagentSettings;
-use super::catalog::{AgentCatalog, AgentKind};
 use super::drive::{self, Budgets, ChildPlan, RunCtx};
+use super::grant::SpawnSpec;
 use super::inbox::{Claim, RunInbox};
 use super::record::Recorder;
 use super::result::ChildResult;
 use super::supervisor::{Board, Entry, Limits, LiveStatus, RunSnapshot};
 use super::{grant, routing, SpawnError};
-use super::grant::SpawnSpec;
 use crate::agent::{AgentOutcome, EventSink, ToolChoicePolicy};
 use crate::ledger::Ledger;
 use crate::model::{Model, ModelError, ModelRequest, Sampling};
@@ -25,14 +25,13 @@ use tokio_util::sync::CancellationToken;
 pub type ToolFactory = Arc<dyn Fn(&str) -> Vec<Arc<dyn Tool>> + Send + Sync>;
 
 /// Builds a provider for `(provider, model)` routes other than the main one.
-pub type RouteBuilder =
-    Arc<dyn Fn(&str, &str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
+pub type RouteBuilder = Arc<dyn Fn(&str, &str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
 
 /// What the supervisor needs from the session.
 #[derive(Clone)]
 pub struct SupervisorEnv {
     pub workspace: Arc<Workspace>,
-    pub ledger: Ledger,
+    pub ledger: Arc<Ledger>,
     pub catalog: Arc<AgentCatalog>,
     pub settings: SubagentSettings,
     /// Quick models (`[models.<alias>]`) for routing.
@@ -124,7 +123,7 @@ impl Supervisor {
     /// As [`Supervisor::new`] with explicit limits (tests use short heartbeats).
     pub fn with_limits(limits: Limits, env: SupervisorEnv) -> Supervisor {
         let board = Board::new(limits);
-        let recorder = Recorder::new(env.ledger.clone(), env.session_id.clone());
+        let recorder = Recorder::new(env.ledger.clone());
         let sup = Supervisor {
             inner: Arc::new(Inner {
                 env,
@@ -140,7 +139,8 @@ impl Supervisor {
     fn start_heartbeat(&self) {
         let board = self.inner.board.clone();
         let cancel = self.inner.env.session_cancel.clone();
-        let period = (board.limits().heartbeat / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let period = (board.limits().heartbeat / 10)
+            .clamp(Duration::from_millis(20), Duration::from_secs(1));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -189,7 +189,11 @@ impl Supervisor {
 
     /// Open a child of `parent`. Returns at once; the child runs in the background
     /// (for `task` the caller then waits with [`Supervisor::wait`]).
-    pub async fn open(&self, parent: &Arc<RunCtx>, req: SpawnRequest) -> Result<Opened, SpawnError> {
+    pub async fn open(
+        &self,
+        parent: &Arc<RunCtx>,
+        req: SpawnRequest,
+    ) -> Result<Opened, SpawnError> {
         let inner = &self.inner;
         if inner.env.session_cancel.is_cancelled() {
             return Err(SpawnError::Closed);
@@ -238,7 +242,12 @@ impl Supervisor {
             _ => None,
         };
         let (provider_name, model_id, model) = self
-            .route_for(parent, &granted.route, fork_from.is_some() && req.model.is_none(), &mut warnings)
+            .route_for(
+                parent,
+                &granted.route,
+                fork_from.is_some() && req.model.is_none(),
+                &mut warnings,
+            )
             .await?;
         let max_turns = granted.max_turns;
         let kind_name = kind.name().to_string();
@@ -345,7 +354,11 @@ impl Supervisor {
         }
         let same_provider = route.provider.eq_ignore_ascii_case(&env.main_provider);
         if same_provider && route.model == env.main_model_id {
-            return Ok((route.provider.clone(), route.model.clone(), env.main_model.clone()));
+            return Ok((
+                route.provider.clone(),
+                route.model.clone(),
+                env.main_model.clone(),
+            ));
         }
         let model = if same_provider {
             Ok(env.main_model.clone())
@@ -439,7 +452,11 @@ impl Supervisor {
         match self.inner.board.handles(id) {
             Some(h) => {
                 let first = h.claim.take();
-                if let Some(parent) = h.parent_id.as_deref().and_then(|p| self.inner.board.handles(p)) {
+                if let Some(parent) = h
+                    .parent_id
+                    .as_deref()
+                    .and_then(|p| self.inner.board.handles(p))
+                {
                     parent.inbox.child_delivered(id);
                 }
                 first
@@ -457,8 +474,9 @@ impl Supervisor {
     pub fn message(&self, id: &str, text: &str) -> bool {
         match self.inner.board.handles(id) {
             Some(h) if !h.status.is_terminal() => {
-                h.inbox
-                    .push_note(crate::model::Message::user(format!("Message from your parent agent:\n{text}")));
+                h.inbox.push_note(crate::model::Message::user(format!(
+                    "Message from your parent agent:\n{text}"
+                )));
                 self.inner.recorder.message_queued(id, text);
                 true
             }
@@ -477,7 +495,11 @@ impl Supervisor {
         for run in self.snapshot() {
             if !run.status.is_terminal() {
                 let _ = self
-                    .wait(&run.agent_id, Some(Duration::from_secs(10)), &CancellationToken::new())
+                    .wait(
+                        &run.agent_id,
+                        Some(Duration::from_secs(10)),
+                        &CancellationToken::new(),
+                    )
                     .await;
             }
         }

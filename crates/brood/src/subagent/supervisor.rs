@@ -130,7 +130,6 @@ pub(crate) struct Entry {
     pub inbox: Arc<RunInbox>,
     pub claim: Arc<Claim>,
     pub result: watch::Receiver<Option<ChildResult>>,
-    pub transcript_handle: String,
 }
 
 /// A copy of one entry, for listings (never blocks the runs).
@@ -276,20 +275,20 @@ impl Board {
     }
 
     pub fn cancel_reason(&self, id: &str) -> Option<String> {
-        self.lock().runs.get(id).and_then(|e| e.cancel_reason.clone())
+        self.lock()
+            .runs
+            .get(id)
+            .and_then(|e| e.cancel_reason.clone())
     }
 
     /// Fields a caller needs to wait on or talk to a run.
     pub(crate) fn handles(&self, id: &str) -> Option<RunHandles> {
         self.lock().runs.get(id).map(|e| RunHandles {
-            id: e.id.clone(),
-            name: e.name.clone(),
             parent_id: e.parent_id.clone(),
             status: e.status,
             inbox: e.inbox.clone(),
             claim: e.claim.clone(),
             result: e.result.clone(),
-            transcript_handle: e.transcript_handle.clone(),
         })
     }
 
@@ -372,12 +371,9 @@ impl Board {
 /// Handles of one run, copied out of the registry.
 #[derive(Clone)]
 pub(crate) struct RunHandles {
-    pub id: String,
-    pub name: String,
     pub parent_id: Option<String>,
     pub status: LiveStatus,
     pub inbox: Arc<RunInbox>,
     pub claim: Arc<Claim>,
     pub result: watch::Receiver<Option<ChildResult>>,
-    pub transcript_handle: String,
 }

@@ -88,7 +88,8 @@ fn cap_text(text: &str, cap: usize, handle: &str) -> String {
     if text.len() <= cap {
         return text.to_string();
     }
-    let footer = format!("\n[… cut at {cap} bytes; read the rest with handle_read on \"{handle}\"]");
+    let footer =
+        format!("\n[… cut at {cap} bytes; read the rest with handle_read on \"{handle}\"]");
     let mut end = cap.saturating_sub(footer.len());
     while end > 0 && !text.is_char_boundary(end) {
         end -= 1;
@@ -162,7 +163,8 @@ child's failure does not affect the others. Prefer precise questions over broad 
             _ => {
                 return Err(ToolError::InvalidArguments {
                     tool: "task".into(),
-                    detail: "give exactly one of `prompts` (a non-empty list) and `description`".into(),
+                    detail: "give exactly one of `prompts` (a non-empty list) and `description`"
+                        .into(),
                 })
             }
         };
@@ -333,7 +335,15 @@ again."
                 .snapshot()
                 .into_iter()
                 .filter(|r| r.parent_id.as_deref() == Some(&b.ctx.run_id) && r.background)
-                .filter(|r| !r.status.is_terminal() || !b.sup.inner.board.handles(&r.agent_id).is_some_and(|h| h.claim.is_taken()))
+                .filter(|r| {
+                    !r.status.is_terminal()
+                        || !b
+                            .sup
+                            .inner
+                            .board
+                            .handles(&r.agent_id)
+                            .is_some_and(|h| h.claim.is_taken())
+                })
                 .map(|r| r.agent_id)
                 .collect()
         } else {
@@ -413,10 +423,16 @@ readable with handle_read)."
     async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
         let a: CloseArgs = parse_args("agent_close", args)?;
         let b = &self.0;
-        let id = b.sup.lookup(&a.agent_id).ok_or_else(|| ToolError::InvalidArguments {
-            tool: "agent_close".into(),
-            detail: format!("no sub-agent '{}' in this session; see agent_list", a.agent_id),
-        })?;
+        let id = b
+            .sup
+            .lookup(&a.agent_id)
+            .ok_or_else(|| ToolError::InvalidArguments {
+                tool: "agent_close".into(),
+                detail: format!(
+                    "no sub-agent '{}' in this session; see agent_list",
+                    a.agent_id
+                ),
+            })?;
         b.sup.cancel(&id, "closed by its parent (agent_close)");
         let never = CancellationToken::new();
         let r = b

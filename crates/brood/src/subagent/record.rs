@@ -1,0 +1,235 @@
+//! What the ledger hears about runs: spawns and status changes (awaited until
+//! durable), and every agent event as progress (batched by the ledger's group
+//! commit). The only place the sub-agent layer talks to the ledger.
+
+use super::result::ChildResult;
+use super::supervisor::LiveStatus;
+use crate::agent::AgentEvent;
+use crate::ledger::{EventKind, Ledger, ListFilter, NewRun, RunId, Transition, UsageDelta};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The fields of a run at spawn.
+pub(crate) struct SpawnRecord<'a> {
+    pub id: &'a str,
+    pub parent_id: Option<&'a str>,
+    pub name: &'a str,
+    pub role: &'a str,
+    pub agent_type: &'a str,
+    pub objective: &'a str,
+    pub model: &'a str,
+    pub provider: &'a str,
+    pub workspace: &'a Path,
+}
+
+/// Writes runs to the ledger. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Recorder {
+    ledger: Arc<Ledger>,
+    /// Progress writes the ledger refused (kept visible rather than silent).
+    dropped: Arc<AtomicU64>,
+}
+
+impl Recorder {
+    pub fn new(ledger: Arc<Ledger>) -> Self {
+        Recorder {
+            ledger,
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Record a new run; resolves once it is on disk.
+    pub async fn spawn(&self, r: SpawnRecord<'_>) -> Result<(), String> {
+        let run = NewRun {
+            id: Some(RunId::from_string(r.id)),
+            parent_id: r.parent_id.map(RunId::from_string),
+            name: Some(r.name.to_string()),
+            role: Some(r.role.to_string()),
+            agent_type: Some(r.agent_type.to_string()),
+            objective: r.objective.to_string(),
+            model: Some(r.model.to_string()),
+            provider: Some(r.provider.to_string()),
+            workspace: Some(r.workspace.display().to_string()),
+            git_branch: git_branch(r.workspace),
+        };
+        self.ledger
+            .create_run(run)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// `queued` or `running`; resolves once on disk.
+    pub async fn status(&self, id: &str, status: LiveStatus) {
+        let run = RunId::from_string(id);
+        let change = match status {
+            LiveStatus::Queued => Transition::Queued,
+            LiveStatus::Running => Transition::Running,
+            _ => return,
+        };
+        if self.ledger.transition(&run, change).await.is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The terminal record, with the whole result; resolves once on disk.
+    pub async fn finish(&self, r: &ChildResult) {
+        let run = RunId::from_string(&r.agent_id);
+        let result = serde_json::to_value(r).unwrap_or(Value::Null);
+        let reason = r.reason.clone().unwrap_or_default();
+        let change = match r.status {
+            LiveStatus::Completed => Transition::Completed { result },
+            LiveStatus::Failed => Transition::Failed {
+                error: r.error.clone().unwrap_or(reason),
+                result: Some(result),
+            },
+            LiveStatus::Interrupted => Transition::Interrupted { reason },
+            _ => Transition::Cancelled { reason },
+        };
+        if self.ledger.transition(&run, change).await.is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A message sent to a running child (`agent_eval` with `message`).
+    pub fn message_queued(&self, id: &str, text: &str) {
+        self.progress(id, EventKind::MessageQueued, json!({ "text": text }));
+    }
+
+    fn progress(&self, id: &str, kind: EventKind, payload: Value) {
+        if self
+            .ledger
+            .append_event(&RunId::from_string(id), kind, payload)
+            .is_err()
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One agent event, as progress (never blocks).
+    pub fn observe(&self, id: &str, event: &AgentEvent) {
+        let run = RunId::from_string(id);
+        match event {
+            AgentEvent::Message { message } => {
+                let role = match message.role {
+                    crate::model::Role::System => "system",
+                    crate::model::Role::User => "user",
+                    crate::model::Role::Assistant => "assistant",
+                    crate::model::Role::Tool => "tool",
+                };
+                let content = serde_json::to_value(message).unwrap_or(Value::Null);
+                if self.ledger.append_message(&run, role, content).is_err() {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            AgentEvent::ModelRequest { turn, request } => self.progress(
+                id,
+                EventKind::ModelRequest,
+                json!({
+                    "turn": turn,
+                    "model": request.model,
+                    "messages": request.messages.len(),
+                    "tools": request.tools.len(),
+                    "tool_choice": request.tool_choice,
+                }),
+            ),
+            AgentEvent::ModelResponse {
+                turn,
+                response,
+                duration_ms,
+            } => {
+                self.progress(
+                    id,
+                    EventKind::ModelResponse,
+                    json!({
+                        "turn": turn,
+                        "finish_reason": response.finish_reason,
+                        "duration_ms": duration_ms,
+                        "tool_calls": response.message.tool_calls.iter().map(|c| &c.name).collect::<Vec<_>>(),
+                        "usage": response.usage,
+                    }),
+                );
+                let u = response.usage.unwrap_or_default();
+                let delta = UsageDelta {
+                    steps: 1,
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cached_input_tokens: u.cached_input_tokens,
+                };
+                if self.ledger.add_usage(&run, delta).is_err() {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            AgentEvent::ModelFailed { turn, error } => self.progress(
+                id,
+                EventKind::ModelResponse,
+                json!({ "turn": turn, "error": error }),
+            ),
+            AgentEvent::ToolStarted { call } => self.progress(
+                id,
+                EventKind::ToolStarted,
+                json!({ "call_id": call.id, "name": call.name, "arguments": call.arguments }),
+            ),
+            AgentEvent::ToolFinished {
+                call,
+                ok,
+                output,
+                duration_ms,
+            } => self.progress(
+                id,
+                EventKind::ToolFinished,
+                json!({
+                    "call_id": call.id,
+                    "name": call.name,
+                    "ok": ok,
+                    "duration_ms": duration_ms,
+                    "output_bytes": output.len(),
+                }),
+            ),
+            AgentEvent::Injected { .. }
+            | AgentEvent::Stream { .. }
+            | AgentEvent::Finished { .. } => {}
+        }
+    }
+
+    /// Everything queued so far is on disk once this resolves.
+    pub async fn flush(&self) {
+        let _ = self.ledger.flush().await;
+    }
+
+    /// Prior sessions' runs, for `agent_list {include_archived}`.
+    pub async fn archived_runs(&self) -> Result<Vec<Value>, String> {
+        let runs = self
+            .ledger
+            .list_runs(ListFilter {
+                include_archived: true,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(runs
+            .into_iter()
+            .filter(|r| r.from_prior_session)
+            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+            .collect())
+    }
+
+    /// A slice of a run's transcript.
+    pub async fn transcript(&self, id: &str, from: u64, limit: u64) -> Result<Value, String> {
+        let slice = self
+            .ledger
+            .transcript(&RunId::from_string(id), from, limit as usize)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(slice).map_err(|e| e.to_string())
+    }
+}
+
+/// The workspace's current git branch, read from `.git/HEAD` (no git process).
+fn git_branch(workspace: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(workspace.join(".git").join("HEAD")).ok()?;
+    head.trim()
+        .strip_prefix("ref: refs/heads/")
+        .map(str::to_string)
+}
