@@ -130,6 +130,7 @@ pub(crate) struct Entry {
     pub inbox: Arc<RunInbox>,
     pub claim: Arc<Claim>,
     pub result: watch::Receiver<Option<ChildResult>>,
+    pub transcript_handle: String,
 }
 
 /// A copy of one entry, for listings (never blocks the runs).
