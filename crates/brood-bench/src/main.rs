@@ -1,1 +1,258 @@
-fn main() {}
+//! `brood-bench`: measures what brood adds on top of the model's latency, against an
+//! in-process OpenAI-compatible mock on loopback (brood-mock) with scripted parent
+//! and children and a per-request delay. Scenarios: fan-out overhead, spawn latency,
+//! memory per running child, ledger throughput/listing/recovery, fork prefix, cap
+//! fidelity. Prints a table (each figure with its goal and pass/MISS) and writes
+//! JSON. Figures are reported, never asserted: the exit code is 0 whenever every
+//! scenario ran, missed goals included; 1 when a scenario could not run.
+//!
+//! See BENCHMARKS.md at the repository root for what each figure means.
+
+mod cap;
+mod fanout;
+mod fork;
+mod harness;
+mod ledger;
+mod memory;
+mod report;
+mod spawn;
+
+use clap::{Parser, ValueEnum};
+use report::{Failure, Figure, Machine, Results};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "brood-bench",
+    about = "Benchmarks brood against a mock OpenAI-compatible server on loopback"
+)]
+struct Args {
+    /// Small sizes and 20 ms latency (what CI runs; well under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the JSON results [default: target/bench/results.json, or
+    /// results-quick.json with --quick].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run only these scenarios (repeatable).
+    #[arg(long, value_enum)]
+    only: Vec<Scenario>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Scenario {
+    Fanout,
+    Spawn,
+    Memory,
+    Ledger,
+    Fork,
+    Cap,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 6] = [
+        Scenario::Fanout,
+        Scenario::Spawn,
+        Scenario::Memory,
+        Scenario::Ledger,
+        Scenario::Fork,
+        Scenario::Cap,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Fanout => "fan-out",
+            Scenario::Spawn => "spawn latency",
+            Scenario::Memory => "memory",
+            Scenario::Ledger => "ledger",
+            Scenario::Fork => "fork",
+            Scenario::Cap => "cap fidelity",
+        }
+    }
+}
+
+/// The sizes of one run (full or quick).
+struct Plan {
+    fanout_ns: Vec<usize>,
+    /// Latencies, each with its number of repeats.
+    fanout_ds: Vec<(Duration, usize)>,
+    spawn_opens: usize,
+    spawn_batches: Vec<usize>,
+    memory_children: usize,
+    ledger: ledger::Sizes,
+    /// (N, cap, d)
+    cap: (usize, usize, Duration),
+}
+
+impl Plan {
+    fn full() -> Plan {
+        Plan {
+            fanout_ns: vec![1, 3, 20, 200],
+            fanout_ds: vec![(Duration::from_millis(50), 5), (Duration::from_secs(1), 3)],
+            spawn_opens: 1000,
+            spawn_batches: vec![1, 10],
+            memory_children: 1000,
+            ledger: ledger::Sizes {
+                events: 200_000,
+                concurrent_creates: 10_000,
+                sequential_creates: 200,
+                runs: 10_000,
+            },
+            cap: (200, 10, Duration::from_millis(50)),
+        }
+    }
+    fn quick() -> Plan {
+        Plan {
+            fanout_ns: vec![1, 3, 20],
+            fanout_ds: vec![(Duration::from_millis(20), 3)],
+            spawn_opens: 100,
+            spawn_batches: vec![1, 10],
+            memory_children: 100,
+            ledger: ledger::Sizes {
+                events: 20_000,
+                concurrent_creates: 1_000,
+                sequential_creates: 50,
+                runs: 1_000,
+            },
+            cap: (60, 10, Duration::from_millis(20)),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    // Helper processes this binary starts for itself.
+    let raw: Vec<String> = std::env::args().collect();
+    let n_arg = |i: usize| raw.get(i).and_then(|s| s.parse::<usize>().ok());
+    match raw.get(1).map(String::as_str) {
+        Some("__mock-hold") => {
+            return match n_arg(2) {
+                Some(n) => exit(memory::serve_hold(n)),
+                None => exit_usage("__mock-hold N"),
+            }
+        }
+        Some("__dead-boot") => {
+            return match (raw.get(2), n_arg(3)) {
+                (Some(dir), Some(n)) => {
+                    exit(ledger::serve_dead_boot(std::path::Path::new(dir), n))
+                }
+                _ => exit_usage("__dead-boot DIR N"),
+            }
+        }
+        _ => {}
+    }
+    let args = Args::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("brood-bench: cannot start the Tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(run(args))
+}
+
+fn exit(code: i32) -> ExitCode {
+    if code == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn exit_usage(usage: &str) -> ExitCode {
+    eprintln!("brood-bench: usage of the helper mode: brood-bench {usage}");
+    ExitCode::from(2)
+}
+
+async fn run(args: Args) -> ExitCode {
+    let plan = if args.quick {
+        Plan::quick()
+    } else {
+        Plan::full()
+    };
+    let machine = Machine::detect();
+    if !machine.release_build {
+        eprintln!("brood-bench: WARNING: this is a debug build; run with `cargo run --release -p brood-bench` for real figures");
+    }
+    let selected: Vec<Scenario> = if args.only.is_empty() {
+        Scenario::ALL.to_vec()
+    } else {
+        Scenario::ALL
+            .into_iter()
+            .filter(|s| args.only.contains(s))
+            .collect()
+    };
+    let mut results = Results {
+        brood_bench: env!("CARGO_PKG_VERSION"),
+        mode: if args.quick { "quick" } else { "full" },
+        started_at: chrono::Utc::now().to_rfc3339(),
+        machine,
+        figures: Vec::new(),
+        failures: Vec::new(),
+    };
+    let started = Instant::now();
+    for s in selected {
+        eprintln!("== {}", s.name());
+        let t = Instant::now();
+        let outcome: Result<Vec<Figure>, String> = match s {
+            Scenario::Fanout => fanout::scenario(&plan.fanout_ns, &plan.fanout_ds).await,
+            Scenario::Spawn => spawn::scenario(plan.spawn_opens, &plan.spawn_batches).await,
+            Scenario::Memory => memory::scenario(plan.memory_children).await,
+            Scenario::Ledger => ledger::scenario(&plan.ledger).await,
+            Scenario::Fork => fork::scenario().await,
+            Scenario::Cap => cap::scenario(plan.cap.0, plan.cap.1, plan.cap.2).await,
+        };
+        eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
+        match outcome {
+            Ok(f) => results.figures.extend(f),
+            Err(error) => {
+                eprintln!("   FAILED: {error}");
+                results.failures.push(Failure {
+                    scenario: s.name().to_string(),
+                    error,
+                });
+            }
+        }
+    }
+    let m = &results.machine;
+    println!(
+        "\nbrood-bench ({} mode, {:.1} s) on {} × {}, {} GiB RAM, Linux {}{}\n",
+        results.mode,
+        started.elapsed().as_secs_f64(),
+        m.nproc,
+        m.cpu_model,
+        m.ram_gib,
+        m.kernel,
+        if m.release_build { "" } else { " — DEBUG BUILD" }
+    );
+    print!("{}", results.table());
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from("target/bench").join(if args.quick {
+            "results-quick.json"
+        } else {
+            "results.json"
+        })
+    });
+    if let Err(e) = write_json(&out, &results) {
+        eprintln!("brood-bench: cannot write {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    println!("results written to {}", out.display());
+    if results.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn write_json(path: &std::path::Path, results: &Results) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = serde_json::to_string_pretty(results).map_err(std::io::Error::other)?;
+    std::fs::write(path, text + "\n")
+}
