@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 pub async fn scenario() -> Result<Vec<Figure>, String> {
     let mock = MockServer::start(|req| match harness::who(req) {
-        Who::Parent { step: 0, .. } => MockReply::tool_call("read_file", json!({"path": "notes.md"})),
+        Who::Parent { step: 0, .. } => {
+            MockReply::tool_call("read_file", json!({"path": "notes.md"}))
+        }
         Who::Parent { step: 1, .. } => MockReply::tool_call(
             "task",
             json!({"prompts": ["CHILD fork 0"], "agent_type": "explore", "fork_context": true}),
@@ -55,7 +57,11 @@ pub async fn scenario() -> Result<Vec<Figure>, String> {
         .iter()
         .find(|r| matches!(harness::who(r), Who::Child { .. }))
         .ok_or("the forked child's request never reached the mock")?;
-    if parent.body.as_object().and_then(|o| o.keys().last()).map(String::as_str)
+    if parent
+        .body
+        .as_object()
+        .and_then(|o| o.keys().last())
+        .map(String::as_str)
         != Some("messages")
     {
         return Err("the parent's request body does not end with `messages`".into());

@@ -66,8 +66,8 @@ pub async fn open_session(
         api_key_env: None,
         max_turns: Some(max_turns),
     };
-    let config = Config::load(&paths, &BTreeMap::new(), &flags)
-        .map_err(|e| format!("bench config: {e}"))?;
+    let config =
+        Config::load(&paths, &BTreeMap::new(), &flags).map_err(|e| format!("bench config: {e}"))?;
     let mut opts = SessionOptions::new(dir, config);
     opts.limits = Some(limits);
     Session::open(opts)

@@ -39,7 +39,9 @@ fn run_named(i: usize) -> NewRun {
         agent_type: Some("explore".into()),
         model: Some("mock-model".into()),
         provider: Some("local".into()),
-        ..NewRun::new(format!("benchmark run {i}: find every place we parse config"))
+        ..NewRun::new(format!(
+            "benchmark run {i}: find every place we parse config"
+        ))
     }
 }
 
@@ -53,7 +55,10 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         .create_run(run_named(0))
         .await
         .map_err(err("create_run"))?;
-    ledger.mark_running(&run).await.map_err(err("mark_running"))?;
+    ledger
+        .mark_running(&run)
+        .await
+        .map_err(err("mark_running"))?;
     let before = ledger.stats();
     let t0 = Instant::now();
     for i in 0..sizes.events {
@@ -122,8 +127,13 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         lat.push(ms(t.elapsed()));
     }
     figures.push(
-        Figure::new("ledger", "one awaited commit alone: p50", quantile(&lat, 0.5), "ms")
-            .detail(json!({"samples": lat.len(), "p99_ms": quantile(&lat, 0.99)})),
+        Figure::new(
+            "ledger",
+            "one awaited commit alone: p50",
+            quantile(&lat, 0.5),
+            "ms",
+        )
+        .detail(json!({"samples": lat.len(), "p99_ms": quantile(&lat, 0.99)})),
     );
 
     // Listing: top the session up to `runs` runs, then list as the CLI would.
@@ -234,8 +244,7 @@ fn list_times(root: &Path, expect: usize) -> Result<(Vec<f64>, Vec<f64>), String
 
 /// Run `__dead-boot DIR N` in a child process and check it exited cleanly.
 fn dead_boot(dir: &Path, n: usize) -> Result<(), String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let status = Command::new(exe)
         .arg("__dead-boot")
         .arg(dir)

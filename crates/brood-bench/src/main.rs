@@ -133,9 +133,7 @@ fn main() -> ExitCode {
         }
         Some("__dead-boot") => {
             return match (raw.get(2), n_arg(3)) {
-                (Some(dir), Some(n)) => {
-                    exit(ledger::serve_dead_boot(std::path::Path::new(dir), n))
-                }
+                (Some(dir), Some(n)) => exit(ledger::serve_dead_boot(std::path::Path::new(dir), n)),
                 _ => exit_usage("__dead-boot DIR N"),
             }
         }
@@ -227,7 +225,11 @@ async fn run(args: Args) -> ExitCode {
         m.cpu_model,
         m.ram_gib,
         m.kernel,
-        if m.release_build { "" } else { " — DEBUG BUILD" }
+        if m.release_build {
+            ""
+        } else {
+            " — DEBUG BUILD"
+        }
     );
     print!("{}", results.table());
     let out = args.out.unwrap_or_else(|| {

@@ -50,7 +50,11 @@ pub fn serve_hold(n: usize) -> i32 {
     rt.block_on(async {
         let mut stdin_closed = tokio::task::spawn_blocking(|| {
             let mut sink = String::new();
-            while std::io::stdin().read_line(&mut sink).map(|k| k > 0).unwrap_or(false) {
+            while std::io::stdin()
+                .read_line(&mut sink)
+                .map(|k| k > 0)
+                .unwrap_or(false)
+            {
                 sink.clear();
             }
         });
@@ -103,8 +107,7 @@ async fn next_line(
 }
 
 pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut child = Command::new(exe)
         .arg("__mock-hold")
         .arg(n.to_string())
@@ -113,7 +116,10 @@ pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("cannot start the mock process: {e}"))?;
-    let stdout = child.stdout.take().ok_or("no stdout from the mock process")?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("no stdout from the mock process")?;
     let mut lines = read_lines(stdout);
     let result = measure(n, &mut lines).await;
     drop(child.stdin.take()); // the mock process exits on EOF

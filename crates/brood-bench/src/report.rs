@@ -142,7 +142,10 @@ pub struct Results {
 
 impl Results {
     pub fn missed(&self) -> usize {
-        self.figures.iter().filter(|f| f.pass == Some(false)).count()
+        self.figures
+            .iter()
+            .filter(|f| f.pass == Some(false))
+            .count()
     }
     pub fn met(&self) -> usize {
         self.figures.iter().filter(|f| f.pass == Some(true)).count()

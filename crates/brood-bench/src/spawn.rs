@@ -107,7 +107,11 @@ async fn measure(opens: usize, batch: usize) -> Result<Vec<f64>, String> {
     for (prompt, t_open) in &opened {
         match arrived.get(prompt) {
             Some(t_arr) => lat.push(ms(t_arr.saturating_duration_since(*t_open))),
-            None => return Err(format!("child {prompt:?} never reached the mock ({counts:?})")),
+            None => {
+                return Err(format!(
+                    "child {prompt:?} never reached the mock ({counts:?})"
+                ))
+            }
         }
     }
     if lat.len() != rounds * batch {
@@ -144,8 +148,7 @@ pub async fn scenario(opens: usize, batches: &[usize]) -> Result<Vec<Figure>, St
             "max_ms": max, "mean_ms": mean,
         });
         figures.push(
-            Figure::new("spawn latency", format!("{label}: p50"), p50, "ms")
-                .detail(detail.clone()),
+            Figure::new("spawn latency", format!("{label}: p50"), p50, "ms").detail(detail.clone()),
         );
         figures.push(
             Figure::new("spawn latency", format!("{label}: p99"), p99, "ms")
