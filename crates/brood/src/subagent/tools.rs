@@ -174,8 +174,10 @@ child's failure does not affect the others. Prefer precise questions over broad 
         } else {
             None
         };
-        let mut opened = Vec::new();
-        for prompt in &prompts {
+        // Open all children at once: each open waits for its spawn record to be
+        // durable, and concurrent opens share one group commit instead of paying
+        // one commit each, one after another (admission still runs in prompt order).
+        let opens = prompts.iter().map(|prompt| {
             let req = SpawnRequest {
                 prompt: prompt.clone(),
                 agent_type: a.agent_type.clone(),
@@ -187,8 +189,9 @@ child's failure does not affect the others. Prefer precise questions over broad 
                     turn_cancel: ctx.cancel.clone(),
                 },
             };
-            opened.push(b.sup.open(&b.ctx, req).await);
-        }
+            b.sup.open(&b.ctx, req)
+        });
+        let opened = futures::future::join_all(opens).await;
         let sup = b.sup.clone();
         let cancel = ctx.cancel.clone();
         let waits = opened.iter().map(|o| {
