@@ -243,8 +243,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     inner.board.set_status(&ctx.run_id, LiveStatus::Running);
     inner
         .recorder
-        .status(&ctx.run_id, LiveStatus::Running)
-        .await;
+        .status_queued(&ctx.run_id, LiveStatus::Running);
     ctx.progress.pause(false);
 
     let (system, messages, offered) = first_context(&sup, &plan);
@@ -525,7 +524,7 @@ pub(crate) async fn run_root(
         })
         .await
         .map_err(SpawnError::Ledger)?;
-    inner.recorder.status(&id, LiveStatus::Running).await;
+    inner.recorder.status_queued(&id, LiveStatus::Running);
     on_start(&id);
     let toolbox = build_toolbox(sup, &ctx, false);
     let spec = AgentSpec {

@@ -74,6 +74,27 @@ impl Recorder {
         }
     }
 
+    /// `queued` or `running`, queued to the ledger now (so it is ordered before
+    /// anything the run records next) without waiting for its commit: a run need not
+    /// have its start on disk to proceed, since a run left `pending` by a crash is
+    /// marked interrupted just like a `running` one. Spares every spawn a second
+    /// commit wait before the child's first request. A refused write is counted.
+    pub fn status_queued(&self, id: &str, status: LiveStatus) {
+        let run = RunId::from_string(id);
+        let change = match status {
+            LiveStatus::Queued => Transition::Queued,
+            LiveStatus::Running => Transition::Running,
+            _ => return,
+        };
+        let durable = self.ledger.transition(&run, change);
+        let dropped = self.dropped.clone();
+        tokio::spawn(async move {
+            if durable.await.is_err() {
+                dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
     /// The terminal record, with the whole result; resolves once on disk.
     pub async fn finish(&self, r: &ChildResult) {
         let run = RunId::from_string(&r.agent_id);
