@@ -12,37 +12,83 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Where a fan-out run's time beyond the model's went: five phases that add up to
+/// wall time − 3·d (each request is timed at the mock by its arrival; its reply
+/// leaves `d` later).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    /// `session.run` called → the parent's first request arrives (root run
+    /// recorded, toolbox built, request sent).
+    pub to_first_request: Duration,
+    /// The parent's first reply leaves → the first child's request arrives (`task`
+    /// parsed and opened the children, the first child started).
+    pub to_first_child: Duration,
+    /// First child's request → last child's request.
+    pub child_spread: Duration,
+    /// The last child's reply leaves → the parent's second request arrives (children
+    /// finished and recorded, results collected, the parent's next step sent).
+    pub to_second_request: Duration,
+    /// The parent's last reply leaves → `session.run` returns.
+    pub to_return: Duration,
+}
+
+impl Phases {
+    fn as_ms(&self) -> [f64; 5] {
+        [
+            ms(self.to_first_request),
+            ms(self.to_first_child),
+            ms(self.child_spread),
+            ms(self.to_second_request),
+            ms(self.to_return),
+        ]
+    }
+    const NAMES: [&'static str; 5] = [
+        "to_first_parent_request",
+        "parent_reply_to_first_child",
+        "child_spread",
+        "last_child_reply_to_parent",
+        "parent_reply_to_return",
+    ];
+}
+
 /// One fan-out run's measurements.
 #[derive(Debug, Clone)]
 pub struct FanoutRun {
     pub wall: Duration,
-    /// From the first child's request at the mock to the last one's.
-    pub child_spread: Duration,
-    /// From the end of the parent's first step (its reply handed to the wire) to the
-    /// first child's request at the mock.
-    pub first_child_after: Duration,
+    pub phases: Phases,
     pub max_in_flight: usize,
     pub requests: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Arrival {
+    Parent(usize),
+    Child,
 }
 
 /// Run one parent with `n` children under a cap of `cap`, every request taking `d`.
 /// Errors when the run did not go as scripted (not when it was slow).
 pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, String> {
     let prompts = json!({ "prompts": child_prompts("fan", n) });
-    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::with_capacity(n)));
-    let parent_done: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let (arr, pd) = (arrivals.clone(), parent_done.clone());
+    let arrivals: Arc<Mutex<Vec<(Arrival, Instant)>>> =
+        Arc::new(Mutex::new(Vec::with_capacity(n + 2)));
+    let arr = arrivals.clone();
+    let note = move |a: Arrival| {
+        arr.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((a, Instant::now()));
+    };
     let mock = MockServer::start(move |req| match harness::who(req) {
         Who::Parent { step: 0, .. } => {
-            // The reply leaves after `d`; note when, for the spawn offset.
-            *pd.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + d);
+            note(Arrival::Parent(0));
             MockReply::tool_call("task", prompts.clone()).after(d)
         }
-        Who::Parent { .. } => MockReply::text("done").after(d),
+        Who::Parent { step, .. } => {
+            note(Arrival::Parent(step));
+            MockReply::text("done").after(d)
+        }
         Who::Child { .. } => {
-            arr.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Instant::now());
+            note(Arrival::Child);
             MockReply::text(REPORT).after(d)
         }
         Who::Unknown => MockReply::status(400, "brood-bench: unexpected request"),
@@ -54,7 +100,8 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
         .run("PARENT fan-out", None, CancellationToken::new())
         .await
         .map_err(|e| format!("the parent run failed: {e}"));
-    let wall = t0.elapsed();
+    let t_end = Instant::now();
+    let wall = t_end - t0;
     let counts = harness::status_counts(&session);
     session.close().await;
     let report = report?;
@@ -78,18 +125,29 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
         ));
     }
     let arrivals = arrivals.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let first = arrivals.iter().min().copied();
-    let last = arrivals.iter().max().copied();
-    let parent_done = *parent_done.lock().unwrap_or_else(|p| p.into_inner());
+    let at = |a: Arrival| arrivals.iter().find(|(k, _)| *k == a).map(|(_, t)| *t);
+    let children: Vec<Instant> = arrivals
+        .iter()
+        .filter(|(k, _)| *k == Arrival::Child)
+        .map(|(_, t)| *t)
+        .collect();
+    let (Some(p0), Some(p1), Some(first), Some(last)) = (
+        at(Arrival::Parent(0)),
+        at(Arrival::Parent(1)),
+        children.iter().min().copied(),
+        children.iter().max().copied(),
+    ) else {
+        return Err(format!("N={n}: the mock's timeline is incomplete"));
+    };
+    let since = |later: Instant, earlier: Instant| later.saturating_duration_since(earlier);
     Ok(FanoutRun {
         wall,
-        child_spread: match (first, last) {
-            (Some(a), Some(b)) => b - a,
-            _ => Duration::ZERO,
-        },
-        first_child_after: match (parent_done, first) {
-            (Some(p), Some(f)) => f.saturating_duration_since(p),
-            _ => Duration::ZERO,
+        phases: Phases {
+            to_first_request: since(p0, t0),
+            to_first_child: since(first, p0 + d),
+            child_spread: since(last, first),
+            to_second_request: since(p1, last + d),
+            to_return: since(t_end, p1 + d),
         },
         max_in_flight: mock.max_in_flight(),
         requests,
@@ -118,9 +176,7 @@ pub async fn scenario(ns: &[usize], ds: &[(Duration, usize)]) -> Result<Vec<Figu
                 "wall_ms": runs.iter().map(|r| ms(r.wall)).collect::<Vec<_>>(),
                 "ratios": ratios,
                 "overhead_ms": overhead,
-                "child_spread_ms": runs.iter().map(|r| ms(r.child_spread)).collect::<Vec<_>>(),
-                "first_child_after_parent_step_ms":
-                    runs.iter().map(|r| ms(r.first_child_after)).collect::<Vec<_>>(),
+                "phases_ms": phases_json(&runs),
                 "max_in_flight": runs.iter().map(|r| r.max_in_flight).collect::<Vec<_>>(),
             }));
             match n {
@@ -128,17 +184,33 @@ pub async fn scenario(ns: &[usize], ds: &[(Duration, usize)]) -> Result<Vec<Figu
                 200 => f = f.goal(Goal::AtMost(1.20)),
                 _ => {}
             }
+            let med = |i: usize| {
+                quantile(
+                    &runs.iter().map(|r| r.phases.as_ms()[i]).collect::<Vec<_>>(),
+                    0.5,
+                )
+            };
             eprintln!(
-                "  fan-out N={n:>3} d={:>6}: wall/ideal {ratio:.3} (median of {}; overhead {:.1} ms; children's requests spread over {:.1} ms)",
+                "  fan-out N={n:>3} d={:>6}: wall/ideal {ratio:.3} (median of {}; overhead {:.1} ms = start {:.1} + to children {:.1} + spread {:.1} + back {:.1} + end {:.1})",
                 show_d(d),
                 runs.len(),
                 quantile(&overhead, 0.5),
-                quantile(&runs.iter().map(|r| ms(r.child_spread)).collect::<Vec<_>>(), 0.5),
+                med(0), med(1), med(2), med(3), med(4),
             );
             figures.push(f);
         }
     }
     Ok(figures)
+}
+
+/// Each phase's samples, by name.
+fn phases_json(runs: &[FanoutRun]) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (i, name) in Phases::NAMES.iter().enumerate() {
+        let v: Vec<f64> = runs.iter().map(|r| r.phases.as_ms()[i]).collect();
+        m.insert((*name).to_string(), json!(v));
+    }
+    serde_json::Value::Object(m)
 }
 
 /// `50 ms`, `1 s`.

@@ -39,6 +39,12 @@ struct Args {
     /// Run only these scenarios (repeatable).
     #[arg(long, value_enum)]
     only: Vec<Scenario>,
+    /// Fan-out: only these numbers of children (repeatable), instead of the plan's.
+    #[arg(long = "fanout-n")]
+    fanout_n: Vec<usize>,
+    /// Fan-out: only this per-request latency in ms, instead of the plan's.
+    #[arg(long = "fanout-ms")]
+    fanout_ms: Option<u64>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,11 +173,18 @@ fn exit_usage(usage: &str) -> ExitCode {
 }
 
 async fn run(args: Args) -> ExitCode {
-    let plan = if args.quick {
+    let mut plan = if args.quick {
         Plan::quick()
     } else {
         Plan::full()
     };
+    if !args.fanout_n.is_empty() {
+        plan.fanout_ns = args.fanout_n.clone();
+    }
+    if let Some(d) = args.fanout_ms {
+        let repeats = plan.fanout_ds.first().map(|(_, r)| *r).unwrap_or(3);
+        plan.fanout_ds = vec![(Duration::from_millis(d), repeats)];
+    }
     let machine = Machine::detect();
     if !machine.release_build {
         eprintln!("brood-bench: WARNING: this is a debug build; run with `cargo run --release -p brood-bench` for real figures");
