@@ -158,6 +158,11 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("BROOD_SUBAGENT_MODEL", "subagents.subagent_model"),
     ("BROOD_SUBAGENT_PROVIDER", "subagents.subagent_provider"),
     ("BROOD_MAX_CONCURRENT", "subagents.max_concurrent"),
+    ("BROOD_SUBAGENT_TOOL_CHOICE", "subagents.tool_choice"),
+    (
+        "BROOD_SUBAGENT_FIRST_TOOL_CHOICE",
+        "subagents.first_tool_choice",
+    ),
 ];
 
 /// Flat map from dotted key to (value, source), later layers overwriting.

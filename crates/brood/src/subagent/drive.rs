@@ -258,7 +258,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             Some(f) => f.sampling.clone(),
             None => inner.env.sampling.clone(),
         },
-        tool_choice: inner.env.tool_choice.clone(),
+        tool_choice: inner.env.settings.child_tool_choice(&inner.env.tool_choice),
         toolbox,
         workspace: inner.env.workspace.clone(),
         max_turns: plan.max_turns,

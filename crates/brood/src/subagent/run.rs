@@ -45,7 +45,8 @@ pub struct SupervisorEnv {
     /// Whether read-only shells can be sandboxed here (landlock).
     pub read_only_shell: bool,
     pub sampling: Sampling,
-    /// Tool-choice policy for every run (parents and children).
+    /// The session's tool-choice policy: the root run's, and children's where
+    /// `[subagents] tool_choice / first_tool_choice` do not override it.
     pub tool_choice: ToolChoicePolicy,
     /// The session's token: cancelling it stops every run.
     pub session_cancel: CancellationToken,
