@@ -246,3 +246,33 @@ async fn fixed_still_pins_every_route_to_the_given_model() {
     assert_eq!(server.request_count(), 0);
     session.close().await;
 }
+
+#[tokio::test]
+async fn providers_lists_models_turns_the_spawn_check_back_on() {
+    // The same hybrid config, but the endpoint is said to list its models (a router
+    // in front of llama.cpp): a child asking for an unlisted id is refused at spawn,
+    // naming what the endpoint accepts, and never reaches it.
+    let server = MockServer::start(|_| MockReply::text(REPORT));
+    let dir = tempfile::tempdir().unwrap();
+    let toml = HYBRID.replace("URL", &server.base_url()) + "lists_models = true\n";
+    let mut opts = options(dir.path(), &toml, &[]);
+    let seen = Arc::new(Mutex::new(None));
+    opts.models = ModelSource::FixedMain(Arc::new(scripted_parent(seen.clone())));
+    let session = Session::open(opts).await.unwrap();
+    let report = session
+        .run("parent", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.final_text, "done", "{report:?}");
+    assert_eq!(server.request_count(), 0);
+    let results: Value = serde_json::from_str(seen.lock().unwrap().as_deref().unwrap()).unwrap();
+    for r in results["results"].as_array().unwrap() {
+        assert_eq!(r["status"], json!("failed"), "{r}");
+        let error = r["error"].as_str().unwrap_or("");
+        assert!(
+            error.contains("unknown model 'tiny-local'") && error.contains("mock-model"),
+            "{error}"
+        );
+    }
+    session.close().await;
+}

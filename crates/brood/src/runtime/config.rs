@@ -73,7 +73,8 @@ pub struct ConfigFile {
     pub subagents: Option<toml::Table>,
     pub models: Option<toml::Table>,
     pub memory: Option<toml::Table>,
-    /// Per-provider endpoint overrides: `[providers.<preset>] base_url, api_key_env`.
+    /// Per-provider endpoint overrides: `[providers.<preset>] base_url, api_key_env,
+    /// lists_models`.
     pub providers: Option<toml::Table>,
 }
 
@@ -84,6 +85,11 @@ pub struct ConfigFile {
 pub struct ProviderOverride {
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    /// Whether `GET /models` names the ids this endpoint accepts (children asking
+    /// for another id are refused at spawn). Default: the preset's — on, except for
+    /// `local`/`llamacpp` (llama.cpp serves one model whatever the name; a router
+    /// in front of it that lists real names can turn it on).
+    pub lists_models: Option<bool>,
 }
 
 /// Values given on the command line (the last layer).

@@ -98,7 +98,12 @@ impl ProviderFactory {
         cfg.api_timeout_secs = self.config.api_timeout_secs;
         cfg.max_attempts = self.config.max_attempts;
         cfg.stream = self.config.stream;
-        cfg.lists_models = preset.lists_models;
+        cfg.lists_models = self
+            .config
+            .providers
+            .get(preset.name)
+            .and_then(|o| o.lists_models)
+            .unwrap_or(preset.lists_models);
         let provider = OpenAiProvider::new(cfg)?;
         Ok(Route {
             provider_name: preset.name.to_string(),
