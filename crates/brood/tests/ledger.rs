@@ -83,7 +83,10 @@ async fn transitions_are_validated_logged_and_never_half_written() {
     );
     ledger.mark_queued(&id).await.unwrap();
     ledger.mark_running(&id).await.unwrap();
-    ledger.complete(&id, json!({"summary": "done"})).await.unwrap();
+    ledger
+        .complete(&id, json!({"summary": "done"}))
+        .await
+        .unwrap();
     // Terminal states never change.
     for err in [
         ledger.cancel(&id, "late").await.unwrap_err(),
@@ -91,7 +94,13 @@ async fn transitions_are_validated_logged_and_never_half_written() {
         ledger.fail(&id, "boom", None).await.unwrap_err(),
     ] {
         assert!(
-            matches!(err, LedgerError::InvalidTransition { from: RunStatus::Completed, .. }),
+            matches!(
+                err,
+                LedgerError::InvalidTransition {
+                    from: RunStatus::Completed,
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }
@@ -162,7 +171,11 @@ async fn a_rejected_op_does_not_undo_the_rest_of_its_group_commit() {
     assert_eq!(reader.run(&id).unwrap().status, RunStatus::Running);
     assert_eq!(
         kinds(&ledger, &id),
-        vec![EventKind::Spawned, EventKind::Started, EventKind::ToolStarted]
+        vec![
+            EventKind::Spawned,
+            EventKind::Started,
+            EventKind::ToolStarted
+        ]
     );
     let stats = ledger.stats();
     assert_eq!(stats.ops_failed, 1);
@@ -201,7 +214,12 @@ async fn progress_events_and_usage_are_numbered_summed_and_counted() {
     let reader = ledger.reader().unwrap();
     let run = reader.run(&id).unwrap();
     assert_eq!(
-        (run.steps, run.input_tokens, run.output_tokens, run.cached_input_tokens),
+        (
+            run.steps,
+            run.input_tokens,
+            run.output_tokens,
+            run.cached_input_tokens
+        ),
         (2, 200, 40, 120)
     );
     let events = reader.events(&id).unwrap();
@@ -222,7 +240,11 @@ async fn progress_events_and_usage_are_numbered_summed_and_counted() {
     // An event for an unknown run is dropped and counted, not written.
     let before = ledger.stats().ops_failed;
     ledger
-        .append_event(&RunId::from_string("ghost"), EventKind::ToolFinished, json!({}))
+        .append_event(
+            &RunId::from_string("ghost"),
+            EventKind::ToolFinished,
+            json!({}),
+        )
         .unwrap();
     ledger.flush().await.unwrap();
     assert_eq!(ledger.stats().ops_failed, before + 1);
@@ -427,7 +449,10 @@ async fn oversized_transcript_contents_are_capped_and_spilled() {
     assert!(stored.starts_with("line 0\nline 1\n"));
     assert!(stored.contains(&rel));
     assert_eq!(std::fs::read_to_string(ws.path().join(&rel)).unwrap(), big);
-    assert_eq!(reader.read_spill(text).unwrap().as_deref(), Some(big.as_str()));
+    assert_eq!(
+        reader.read_spill(text).unwrap().as_deref(),
+        Some(big.as_str())
+    );
 
     let obj = &entries[2];
     assert!(obj.truncated);
@@ -569,14 +594,20 @@ async fn cancel_requests_reach_the_live_owner_once() {
         owner.reader().unwrap().run(&id).unwrap().status,
         RunStatus::Running
     );
-    assert_eq!(owner.take_cancel_requests().await.unwrap(), vec![id.clone()]);
+    assert_eq!(
+        owner.take_cancel_requests().await.unwrap(),
+        vec![id.clone()]
+    );
     assert!(owner.take_cancel_requests().await.unwrap().is_empty());
 
     // A second session does not get the first one's requests.
     let other = open(&ws);
     owner.request_cancel(&id).await.unwrap();
     assert!(other.take_cancel_requests().await.unwrap().is_empty());
-    assert_eq!(owner.take_cancel_requests().await.unwrap(), vec![id.clone()]);
+    assert_eq!(
+        owner.take_cancel_requests().await.unwrap(),
+        vec![id.clone()]
+    );
 
     owner.cancel(&id, "cancel requested").await.unwrap();
     assert!(matches!(
