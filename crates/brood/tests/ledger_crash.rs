@@ -314,6 +314,15 @@ fn sigkilled_writers_lose_nothing_they_reported() {
         let created: BTreeSet<String> = child.values("CREATED").into_iter().collect();
         let completed: BTreeSet<String> = child.values("COMPLETED").into_iter().collect();
 
+        // Right after the kill, before anyone recovers anything, an outside reader
+        // (the CLI) can already read every reported run: the hot WAL is usable.
+        let outside = Ledger::open_reader(ws.path()).unwrap();
+        outside.integrity_check().unwrap();
+        for id in &created {
+            outside.run(&RunId::from_string(id.clone())).unwrap();
+        }
+        drop(outside);
+
         // A full open recovers the dead child's boot.
         let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
         if let Some(boot) = child.boot() {
@@ -491,4 +500,61 @@ fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
     assert_eq!(got, expected);
     assert_eq!(reader.run(&held[0]).unwrap().status, RunStatus::Cancelled);
     assert_eq!(reader.run(&held[2]).unwrap().status, RunStatus::Interrupted);
+}
+
+#[test]
+fn simultaneous_first_opens_create_the_ledger_once() {
+    let ws = TempDir::new().unwrap();
+    let mut children: Vec<Writer> = (0..3).map(|_| Writer::start(ws.path(), "hold")).collect();
+    for child in &mut children {
+        child.wait_for("HOLDING");
+    }
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    reader.integrity_check().unwrap();
+    let runs = reader
+        .list_runs(ListFilter {
+            include_archived: true,
+        })
+        .unwrap();
+    assert_eq!(runs.len(), 9);
+    assert!(runs.iter().all(|r| r.run.status == RunStatus::Running));
+    // Every child saw the others that were already alive, and interrupted nothing.
+    for child in &mut children {
+        assert!(child.values("INTERRUPTED").is_empty());
+        child.kill();
+    }
+}
+
+#[test]
+fn a_torn_wal_index_after_a_crash_does_not_stop_readers_or_writers() {
+    let ws = TempDir::new().unwrap();
+    let mut child = Writer::start(ws.path(), "hold");
+    child.wait_for("HOLDING");
+    child.kill();
+    let db = ws
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join(".brood/state/brood.db");
+    let wal = db.with_extension("db-wal");
+    let shm = db.with_extension("db-shm");
+    assert!(
+        std::fs::metadata(&wal).unwrap().len() > 0,
+        "expected a hot WAL"
+    );
+    // As if the writer died while updating the WAL index header: it must be rebuilt,
+    // which a strictly read-only connection cannot do.
+    let mut index = std::fs::read(&shm).unwrap();
+    for b in index.iter_mut().take(136) {
+        *b = 0xA5;
+    }
+    std::fs::write(&shm, &index).unwrap();
+
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    reader.integrity_check().unwrap();
+    let runs = reader.list_runs(ListFilter::default()).unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|r| r.run.status == RunStatus::Running));
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    assert_eq!(ledger.recovery().interrupted.len(), 3);
 }

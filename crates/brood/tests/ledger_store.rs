@@ -269,3 +269,52 @@ fn reading_a_workspace_without_a_ledger_creates_nothing() {
     ));
     assert!(!ws.path().join(".brood").exists());
 }
+
+#[test]
+fn a_hot_rollback_journal_left_by_a_crash_is_rolled_back_not_refused() {
+    // Build a crashed state: a ledger (in rollback-journal mode, as a database is
+    // before its first switch to WAL) captured mid-transaction with a hot journal.
+    let scratch = TempDir::new().unwrap();
+    drop(Ledger::open(scratch.path(), LedgerOptions::default()).unwrap());
+    let src = db_path(scratch.path());
+    let journal = src.with_extension("db-journal");
+    let conn = Connection::open(&src).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    conn.execute_batch("PRAGMA cache_size = 10; BEGIN;")
+        .unwrap();
+    let blob = "x".repeat(4000);
+    for i in 0..2000 {
+        conn.execute(
+            "INSERT INTO brood_meta (key, value) VALUES (?1, ?2)",
+            rusqlite::params![format!("junk-{i}"), blob],
+        )
+        .unwrap();
+    }
+    assert!(journal.exists(), "the transaction should have spilled");
+    let crashed_db = std::fs::read(&src).unwrap();
+    let crashed_journal = std::fs::read(&journal).unwrap();
+    conn.execute_batch("ROLLBACK").unwrap();
+    drop(conn);
+
+    let ws = TempDir::new().unwrap();
+    let db = place(ws.path(), &crashed_db);
+    std::fs::write(db.with_extension("db-journal"), &crashed_journal).unwrap();
+
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    reader.integrity_check().unwrap();
+    assert!(reader.list_runs(ListFilter::default()).unwrap().is_empty());
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    drop(ledger);
+    let junk: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM brood_meta WHERE key LIKE 'junk-%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(junk, 0, "the unfinished transaction was rolled back");
+}
