@@ -301,3 +301,95 @@ fn config_show_prints_values_with_their_sources() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_run_is_recorded_and_inspectable_with_brood_agents() {
+    let f = fixture();
+    let server = two_step_server();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--json",
+            "what is here?",
+        ],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run_id = serde_json::from_str::<Value>(stdout.trim()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The run belongs to a session that has ended: it shows with --all.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let run = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == run_id.as_str())
+        .expect("run listed");
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["steps"], 2, "{run}");
+    assert_eq!(run["objective"], "what is here?");
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "show", &run_id[..12], "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let detail: Value = serde_json::from_str(&stdout).unwrap();
+    let kinds: Vec<&str> = detail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    for k in [
+        "spawned",
+        "started",
+        "model_request",
+        "model_response",
+        "tool_started",
+        "tool_finished",
+        "completed",
+    ] {
+        assert!(kinds.contains(&k), "missing {k} in {kinds:?}");
+    }
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "transcript", &run_id, "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let slice: Value = serde_json::from_str(&stdout).unwrap();
+    let roles: Vec<&str> = slice["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{slice}");
+}
