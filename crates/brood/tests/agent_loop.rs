@@ -200,7 +200,7 @@ async fn max_turns_ends_with_one_tool_less_report_step() {
             .unwrap_or_default();
         if req.tools.is_empty() {
             Ok(brood::model::ModelResponse {
-                message: Message::assistant(format!("report after: {}", last.len() > 0)),
+                message: Message::assistant(format!("report after: {}", !last.is_empty())),
                 usage: Some(Usage {
                     input_tokens: 10,
                     output_tokens: 5,
