@@ -393,3 +393,45 @@ fn a_run_is_recorded_and_inspectable_with_brood_agents() {
         .collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{slice}");
 }
+
+#[test]
+fn a_model_driven_shell_never_sees_api_keys() {
+    let f = fixture();
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call(
+            "bash",
+            json!({"command": "echo key=[$DEEPSEEK_API_KEY] other=[$PLAIN_VAR]"}),
+        ),
+        _ => MockReply::text("done"),
+    });
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "deepseek",
+            "--base-url",
+            &server.base_url(),
+            "--json",
+            "x",
+        ],
+        &[
+            ("DEEPSEEK_API_KEY", "sk-very-secret"),
+            ("PLAIN_VAR", "visible"),
+        ],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let bodies = server.requests();
+    let second = serde_json::to_string(&bodies[1]).unwrap();
+    assert!(
+        second.contains("key=[]"),
+        "the key must not reach the shell: {second}"
+    );
+    assert!(
+        second.contains("other=[visible]"),
+        "ordinary variables still do: {second}"
+    );
+    assert!(!second.contains("sk-very-secret"));
+}
