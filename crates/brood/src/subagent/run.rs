@@ -166,6 +166,12 @@ impl Supervisor {
         self.inner.board.snapshot()
     }
 
+    /// A receiver that sees a new value after every admission or status change of
+    /// any run (wait on it, then read [`Supervisor::snapshot`]).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.board.subscribe()
+    }
+
     /// Runs currently in `Running`.
     pub fn running(&self) -> usize {
         self.inner.board.running()

@@ -161,6 +161,9 @@ pub struct Board {
     registry: Arc<Mutex<Registry>>,
     slots: Arc<Semaphore>,
     epoch: Instant,
+    /// Bumped after every admission and status change, so observers (a UI, tests)
+    /// can wait for the next change instead of polling.
+    changes: Arc<watch::Sender<u64>>,
 }
 
 impl Board {
@@ -173,7 +176,17 @@ impl Board {
             registry: Arc::new(Mutex::new(Registry::default())),
             slots,
             epoch: Instant::now(),
+            changes: Arc::new(watch::channel(0).0),
         }
+    }
+
+    /// A receiver that sees a new value after every admission or status change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub fn limits(&self) -> &Limits {
@@ -226,15 +239,21 @@ impl Board {
         reg.total_spawned += 1;
         let out = (entry.id.clone(), entry.name.clone());
         reg.runs.insert(entry.id.clone(), entry);
+        drop(reg);
+        self.changed();
         Ok(out)
     }
 
     /// Wait for a running slot. Returns `None` if cancelled first.
     pub async fn acquire_slot(&self, cancel: &CancellationToken) -> Option<OwnedSemaphorePermit> {
-        tokio::select! {
-            p = self.slots.clone().acquire_owned() => p.ok(),
+        // A run cancelled while it waited must not start, even when a slot came
+        // free at the same moment.
+        let permit = tokio::select! {
+            biased;
             _ = cancel.cancelled() => None,
-        }
+            p = self.slots.clone().acquire_owned() => p.ok(),
+        };
+        permit.filter(|_| !cancel.is_cancelled())
     }
 
     /// Whether a slot is free right now (the run will not be queued).
@@ -245,14 +264,20 @@ impl Board {
     pub fn set_status(&self, id: &str, status: LiveStatus) {
         let mut reg = self.lock();
         let mut release = false;
+        let mut changed = false;
         if let Some(e) = reg.runs.get_mut(id) {
             if !e.status.is_terminal() {
                 release = status.is_terminal();
+                changed = e.status != status;
                 e.status = status;
             }
         }
         if release {
             reg.admitted = reg.admitted.saturating_sub(1);
+        }
+        drop(reg);
+        if changed {
+            self.changed();
         }
     }
 
