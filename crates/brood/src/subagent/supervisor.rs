@@ -378,8 +378,8 @@ impl Board {
                 if let Some(idle) = e.progress.idle_for() {
                     if idle > window && e.cancel_reason.is_none() {
                         e.cancel_reason = Some(format!(
-                            "heartbeat: no progress for {} s (heartbeat_timeout_secs)",
-                            window.as_secs()
+                            "heartbeat: no progress for {} (heartbeat_timeout_secs)",
+                            describe(window)
                         ));
                         out.push((e.id.clone(), e.cancel.clone()));
                     }
@@ -391,6 +391,15 @@ impl Board {
             t.cancel();
         }
         stale.into_iter().map(|(id, _)| id).collect()
+    }
+}
+
+/// A window in words: whole seconds, or milliseconds below a second.
+fn describe(d: Duration) -> String {
+    if d >= Duration::from_secs(1) && d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 
