@@ -31,7 +31,9 @@ pub struct Budgets {
     tree_used: Arc<AtomicU64>,
     tree_budget: Option<u64>,
     run_budget: Option<u64>,
-    deadline: Option<Instant>,
+    /// How long the run may work once it has started (queued time is free).
+    wall_time: Option<Duration>,
+    started: std::sync::OnceLock<Instant>,
 }
 
 impl Budgets {
@@ -40,7 +42,8 @@ impl Budgets {
             tree_used: Arc::new(AtomicU64::new(0)),
             tree_budget,
             run_budget: None,
-            deadline: None,
+            wall_time: None,
+            started: std::sync::OnceLock::new(),
         }
     }
     pub fn child(parent: &Budgets, run_budget: Option<u64>, wall_time: Duration) -> Self {
@@ -48,8 +51,13 @@ impl Budgets {
             tree_used: parent.tree_used.clone(),
             tree_budget: parent.tree_budget,
             run_budget,
-            deadline: Some(Instant::now() + wall_time),
+            wall_time: Some(wall_time),
+            started: std::sync::OnceLock::new(),
         }
+    }
+    /// The run got its slot: its wall time starts now (once).
+    pub fn start(&self) {
+        let _ = self.started.set(Instant::now());
     }
     fn add(&self, usage: &Usage) {
         self.tree_used.fetch_add(usage.total(), Ordering::Relaxed);
@@ -71,8 +79,8 @@ impl Budgets {
 
 impl Guard for Budgets {
     fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), String> {
-        if let Some(deadline) = self.deadline {
-            if Instant::now() >= deadline {
+        if let (Some(wall), Some(started)) = (self.wall_time, self.started.get()) {
+            if started.elapsed() >= wall {
                 return Err("wall time exhausted (wall_time_secs)".into());
             }
         }
@@ -240,6 +248,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         return;
     };
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+    ctx.budgets.start();
     inner.board.set_status(&ctx.run_id, LiveStatus::Running);
     inner
         .recorder
