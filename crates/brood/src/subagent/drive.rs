@@ -13,8 +13,9 @@ use super::supervisor::{LiveStatus, Progress};
 use super::tools::delegation_tools;
 use super::SpawnError;
 use crate::agent::{
-    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard,
+    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
 };
+use async_trait::async_trait;
 use crate::model::{Message, Model, ModelRequest, Usage};
 use crate::tool::{Capability, Permissions, Tool, Toolbox};
 use futures::FutureExt;
@@ -406,8 +407,51 @@ fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> A
     });
     AgentHooks {
         events: Some(sink),
-        inbox: Some(ctx.inbox.clone()),
+        inbox: Some(Arc::new(LoopInbox {
+            sup: sup.clone(),
+            ctx: ctx.clone(),
+        })),
         guard: Some(Arc::new(GuardRef(ctx.clone()))),
+    }
+}
+
+/// A run's inbox as its loop sees it. A run that has answered but still has
+/// background children out waits for their completions; while it waits it does no
+/// work, so it gives its running slot back (or a tree of waiting parents could
+/// hold every slot while their children queue) and the heartbeat leaves it alone
+/// (the children are watched themselves).
+struct LoopInbox {
+    sup: Supervisor,
+    ctx: Arc<RunCtx>,
+}
+
+#[async_trait]
+impl Inbox for LoopInbox {
+    fn drain(&self) -> Vec<Message> {
+        self.ctx.inbox.drain()
+    }
+
+    async fn wait_for_more(&self, cancel: &CancellationToken) -> bool {
+        if !self.ctx.inbox.would_wait() {
+            return self.ctx.inbox.wait_for_more(cancel).await;
+        }
+        let had_slot = self
+            .ctx
+            .slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some();
+        self.ctx.progress.pause(true);
+        let more = self.ctx.inbox.wait_for_more(cancel).await;
+        // The run works again (another turn, or its report check): take a slot.
+        if had_slot {
+            if let Some(p) = self.sup.inner.board.acquire_slot(cancel).await {
+                *self.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+            }
+        }
+        self.ctx.progress.pause(false);
+        more
     }
 }
 
