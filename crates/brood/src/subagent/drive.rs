@@ -258,6 +258,11 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     ctx.progress.pause(false);
 
     let (system, messages, offered) = first_context(&sup, &plan);
+    // The transcript starts with what the child was told (for a fork: the tail;
+    // the parent's part is in the parent's transcript).
+    if let Some(first) = messages.last() {
+        record_message(&sup, &ctx, first);
+    }
     let toolbox = build_toolbox(&sup, &ctx, offered.is_some());
     let spec = AgentSpec {
         run_id: ctx.run_id.clone(),
@@ -282,7 +287,9 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         let mut parsed = contract::parse(&outcome.final_text);
         if !parsed.missing.is_empty() && !plan.cancel.is_cancelled() {
             let mut messages = outcome.messages.clone();
-            messages.push(Message::user(contract::repair_prompt(&parsed.missing)));
+            let repair = Message::user(contract::repair_prompt(&parsed.missing));
+            record_message(&sup, &ctx, &repair);
+            messages.push(repair);
             let repair_spec = AgentSpec {
                 max_turns: 1,
                 toolbox: Toolbox::empty(&ctx.kind_name),
@@ -413,6 +420,17 @@ fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> A
         })),
         guard: Some(Arc::new(GuardRef(ctx.clone()))),
     }
+}
+
+/// A message the loop did not push itself (the task, a fork tail, the repair
+/// prompt), recorded so the transcript holds the whole conversation.
+fn record_message(sup: &Supervisor, ctx: &RunCtx, message: &Message) {
+    sup.inner.recorder.observe(
+        &ctx.run_id,
+        &AgentEvent::Message {
+            message: message.clone(),
+        },
+    );
 }
 
 /// A run's inbox as its loop sees it. A run that has answered but still has
@@ -580,6 +598,8 @@ pub(crate) async fn run_root(
         .map_err(SpawnError::Ledger)?;
     inner.recorder.status(&id, LiveStatus::Running).await;
     on_start(&id);
+    let first = Message::user(req.prompt.clone());
+    record_message(sup, &ctx, &first);
     let toolbox = build_toolbox(sup, &ctx, false);
     let spec = AgentSpec {
         run_id: id.clone(),
@@ -594,7 +614,7 @@ pub(crate) async fn run_root(
         offered_tools: None,
     };
     let hooks = hooks_for(sup, &ctx, req.events);
-    let outcome = agent::run(&spec, vec![Message::user(req.prompt)], &hooks, &req.cancel).await;
+    let outcome = agent::run(&spec, vec![first], &hooks, &req.cancel).await;
     let status = match outcome.ending {
         Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
         Ending::Cancelled => LiveStatus::Cancelled,
