@@ -14,6 +14,7 @@ use super::tools::delegation_tools;
 use super::SpawnError;
 use crate::agent::{
     self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
+    ToolChoicePolicy,
 };
 use async_trait::async_trait;
 use crate::model::{Message, Model, ModelRequest, Usage};
@@ -273,7 +274,15 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             Some(f) => f.sampling.clone(),
             None => inner.env.sampling.clone(),
         },
-        tool_choice: inner.env.tool_choice.clone(),
+        // A fork's first request must repeat the parent's, tool choice included
+        // (the parent may be past its first step, where `first` no longer applies).
+        tool_choice: match &plan.fork_from {
+            Some(f) => ToolChoicePolicy {
+                first: f.tool_choice.clone(),
+                rest: inner.env.tool_choice.rest.clone(),
+            },
+            None => inner.env.tool_choice.clone(),
+        },
         toolbox,
         workspace: inner.env.workspace.clone(),
         max_turns: plan.max_turns,
@@ -290,10 +299,12 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             let repair = Message::user(contract::repair_prompt(&parsed.missing));
             record_message(&sup, &ctx, &repair);
             messages.push(repair);
+            // No tools, so no tool choice either (servers refuse one without tools).
             let repair_spec = AgentSpec {
                 max_turns: 1,
                 toolbox: Toolbox::empty(&ctx.kind_name),
                 offered_tools: None,
+                tool_choice: ToolChoicePolicy::default(),
                 ..spec.clone()
             };
             let repaired = agent::run(&repair_spec, messages, &hooks, &plan.cancel).await;
