@@ -611,6 +611,18 @@ pub(crate) async fn run_root(
     on_start(&id);
     let first = Message::user(req.prompt.clone());
     record_message(sup, &ctx, &first);
+    // The run stops on its turn's token or the session's: session → turn → children.
+    let cancel = env.session_cancel.child_token();
+    let link = {
+        let turn = req.cancel.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = turn.cancelled() => cancel.cancel(),
+                _ = cancel.cancelled() => {}
+            }
+        })
+    };
     let toolbox = build_toolbox(sup, &ctx, false);
     let spec = AgentSpec {
         run_id: id.clone(),
@@ -625,7 +637,8 @@ pub(crate) async fn run_root(
         offered_tools: None,
     };
     let hooks = hooks_for(sup, &ctx, req.events);
-    let outcome = agent::run(&spec, vec![first], &hooks, &req.cancel).await;
+    let outcome = agent::run(&spec, vec![first], &hooks, &cancel).await;
+    link.abort();
     let status = match outcome.ending {
         Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
         Ending::Cancelled => LiveStatus::Cancelled,

@@ -497,6 +497,9 @@ impl Supervisor {
 
     /// Cancel every run of the session and wait until their records are final.
     pub async fn shutdown(&self) {
+        for run in self.snapshot() {
+            self.cancel(&run.agent_id, "the session ended");
+        }
         self.inner.env.session_cancel.cancel();
         for run in self.snapshot() {
             if !run.status.is_terminal() {
