@@ -336,6 +336,29 @@ impl Board {
         (by_prefix.len() == 1).then(|| by_prefix[0].clone())
     }
 
+    /// Find a child of `parent` by id, live name (else any name), or unique id prefix.
+    pub fn lookup_child(&self, parent: &str, key: &str) -> Option<String> {
+        let reg = self.lock();
+        let children: Vec<&Entry> = reg
+            .runs
+            .values()
+            .filter(|e| e.parent_id.as_deref() == Some(parent))
+            .collect();
+        if let Some(e) = children.iter().find(|e| e.id == key) {
+            return Some(e.id.clone());
+        }
+        let by_name: Vec<&&Entry> = children.iter().filter(|e| e.name == key).collect();
+        if let Some(e) = by_name
+            .iter()
+            .find(|e| !e.status.is_terminal())
+            .or(by_name.first())
+        {
+            return Some(e.id.clone());
+        }
+        let by_prefix: Vec<&&Entry> = children.iter().filter(|e| e.id.starts_with(key)).collect();
+        (by_prefix.len() == 1).then(|| by_prefix[0].id.clone())
+    }
+
     pub fn snapshot(&self) -> Vec<RunSnapshot> {
         let reg = self.lock();
         let mut v: Vec<RunSnapshot> = reg
