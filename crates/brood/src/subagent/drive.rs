@@ -2,6 +2,11 @@
 //! run the agent loop with the ledger, heartbeat and inbox wired in, enforce the
 //! output contract, record the end durably, then publish the result (and push it
 //! to a background child's parent).
+//!
+//! A run that has answered while background children it opened are still out
+//! waits for their completions (see `LoopInbox`): meanwhile it holds no running
+//! slot and the heartbeat does not watch it. Its wall time starts when it first
+//! gets a slot, so queued time is free.
 
 use super::contract;
 use super::fork;
@@ -16,9 +21,9 @@ use crate::agent::{
     self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
     ToolChoicePolicy,
 };
-use async_trait::async_trait;
 use crate::model::{Message, Model, ModelRequest, Usage};
 use crate::tool::{Capability, Permissions, Tool, Toolbox};
+use async_trait::async_trait;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};

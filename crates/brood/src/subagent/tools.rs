@@ -4,6 +4,8 @@
 //!
 //! While a run waits on its children (`task`, `agent_eval`, `agent_close`) it gives
 //! its running slot back, so a parent blocked on children never starves them.
+//! `agent_eval` and `agent_close` address only the caller's own children: another
+//! run's child belongs to that run, and its result is delivered there.
 
 use super::drive::RunCtx;
 use super::result::ChildResult;
