@@ -21,7 +21,7 @@ use crate::agent::{
     self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
     ToolChoicePolicy,
 };
-use crate::model::{Message, Model, ModelRequest, Usage};
+use crate::model::{Message, Model, ModelRequest, ModelResponse, StreamEvent, Usage};
 use crate::tool::{Capability, Permissions, Tool, Toolbox};
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -304,25 +304,22 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             let repair = Message::user(contract::repair_prompt(&parsed.missing));
             record_message(&sup, &ctx, &repair);
             messages.push(repair);
-            // No tools, so no tool choice either (servers refuse one without tools).
-            let repair_spec = AgentSpec {
-                max_turns: 1,
-                toolbox: Toolbox::empty(&ctx.kind_name),
-                offered_tools: None,
-                tool_choice: ToolChoicePolicy::default(),
-                ..spec.clone()
-            };
-            let repaired = agent::run(&repair_spec, messages, &hooks, &plan.cancel).await;
-            if repaired.succeeded() && !repaired.final_text.trim().is_empty() {
-                let again = contract::parse(&repaired.final_text);
-                if again.missing.len() < parsed.missing.len() {
-                    parsed = again;
-                    outcome.final_text = repaired.final_text.clone();
+            if let Some(answer) =
+                repair_step(&spec, &hooks, &messages, outcome.turns + 1, &plan.cancel).await
+            {
+                outcome.turns += 1;
+                outcome.usage.add(&answer.usage.unwrap_or_default());
+                let text = answer.message.content.clone();
+                messages.push(answer.message);
+                if !text.trim().is_empty() {
+                    let again = contract::parse(&text);
+                    if again.missing.len() < parsed.missing.len() {
+                        parsed = again;
+                        outcome.final_text = text;
+                    }
                 }
             }
-            outcome.turns += repaired.turns;
-            outcome.usage.add(&repaired.usage);
-            outcome.messages = repaired.messages;
+            outcome.messages = messages;
         }
         contract::verify_evidence(&mut parsed, inner.env.workspace.root());
         report = Some(parsed);
@@ -347,6 +344,68 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         &plan.result_tx,
     )
     .await;
+}
+
+/// Ask once more for the report format: exactly one model step, with no tools
+/// (and so no tool choice: servers refuse one without tools), reported to the
+/// run's hooks like any other step. A tool call in the answer is dropped. `None`
+/// when the step failed or the run was cancelled.
+async fn repair_step(
+    spec: &AgentSpec,
+    hooks: &AgentHooks,
+    messages: &[Message],
+    turn: u32,
+    cancel: &CancellationToken,
+) -> Option<ModelResponse> {
+    let emit = |event: AgentEvent| {
+        if let Some(sink) = &hooks.events {
+            sink(&event);
+        }
+    };
+    let request = Arc::new(ModelRequest {
+        model: spec.model_id.clone(),
+        system: spec.system.clone(),
+        messages: messages.to_vec(),
+        tools: Vec::new(),
+        tool_choice: None,
+        sampling: spec.sampling.clone(),
+    });
+    emit(AgentEvent::ModelRequest {
+        turn,
+        request: request.clone(),
+    });
+    let sink = hooks.events.clone();
+    let on_event = move |event: StreamEvent| {
+        if let Some(s) = &sink {
+            s(&AgentEvent::Stream { turn, event });
+        }
+    };
+    let started = Instant::now();
+    let result = tokio::select! {
+        r = spec.model.step(&request, &on_event) => r,
+        _ = cancel.cancelled() => return None,
+    };
+    match result {
+        Ok(mut response) => {
+            response.message.tool_calls.clear();
+            emit(AgentEvent::ModelResponse {
+                turn,
+                response: response.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            });
+            emit(AgentEvent::Message {
+                message: response.message.clone(),
+            });
+            Some(response)
+        }
+        Err(e) => {
+            emit(AgentEvent::ModelFailed {
+                turn,
+                error: e.to_string(),
+            });
+            None
+        }
+    }
 }
 
 /// The child's system prompt and first messages; for a fork, also the parent's
