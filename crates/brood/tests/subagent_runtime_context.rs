@@ -163,7 +163,11 @@ async fn the_contract_gets_one_repair_turn_and_evidence_is_checked() {
             vec![
                 ScriptStep::tool_call(
                     "task",
-                    json!({"prompts": ["repairable: check src", "stubborn: check src"]}),
+                    json!({"prompts": [
+                        "repairable: check src",
+                        "stubborn: check src",
+                        "toolish: check src"
+                    ]}),
                 ),
                 ScriptStep::text("done"),
             ],
@@ -173,6 +177,15 @@ async fn the_contract_gets_one_repair_turn_and_evidence_is_checked() {
             vec![
                 ScriptStep::text("I looked at src.txt and it is fine."),
                 ScriptStep::text(good),
+                ScriptStep::text("a third answer nobody asked for"),
+            ],
+        )
+        .on(
+            "toolish:",
+            vec![
+                ScriptStep::text("Fine."),
+                // Asked for the format, it calls a tool instead: no second repair.
+                ScriptStep::tool_call("list_dir", json!({"path": "."})),
                 ScriptStep::text("a third answer nobody asked for"),
             ],
         )
@@ -192,7 +205,7 @@ async fn the_contract_gets_one_repair_turn_and_evidence_is_checked() {
         .unwrap();
 
     // Exactly one repair turn each, asking for the format.
-    for who in ["repairable:", "stubborn:"] {
+    for who in ["repairable:", "stubborn:", "toolish:"] {
         let reqs = probe.requests_for(who);
         assert_eq!(reqs.len(), 2, "{who}");
         let last = reqs[1].messages.last().unwrap();
@@ -206,6 +219,11 @@ async fn the_contract_gets_one_repair_turn_and_evidence_is_checked() {
     let repaired = task["results"][0]["result"].as_str().unwrap();
     assert!(repaired.contains("SUMMARY: src.txt is fine."), "{repaired}");
     assert_eq!(task["results"][1]["status"], "completed");
+    assert_eq!(task["results"][2]["status"], "completed");
+    assert!(task["results"][2]["result"]
+        .as_str()
+        .unwrap()
+        .contains("Fine."));
 
     // The record holds the parsed report with each citation checked.
     let id = task["results"][0]["agent_id"].as_str().unwrap();

@@ -316,6 +316,15 @@ pub fn call(name: &str, args: Value) -> brood::model::ModelResponse {
     }
 }
 
+/// A final text response.
+pub fn answer(text: &str) -> brood::model::ModelResponse {
+    brood::model::ModelResponse {
+        message: Message::assistant(text),
+        usage: None,
+        finish_reason: brood::model::FinishReason::Stop,
+    }
+}
+
 /// Every user message of `req` that carries a background completion.
 pub fn completions(req: &ModelRequest) -> Vec<&str> {
     req.messages
