@@ -434,3 +434,52 @@ async fn shutdown_stops_the_parent_and_its_task_children_promptly() {
         assert_eq!(run.status.as_str(), "cancelled", "{id}");
     }
 }
+
+#[tokio::test]
+async fn agent_list_shows_earlier_sessions_only_when_asked() {
+    let ws = workspace("");
+    let first = ScriptedModel::new()
+        .on(
+            "parent:",
+            vec![
+                ScriptStep::tool_call("task", json!({"prompts": ["old: work"]})),
+                ScriptStep::text("done"),
+            ],
+        )
+        .otherwise(vec![ScriptStep::text(report("old work"))]);
+    let session = session_with(ws.path(), Arc::new(first), None).await;
+    session
+        .run("parent: first session", None, CancellationToken::new())
+        .await
+        .unwrap();
+    let old_id = session.supervisor().snapshot()[0].agent_id.clone();
+    session.close().await;
+
+    let second = ScriptedModel::new().on(
+        "parent:",
+        vec![
+            ScriptStep::tool_call("agent_list", json!({})),
+            ScriptStep::tool_call("agent_list", json!({"include_archived": true})),
+            ScriptStep::text("listed"),
+        ],
+    );
+    let probe = Probe::new(second);
+    let session = session_with(ws.path(), probe.arc(), None).await;
+    session
+        .run("parent: second session", None, CancellationToken::new())
+        .await
+        .unwrap();
+    let parent = probe.requests_for("parent:");
+    let current = last_tool_json(&parent[1]);
+    assert_eq!(current["agents"], json!([]), "{current}");
+    let all = last_tool_json(&parent[2]);
+    let old = all["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == old_id.as_str())
+        .unwrap_or_else(|| panic!("{old_id} not in {all}"));
+    assert_eq!(old["from_prior_session"], true);
+    assert_eq!(old["status"], "completed");
+    session.close().await;
+}
