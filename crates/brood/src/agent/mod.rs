@@ -158,15 +158,11 @@ pub async fn run(
         spec,
         hooks,
         cancel,
-        messages: Vec::with_capacity(messages.len() + 8),
+        messages,
         turns: 0,
         tool_calls: 0,
         usage: Usage::default(),
     };
-    // The starting messages are part of the run's transcript too.
-    for m in messages {
-        lp.push(m);
-    }
     let (ending, final_text, error) = lp.drive().await;
     lp.emit(AgentEvent::Finished {
         ending: ending.clone(),
