@@ -361,6 +361,15 @@ impl CappedOutput {
     }
 }
 
+/// Environment variables a model-driven shell never gets: API keys and secrets.
+pub fn is_secret_var(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n.ends_with("_API_KEY")
+        || n.ends_with("_SECRET")
+        || n.ends_with("_SECRET_KEY")
+        || n == "BROOD_API_KEY"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,13 +386,4 @@ mod tests {
         assert!(s.ends_with(&"c".repeat(OUTPUT_TAIL_BYTES)));
         assert!(!s.contains("bb"));
     }
-}
-
-/// Environment variables a model-driven shell never gets: API keys and secrets.
-pub fn is_secret_var(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n.ends_with("_API_KEY")
-        || n.ends_with("_SECRET")
-        || n.ends_with("_SECRET_KEY")
-        || n == "BROOD_API_KEY"
 }
