@@ -37,7 +37,10 @@ async fn a_forked_child_repeats_the_parent_request_byte_for_byte_and_keeps_its_g
         let step = req.assistant_turns();
         if is_fork(req) {
             return match fork_step(req) {
-                0 => MockReply::tool_call("write_file", json!({"path": "x.txt", "content": "x"})),
+                0 => MockReply::tool_calls([
+                    ("write_file", json!({"path": "x.txt", "content": "x"})),
+                    ("task", json!({"description": "grandchild"})),
+                ]),
                 _ => MockReply::text(report("forked child done")),
             };
         }
@@ -104,13 +107,16 @@ async fn a_forked_child_repeats_the_parent_request_byte_for_byte_and_keeps_its_g
         .iter()
         .find(|r| is_fork(r) && fork_step(r) == 1)
         .unwrap();
-    let refusal = child_second.last_message().unwrap()["content"]
-        .as_str()
-        .unwrap();
-    assert!(
-        refusal.starts_with("error:") && refusal.contains("not allowed for explore"),
-        "{refusal}"
-    );
+    let msgs = child_second.messages();
+    for (result, tool) in msgs[msgs.len() - 2..].iter().zip(["write_file", "task"]) {
+        let refusal = result["content"].as_str().unwrap();
+        assert!(
+            refusal.starts_with("error:")
+                && refusal.contains(tool)
+                && refusal.contains("not allowed for explore"),
+            "{refusal}"
+        );
+    }
     assert!(!ws.path().join("x.txt").exists());
     session.close().await;
 }

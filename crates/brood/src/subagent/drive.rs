@@ -452,13 +452,17 @@ refused.\n\n{stance_and_contract}"
 /// is at the depth limit. `fork` keeps every candidate so specs can match the parent.
 fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>, _fork: bool) -> Toolbox {
     let mut tools: Vec<Arc<dyn Tool>> = (sup.inner.env.tools)(&ctx.run_id);
+    let mut permissions = (*ctx.permissions).clone();
     let can_delegate = sup.inner.env.settings.enabled
         && ctx.depth < sup.limits().max_depth
-        && ctx.permissions.capabilities.contains(&Capability::Delegate);
-    if can_delegate {
-        tools.extend(delegation_tools(sup, ctx));
+        && permissions.capabilities.contains(&Capability::Delegate);
+    if !can_delegate {
+        // Still candidates, so a call to one (a forked child is offered its
+        // parent's specs) is refused as not granted, naming the tool and role.
+        permissions.capabilities.remove(&Capability::Delegate);
     }
-    let toolbox = Toolbox::new(tools, (*ctx.permissions).clone());
+    tools.extend(delegation_tools(sup, ctx));
+    let toolbox = Toolbox::new(tools, permissions);
     let _ = ctx.tool_names.set(toolbox.names());
     toolbox
 }

@@ -172,6 +172,11 @@ impl Supervisor {
         self.inner.board.subscribe()
     }
 
+    /// Ledger writes that failed in this session (0 when every record landed).
+    pub fn ledger_write_failures(&self) -> u64 {
+        self.inner.recorder.write_failures()
+    }
+
     /// Runs currently in `Running`.
     pub fn running(&self) -> usize {
         self.inner.board.running()
