@@ -128,6 +128,29 @@ pub struct RunCtx {
 }
 
 impl RunCtx {
+    /// Run `fut` (a wait on children) with this run's running slot given back, and
+    /// take a slot again afterwards — unless `cancel` (the run's token) fired.
+    pub(crate) async fn without_slot<F: std::future::Future>(
+        &self,
+        sup: &Supervisor,
+        cancel: &CancellationToken,
+        fut: F,
+    ) -> F::Output {
+        let had = self
+            .slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some();
+        let out = fut.await;
+        if had {
+            if let Some(p) = sup.inner.board.acquire_slot(cancel).await {
+                *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+            }
+        }
+        out
+    }
+
     /// Names of the tools in this run's toolbox.
     pub fn tool_names(&self) -> Vec<String> {
         self.tool_names.get().cloned().unwrap_or_default()
@@ -532,21 +555,11 @@ impl Inbox for LoopInbox {
         if !self.ctx.inbox.would_wait() {
             return self.ctx.inbox.wait_for_more(cancel).await;
         }
-        let had_slot = self
-            .ctx
-            .slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .is_some();
         self.ctx.progress.pause(true);
-        let more = self.ctx.inbox.wait_for_more(cancel).await;
-        // The run works again (another turn, or its report check): take a slot.
-        if had_slot {
-            if let Some(p) = self.sup.inner.board.acquire_slot(cancel).await {
-                *self.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
-            }
-        }
+        let more = self
+            .ctx
+            .without_slot(&self.sup, cancel, self.ctx.inbox.wait_for_more(cancel))
+            .await;
         self.ctx.progress.pause(false);
         more
     }

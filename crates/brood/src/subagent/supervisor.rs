@@ -26,41 +26,9 @@ pub struct Limits {
     pub heartbeat: Duration,
 }
 
-/// A run's live status as the supervisor sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LiveStatus {
-    Pending,
-    Queued,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-    Interrupted,
-}
-
-impl LiveStatus {
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            LiveStatus::Completed
-                | LiveStatus::Failed
-                | LiveStatus::Cancelled
-                | LiveStatus::Interrupted
-        )
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LiveStatus::Pending => "pending",
-            LiveStatus::Queued => "queued",
-            LiveStatus::Running => "running",
-            LiveStatus::Completed => "completed",
-            LiveStatus::Failed => "failed",
-            LiveStatus::Cancelled => "cancelled",
-            LiveStatus::Interrupted => "interrupted",
-        }
-    }
-}
+/// A run's status: the ledger's lifecycle, shared so the supervisor and the
+/// record can never disagree on what a status means.
+pub use crate::ledger::RunStatus as LiveStatus;
 
 /// Shared, lock-free progress clock of one run.
 #[derive(Debug)]

@@ -44,23 +44,9 @@ struct Bound {
 }
 
 impl Bound {
-    /// Run `fut` with this run's slot given back; take a slot again afterwards
-    /// (unless the run was cancelled meanwhile: `cancel` is the run's token).
+    /// Run `fut` with this run's slot given back (see `RunCtx::without_slot`).
     async fn yielding<F: Future>(&self, cancel: &CancellationToken, fut: F) -> F::Output {
-        let had = self
-            .ctx
-            .slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .is_some();
-        let out = fut.await;
-        if had {
-            if let Some(p) = self.sup.inner.board.acquire_slot(cancel).await {
-                *self.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
-            }
-        }
-        out
+        self.ctx.without_slot(&self.sup, cancel, fut).await
     }
 
     /// One of this run's own children, by id, name or id prefix. A run waits for,
