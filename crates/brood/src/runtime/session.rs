@@ -45,6 +45,7 @@ impl SessionError {
                 | SessionError::Subagents(_)
                 | SessionError::Model(ModelError::MissingKey { .. })
                 | SessionError::Model(ModelError::Config(_))
+                | SessionError::Model(ModelError::UnknownProvider { .. })
         )
     }
 }
