@@ -1,10 +1,592 @@
-//! `brood agents …` (placeholder until the ledger lands).
+//! `brood agents …`: inspect and manage the runs recorded in a workspace's ledger.
+//!
+//! Reading commands (`list`, `show`, `transcript`, `export`) open the ledger
+//! read-only and register no boot, so they never mark anything; `cancel` and `prune`
+//! write one short transaction each. Exit codes: 0 ok, 1 failure, 2 usage error.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use brood::ledger::{
+    CancelOutcome, Ledger, LedgerError, LedgerReader, ListFilter, ListedRun, RunDetail, RunId,
+    RunRecord, RunStatus, TranscriptSlice,
+};
+use chrono::{DateTime, Utc};
 use clap::Subcommand;
-use std::path::Path;
-#[derive(Subcommand)]
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum AgentsCmd {
-    List,
+    /// List runs: this session's by default (the live sessions, or the latest one).
+    List {
+        /// Include runs of earlier sessions (marked as prior).
+        #[arg(long)]
+        all: bool,
+        /// Print JSON (an array of run records with `from_prior_session`).
+        #[arg(long)]
+        json: bool,
+        /// Show parent/child nesting.
+        #[arg(long)]
+        tree: bool,
+    },
+    /// Show one run with its events. ID may be a unique prefix.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a slice of a run's transcript. ID may be a unique prefix.
+    Transcript {
+        id: String,
+        /// First message (seq, from 0).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Most messages to print.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print the slice as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Print the full text of capped messages (from their spill files).
+        #[arg(long)]
+        full: bool,
+    },
+    /// Cancel a run: its live session is asked to stop it; a run whose process is gone
+    /// is marked cancelled.
+    Cancel { id: String },
+    /// Print every run with its events as JSON (schema "brood.runs.v1").
+    Export {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete runs (with events, transcripts and spill files) that finished before the
+    /// given age, e.g. `--older-than 7d` (units: s, m, h, d).
+    Prune {
+        #[arg(long, value_parser = parse_age)]
+        older_than: Duration,
+    },
 }
-pub async fn run(_cmd: AgentsCmd, _ws: &Path) -> i32 {
-    0
+
+/// Run an `agents` subcommand against the ledger of `workspace`, printing to
+/// stdout/stderr. Returns the process exit code.
+pub async fn run(cmd: AgentsCmd, workspace: &Path) -> i32 {
+    let workspace: PathBuf = workspace.to_path_buf();
+    let joined = tokio::task::spawn_blocking(move || {
+        let mut out = String::new();
+        let mut err = String::new();
+        let code = execute(&cmd, &workspace, &mut out, &mut err);
+        (code, out, err)
+    })
+    .await;
+    let (code, out, err) = match joined {
+        Ok(v) => v,
+        Err(e) => (
+            1,
+            String::new(),
+            format!("brood agents: internal error: {e}\n"),
+        ),
+    };
+    let _ = std::io::stderr().write_all(err.as_bytes());
+    match std::io::stdout().write_all(out.as_bytes()) {
+        Ok(()) => code,
+        // `brood agents list | head` is fine.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Err(_) => 1,
+    }
 }
+
+/// Parse an age such as `90s`, `30m`, `12h`, `7d`.
+pub fn parse_age(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let bad = || format!("invalid age '{text}': use a number and a unit, e.g. 90s, 30m, 12h, 7d");
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(secs).map(Duration::from_secs).ok_or_else(bad)
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+enum Failure {
+    Ledger(LedgerError),
+    /// `cancel` of a run that already reached a terminal status.
+    AlreadyFinished {
+        run: String,
+        status: RunStatus,
+    },
+}
+
+impl From<LedgerError> for Failure {
+    fn from(e: LedgerError) -> Self {
+        Failure::Ledger(e)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Ledger(e) => e.fmt(f),
+            Failure::AlreadyFinished { run, status } => {
+                write!(
+                    f,
+                    "run {run} already finished ({status}); nothing to cancel"
+                )
+            }
+        }
+    }
+}
+
+/// The command, with output collected into `out` (stdout) and `err` (stderr).
+fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i32 {
+    let result = match cmd {
+        AgentsCmd::List { all, json, tree } => list(ws, *all, *json, *tree, out),
+        AgentsCmd::Show { id, json } => show(ws, id, *json, out),
+        AgentsCmd::Transcript {
+            id,
+            from,
+            limit,
+            json,
+            full,
+        } => transcript(ws, id, *from, *limit, *json, *full, out),
+        AgentsCmd::Cancel { id } => cancel(ws, id, out),
+        AgentsCmd::Export { json } => {
+            if !json {
+                let _ = writeln!(
+                    err,
+                    "brood agents export: the export is JSON only; pass --json"
+                );
+                return 2;
+            }
+            export(ws, out)
+        }
+        AgentsCmd::Prune { older_than } => prune(ws, *older_than, out),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(err, "brood agents: {e}");
+            1
+        }
+    }
+}
+
+fn list(ws: &Path, all: bool, json: bool, tree: bool, out: &mut String) -> Result<(), Failure> {
+    let runs = match Ledger::open_reader(ws) {
+        Ok(reader) => reader.list_runs(ListFilter {
+            include_archived: all,
+        })?,
+        Err(LedgerError::Missing { .. }) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        out.push_str(&to_json(&runs)?);
+        out.push('\n');
+        return Ok(());
+    }
+    if runs.is_empty() {
+        out.push_str(if all {
+            "no runs recorded in this workspace\n"
+        } else {
+            "no runs in the current session; `brood agents list --all` shows earlier sessions\n"
+        });
+        return Ok(());
+    }
+    let rows: Vec<(usize, &ListedRun)> = if tree {
+        tree_order(&runs)
+    } else {
+        runs.iter().map(|r| (0, r)).collect()
+    };
+    let now = Utc::now();
+    let mut table = vec![vec![
+        "ID".to_string(),
+        "NAME".to_string(),
+        "ROLE".to_string(),
+        "STATUS".to_string(),
+        "AGE".to_string(),
+        "STEPS".to_string(),
+        "TOKENS".to_string(),
+    ]];
+    if all {
+        table[0].push("SESSION".to_string());
+    }
+    for (indent, listed) in rows {
+        let r = &listed.run;
+        let name = display_name(r);
+        let name = if indent > 0 {
+            format!("{}└ {name}", "  ".repeat(indent - 1))
+        } else {
+            name
+        };
+        let mut row = vec![
+            short_id(&r.id),
+            name,
+            r.role.clone().unwrap_or_else(|| "-".into()),
+            r.status.to_string(),
+            age(r.created_at, now),
+            r.steps.to_string(),
+            tokens(r.input_tokens + r.output_tokens),
+        ];
+        if all {
+            row.push(
+                if listed.from_prior_session {
+                    "prior"
+                } else {
+                    "current"
+                }
+                .to_string(),
+            );
+        }
+        table.push(row);
+    }
+    render_table(&table, out);
+    Ok(())
+}
+
+/// Depth-first order: roots (runs whose parent is not listed) oldest first, each
+/// followed by its children.
+fn tree_order(runs: &[ListedRun]) -> Vec<(usize, &ListedRun)> {
+    let listed: HashSet<&str> = runs.iter().map(|r| r.run.id.as_str()).collect();
+    let mut children: BTreeMap<&str, Vec<&ListedRun>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for r in runs {
+        match r.run.parent_id.as_ref().map(RunId::as_str) {
+            Some(p) if listed.contains(p) => children.entry(p).or_default().push(r),
+            _ => roots.push(r),
+        }
+    }
+    let mut order = Vec::with_capacity(runs.len());
+    let mut stack: Vec<(usize, &ListedRun)> = roots.into_iter().rev().map(|r| (0, r)).collect();
+    while let Some((depth, r)) = stack.pop() {
+        order.push((depth, r));
+        if let Some(kids) = children.get(r.run.id.as_str()) {
+            stack.extend(kids.iter().rev().map(|k| (depth + 1, *k)));
+        }
+    }
+    order
+}
+
+fn show(ws: &Path, id: &str, json: bool, out: &mut String) -> Result<(), Failure> {
+    let reader = Ledger::open_reader(ws)?;
+    let id = reader.resolve_id(id)?;
+    let detail = reader.get_run(&id)?;
+    if json {
+        out.push_str(&to_json(&detail)?);
+        out.push('\n');
+        return Ok(());
+    }
+    render_detail(&detail, out);
+    Ok(())
+}
+
+fn render_detail(d: &RunDetail, out: &mut String) {
+    let r = &d.run;
+    let now = Utc::now();
+    let mut field = |k: &str, v: String| {
+        let _ = writeln!(out, "{k:<10} {v}");
+    };
+    field("run", r.id.to_string());
+    field("name", display_name(r));
+    field("role", r.role.clone().unwrap_or_else(|| "-".into()));
+    if let Some(t) = &r.agent_type {
+        field("type", t.clone());
+    }
+    let status = match &r.status_reason {
+        Some(reason) => format!("{} ({reason})", r.status),
+        None => r.status.to_string(),
+    };
+    field("status", status);
+    let prior = if d.from_prior_session {
+        " (prior session)"
+    } else {
+        ""
+    };
+    field("session", format!("{}{prior}", r.session_id));
+    if let Some(p) = &r.parent_id {
+        field("parent", format!("{p} (depth {})", r.depth));
+    }
+    field("objective", r.objective.clone());
+    let model = match (&r.provider, &r.model) {
+        (Some(p), Some(m)) => format!("{p}/{m}"),
+        (None, Some(m)) => m.clone(),
+        (Some(p), None) => p.clone(),
+        (None, None) => "-".into(),
+    };
+    field("model", model);
+    field("workspace", r.workspace.clone());
+    if let Some(b) = &r.git_branch {
+        field("branch", b.clone());
+    }
+    field(
+        "created",
+        format!(
+            "{} ({} ago)",
+            r.created_at.to_rfc3339(),
+            age(r.created_at, now)
+        ),
+    );
+    if let Some(t) = r.started_at {
+        field("started", t.to_rfc3339());
+    }
+    if let Some(t) = r.ended_at {
+        field("ended", t.to_rfc3339());
+    }
+    field(
+        "usage",
+        format!(
+            "{} steps, {} input tokens ({} cached), {} output tokens",
+            r.steps, r.input_tokens, r.cached_input_tokens, r.output_tokens
+        ),
+    );
+    if let Some(result) = &r.result {
+        field("result", clip(&compact(result), 400));
+    }
+    if let Some(e) = &r.error {
+        field("error", e.clone());
+    }
+    let _ = writeln!(out, "events ({}):", d.events.len());
+    for e in &d.events {
+        let _ = writeln!(
+            out,
+            "  {:>4}  {}  {:<14} {}",
+            e.seq,
+            e.at.format("%H:%M:%S%.3f"),
+            e.kind.as_str(),
+            clip(&compact(&e.payload), 120)
+        );
+    }
+}
+
+fn transcript(
+    ws: &Path,
+    id: &str,
+    from: u64,
+    limit: usize,
+    json: bool,
+    full: bool,
+    out: &mut String,
+) -> Result<(), Failure> {
+    let reader = Ledger::open_reader(ws)?;
+    let id = reader.resolve_id(id)?;
+    let slice = reader.transcript(&id, from, limit)?;
+    if json {
+        out.push_str(&to_json(&slice)?);
+        out.push('\n');
+        return Ok(());
+    }
+    render_transcript(&reader, &slice, full, out)
+}
+
+fn render_transcript(
+    reader: &LedgerReader,
+    slice: &TranscriptSlice,
+    full: bool,
+    out: &mut String,
+) -> Result<(), Failure> {
+    if slice.entries.is_empty() {
+        let _ = writeln!(
+            out,
+            "no messages from #{} (the transcript has {})",
+            slice.from, slice.total
+        );
+        return Ok(());
+    }
+    for e in &slice.entries {
+        let _ = writeln!(out, "── #{} {} · {}", e.seq, e.role, e.at.to_rfc3339());
+        let spilled = if full && e.truncated {
+            reader.read_spill(e)?
+        } else {
+            None
+        };
+        match spilled {
+            Some(text) => out.push_str(&text),
+            None => match &e.content {
+                Value::String(s) => out.push_str(s),
+                other => out.push_str(&serde_json::to_string_pretty(other).unwrap_or_default()),
+            },
+        }
+        out.push('\n');
+        if e.truncated && !full {
+            if let Some(p) = &e.spill_path {
+                let _ = writeln!(
+                    out,
+                    "[capped: {} bytes in all; --full prints it, or see {p}]",
+                    e.full_bytes
+                );
+            }
+        }
+    }
+    let last = slice.entries.last().map(|e| e.seq).unwrap_or(slice.from);
+    let _ = write!(
+        out,
+        "── messages #{}–#{} of {}",
+        slice.entries[0].seq, last, slice.total
+    );
+    if let Some(next) = slice.next_from {
+        let _ = write!(out, "; more with --from {next}");
+    }
+    out.push('\n');
+    Ok(())
+}
+
+fn cancel(ws: &Path, id: &str, out: &mut String) -> Result<(), Failure> {
+    let reader = Ledger::open_reader(ws)?;
+    let id = reader.resolve_id(id)?;
+    let mut maintenance = Ledger::open_maintenance(ws)?;
+    let outcome = match maintenance.request_cancel(&id) {
+        Err(LedgerError::InvalidTransition { run, from, .. }) if from.is_terminal() => {
+            return Err(Failure::AlreadyFinished { run, status: from })
+        }
+        other => other?,
+    };
+    match outcome {
+        CancelOutcome::Requested { run_id, boot_id } => {
+            let _ = writeln!(
+                out,
+                "cancel requested for run {run_id}; its session (boot {boot_id}) will stop it"
+            );
+        }
+        CancelOutcome::MarkedCancelled { run_id } => {
+            let _ = writeln!(
+                out,
+                "run {run_id} marked cancelled (its process had already exited)"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn export(ws: &Path, out: &mut String) -> Result<(), Failure> {
+    let export = match Ledger::open_reader(ws) {
+        Ok(reader) => reader.export()?,
+        Err(LedgerError::Missing { .. }) => brood::ledger::Export {
+            schema: brood::ledger::EXPORT_SCHEMA.to_string(),
+            exported_at: Utc::now(),
+            runs: Vec::new(),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    out.push_str(&to_json(&export)?);
+    out.push('\n');
+    Ok(())
+}
+
+fn prune(ws: &Path, older_than: Duration, out: &mut String) -> Result<(), Failure> {
+    let report = match Ledger::open_maintenance(ws) {
+        Ok(mut m) => m.prune(older_than)?,
+        Err(LedgerError::Missing { .. }) => {
+            out.push_str("no runs recorded in this workspace; nothing to prune\n");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let _ = writeln!(
+        out,
+        "pruned {} runs ({} events, {} transcript messages, {} spill files) that finished more than {} ago",
+        report.runs,
+        report.events,
+        report.transcript_entries,
+        report.spill_files,
+        human_duration(older_than)
+    );
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, LedgerError> {
+    serde_json::to_string_pretty(v).map_err(|e| LedgerError::Json {
+        context: "printing JSON".into(),
+        detail: e.to_string(),
+    })
+}
+
+fn display_name(r: &RunRecord) -> String {
+    r.name
+        .clone()
+        .or_else(|| r.agent_type.clone())
+        .unwrap_or_else(|| clip(&r.objective, 40))
+}
+
+/// The first 8 characters of an id (any unique prefix is accepted back).
+fn short_id(id: &RunId) -> String {
+    id.as_str().chars().take(8).collect()
+}
+
+fn age(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = (now - t).num_seconds().max(0) as u64;
+    human_duration(Duration::from_secs(secs))
+}
+
+fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+fn tokens(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
+}
+
+fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// At most `max` characters, on one line.
+fn clip(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', "⏎");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+fn render_table(rows: &[Vec<String>], out: &mut String) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[c] - cell.chars().count();
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests;

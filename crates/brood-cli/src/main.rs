@@ -219,7 +219,13 @@ async fn run(args: RunArgs) -> u8 {
     });
     let printer = render::Printer::new(!args.json);
     let result = session.run(&args.prompt, Some(printer.sink()), turn).await;
+    let failures = session.supervisor().ledger_write_failures();
     session.close().await;
+    if failures > 0 {
+        eprintln!(
+            "brood: warning: {failures} ledger write(s) failed in this session; the record in .brood/state may be incomplete"
+        );
+    }
     match result {
         Ok(report) => {
             if args.json {

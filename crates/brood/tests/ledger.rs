@@ -146,7 +146,10 @@ async fn transitions_are_validated_logged_and_never_half_written() {
 async fn a_rejected_op_does_not_undo_the_rest_of_its_group_commit() {
     let ws = TempDir::new().unwrap();
     let ledger = open(&ws);
-    // Queue everything without awaiting, so it lands in as few batches as possible.
+    // Hold the write lock elsewhere while queuing, so that everything queued after the
+    // writer's first pick lands in one group commit.
+    let blocker = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
     let a = ledger.create_run(named("a"));
     let id = RunId::new();
     let b = ledger.create_run(NewRun {
@@ -158,7 +161,9 @@ async fn a_rejected_op_does_not_undo_the_rest_of_its_group_commit() {
     ledger
         .append_event(&id, EventKind::ToolStarted, json!({"tool": "grep"}))
         .unwrap();
-    ledger.flush().await.unwrap();
+    let flushed = ledger.flush();
+    blocker.execute_batch("ROLLBACK").unwrap();
+    flushed.await.unwrap();
     let a = a.await.unwrap();
     assert_eq!(b.await.unwrap(), id);
     assert!(matches!(
@@ -180,6 +185,7 @@ async fn a_rejected_op_does_not_undo_the_rest_of_its_group_commit() {
     let stats = ledger.stats();
     assert_eq!(stats.ops_failed, 1);
     assert_eq!(stats.runs_created, 2);
+    assert!(stats.batches_committed <= 2, "{stats:?}");
 }
 
 #[tokio::test]
@@ -681,4 +687,72 @@ async fn export_is_versioned_and_carries_events() {
     // It reads back.
     let back: brood::ledger::Export = serde_json::from_value(json).unwrap();
     assert_eq!(back, export);
+}
+
+#[tokio::test]
+async fn queued_operations_share_group_commits() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("r")).await.unwrap();
+    let before = ledger.stats();
+
+    // Another connection holds the write lock, so the writer cannot commit while we
+    // queue: everything queued meanwhile must go out in (at most) two transactions.
+    let blocker = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    for i in 0..1000 {
+        ledger
+            .append_event(&id, EventKind::ToolFinished, json!({ "i": i }))
+            .unwrap();
+    }
+    let flushed = ledger.flush();
+    blocker.execute_batch("ROLLBACK").unwrap();
+    flushed.await.unwrap();
+
+    let after = ledger.stats();
+    assert_eq!(after.events_written - before.events_written, 1000);
+    let batches = after.batches_committed - before.batches_committed;
+    assert!(
+        (1..=2).contains(&batches),
+        "{batches} batches for 1000 events"
+    );
+    assert_eq!(ledger.reader().unwrap().events(&id).unwrap().len(), 1001);
+}
+
+#[tokio::test]
+async fn an_open_read_transaction_does_not_block_the_writer() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let first = ledger.create_run(named("first")).await.unwrap();
+    // A reader in the middle of a read transaction (holding its snapshot).
+    let reader = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let n: i64 = reader
+        .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    // The writer commits regardless (bounded wait, far below the busy timeout).
+    let second = tokio::time::timeout(Duration::from_secs(5), async {
+        let id = ledger.create_run(named("second")).await.unwrap();
+        ledger.mark_running(&first).await.unwrap();
+        id
+    })
+    .await
+    .expect("the writer was blocked by a reader");
+    // The reader's snapshot is stable; a new read sees the new run.
+    let n: i64 = reader
+        .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    reader.execute_batch("COMMIT").unwrap();
+    assert!(Ledger::open_reader(ws.path()).unwrap().run(&second).is_ok());
+}
+
+#[test]
+fn handles_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    fn sendable<T: Send>() {}
+    shareable::<Ledger>();
+    sendable::<brood::ledger::Durable<RunId>>();
+    sendable::<brood::ledger::LedgerReader>();
 }

@@ -11,8 +11,10 @@ pub type EventSink = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 /// One thing that happened in a run.
 #[derive(Debug, Clone)]
 pub enum AgentEvent {
-    /// A message was appended to the conversation (model answers, tool results,
-    /// injected messages, the final-report prompt).
+    /// The loop appended a message to the conversation (model answers, tool
+    /// results, injected messages, the final-report prompt). The starting messages
+    /// are the caller's: it records them itself (a fork's child records only its
+    /// tail, not the parent's conversation).
     Message {
         message: Message,
     },

@@ -265,19 +265,24 @@ impl Loop<'_> {
     ) -> Result<crate::model::ModelResponse, StepError> {
         self.turns += 1;
         let turn = self.turns;
+        let tools = if with_tools {
+            match &self.spec.offered_tools {
+                Some(specs) => specs.clone(),
+                None => self.spec.toolbox.specs(),
+            }
+        } else {
+            Vec::new()
+        };
+        // A policy is about tools: a step that offers none (a tool-less contract
+        // repair, an empty toolbox) sends no tool_choice, or a forced first tool
+        // would make the request invalid.
+        let tool_choice = if tools.is_empty() { None } else { tool_choice };
         let request = Arc::new(ModelRequest {
             model: self.spec.model_id.clone(),
             system: self.spec.system.clone(),
             messages: self.messages.clone(),
-            tools: if with_tools {
-                match &self.spec.offered_tools {
-                    Some(specs) => specs.clone(),
-                    None => self.spec.toolbox.specs(),
-                }
-            } else {
-                Vec::new()
-            },
-            tool_choice: if with_tools { tool_choice } else { None },
+            tools,
+            tool_choice,
             sampling: self.spec.sampling.clone(),
         });
         self.emit(AgentEvent::ModelRequest {

@@ -110,15 +110,25 @@ pub(crate) fn insert_run(
         ])
     })
     .ctx("inserting a run")?;
-    let payload = json!({
-        "parent_id": run.parent_id,
-        "name": run.name,
-        "role": run.role,
-        "agent_type": run.agent_type,
-        "model": run.model,
-        "provider": run.provider,
-        "depth": depth,
-    });
+    let mut payload = serde_json::Map::new();
+    payload.insert("depth".into(), json!(depth));
+    let optional = [
+        (
+            "parent_id",
+            run.parent_id.as_ref().map(|p| p.as_str().to_string()),
+        ),
+        ("name", run.name.clone()),
+        ("role", run.role.clone()),
+        ("agent_type", run.agent_type.clone()),
+        ("model", run.model.clone()),
+        ("provider", run.provider.clone()),
+    ];
+    for (key, value) in optional {
+        if let Some(v) = value {
+            payload.insert(key.into(), Value::String(v));
+        }
+    }
+    let payload = Value::Object(payload);
     insert_event(conn, id.as_str(), EventKind::Spawned, &payload, at)?;
     Ok(())
 }

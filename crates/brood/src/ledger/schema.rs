@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::error::{LedgerError, SqlContext};
 
@@ -140,11 +140,10 @@ pub(crate) fn inspect(path: &Path) -> Result<Found, LedgerError> {
         return Err(not_ours(path, "it is not an SQLite database"));
     }
     drop(file);
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| not_ours(path, &format!("SQLite cannot open it: {e}")))?;
+    let conn = super::store::open_query_only(path)
+        .map_err(|e| not_ours(path, &format!("SQLite cannot open it: {e}")))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .ctx("setting the busy timeout")?;
     classify(&conn, path)
 }
 

@@ -51,9 +51,36 @@ impl Assembler {
         self.chunks
     }
 
-    /// A finish reason or `[DONE]` was seen: the answer is complete.
+    /// A finish reason was seen: the answer is complete. `[DONE]` alone is not
+    /// enough: a server that ends a stream early (llama-cpp-python when another
+    /// request interrupts it) still sends `[DONE]`, but never a finish reason.
     pub(crate) fn complete(&self) -> bool {
-        self.done || self.finish.is_some()
+        self.finish.is_some()
+    }
+
+    /// Why a stream that ended cleanly without a finish reason is not an answer:
+    /// [`ModelError::EmptyAnswer`] when not a single event came (deterministic, not
+    /// retried), else [`ModelError::StreamCut`] (retried).
+    pub(crate) fn incomplete(&self, ctx: &ErrorContext<'_>) -> ModelError {
+        if self.chunks == 0 && !self.done {
+            return ModelError::EmptyAnswer {
+                url: ctx.url.to_string(),
+                what: "stream".to_string(),
+            };
+        }
+        let detail = if self.done {
+            format!(
+                "[DONE] after {} chunks but no finish_reason: the server ended the answer \
+                 early (llama-cpp-python does this when another request interrupts a stream)",
+                self.chunks
+            )
+        } else {
+            format!(
+                "stream ended after {} chunks without a finish reason or [DONE]",
+                self.chunks
+            )
+        };
+        ModelError::StreamCut { detail }
     }
 
     /// Take one SSE `data` payload.
@@ -89,7 +116,12 @@ impl Assembler {
             if let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) {
                 self.apply(delta, false, on_event);
             }
-            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            // Some servers send `"finish_reason": ""` on every chunk but the last.
+            if let Some(r) = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+            {
                 self.finish = Some(FinishReason::parse(r));
             }
         }
@@ -288,6 +320,7 @@ pub(crate) fn parse_completion(
     a.finish = pick_choice(&v)
         .and_then(|c| c.get("finish_reason"))
         .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
         .map(FinishReason::parse);
     a.usage = parse_usage(v.get("usage"), v.get("timings"));
     a.into_response(on_event)

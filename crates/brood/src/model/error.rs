@@ -47,6 +47,26 @@ pub enum ModelError {
     /// The server answered something that is not a valid chat-completions response.
     #[error("invalid response from provider: {detail}")]
     Protocol { detail: String },
+    /// The server answered 200 with nothing in it: a stream that ended cleanly
+    /// without a single event, or an empty JSON body. A deliberate answer, not a
+    /// network failure, so it is not retried (llama-cpp-python does this for a
+    /// streamed `tool_choice` of `auto` or `required`, and for a streamed prompt
+    /// longer than its context).
+    #[error(
+        "{url} answered 200 with an empty {what} (no event, no message): the server \
+         could not serve this request that way. If it is llama.cpp's Python server: \
+         name a tool in tool_choice instead of auto/required, or set stream = false, \
+         or shorten the conversation"
+    )]
+    EmptyAnswer {
+        url: String,
+        /// `stream` or `body`.
+        what: String,
+    },
+    /// The request cannot be sent as it is; checked before anything goes out
+    /// (see [`super::ModelRequest::check`]).
+    #[error("invalid request: {detail}")]
+    InvalidRequest { detail: String },
     /// Transient failures kept happening; `last` is the final one.
     #[error("gave up after {attempts} attempts: {last}")]
     RetriesExhausted {

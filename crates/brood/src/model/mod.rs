@@ -158,6 +158,43 @@ pub struct ModelRequest {
     pub sampling: Sampling,
 }
 
+impl ModelRequest {
+    /// Check what a server would reject, or worse silently ignore, before sending:
+    /// a `tool_choice` naming a tool this request does not offer (OpenAI answers
+    /// 400, llama.cpp's Python server 500 — or, with no tools at all, a plain text
+    /// answer as if nothing had been forced), and `required` with no tools.
+    /// Errors are [`ModelError::InvalidRequest`] naming the tool and the offered ones.
+    pub fn check(&self) -> Result<(), ModelError> {
+        let offered = || {
+            if self.tools.is_empty() {
+                "it offers no tools".to_string()
+            } else {
+                let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+                format!("it offers: {}", names.join(", "))
+            }
+        };
+        match &self.tool_choice {
+            Some(ToolChoice::Named(name)) if !self.tools.iter().any(|t| &t.name == name) => {
+                Err(ModelError::InvalidRequest {
+                    detail: format!(
+                        "tool_choice names the tool '{name}', which this request does not \
+                         offer ({}); name one of the offered tools, or use auto or none",
+                        offered()
+                    ),
+                })
+            }
+            Some(ToolChoice::Required) if self.tools.is_empty() => {
+                Err(ModelError::InvalidRequest {
+                    detail: "tool_choice is 'required' but the request offers no tools; \
+                             offer tools or drop tool_choice"
+                        .to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Token usage of one step (or a sum of steps).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

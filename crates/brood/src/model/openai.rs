@@ -56,6 +56,12 @@ pub struct ProviderConfig {
     pub send_reasoning: bool,
     /// Extra headers on every request (e.g. OpenRouter's `HTTP-Referer`).
     pub extra_headers: Vec<(String, String)>,
+    /// Whether `GET {base_url}/models` lists the model ids this endpoint accepts, so
+    /// a child asking for another id can be refused at spawn. Off for servers that
+    /// serve one model under any name (llama.cpp's, whose list holds a file path and
+    /// whose `/models` waits behind a running generation): then
+    /// [`Model::list_models`] answers `Ok(None)` without asking. Default on.
+    pub lists_models: bool,
 }
 
 impl ProviderConfig {
@@ -76,6 +82,7 @@ impl ProviderConfig {
             max_retry_after_ms: policy.max_retry_after.as_millis() as u64,
             send_reasoning: false,
             extra_headers: Vec::new(),
+            lists_models: true,
         }
     }
 
@@ -105,6 +112,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("max_retry_after_ms", &self.max_retry_after_ms)
             .field("send_reasoning", &self.send_reasoning)
             .field("extra_headers", &self.extra_headers.len())
+            .field("lists_models", &self.lists_models)
             .finish()
     }
 }
@@ -168,7 +176,9 @@ impl OpenAiProvider {
 
     /// The JSON body sent for `request`: the system prompt first, assistant tool-call
     /// messages with `"content": ""` (never null), tool results with `tool_call_id`,
-    /// `tools` only when there are some, `tool_choice` only when set.
+    /// `tools` only when there are some, `tool_choice` only when set and tools are
+    /// sent (OpenAI rejects a `tool_choice` without `tools`; `auto`/`none` without
+    /// tools mean nothing anyway, and [`ModelRequest::check`] refuses the others).
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
@@ -200,7 +210,7 @@ impl OpenAiProvider {
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
         }
-        if let Some(choice) = &request.tool_choice {
+        if let (Some(choice), false) = (&request.tool_choice, request.tools.is_empty()) {
             body.insert("tool_choice".into(), tool_choice_json(choice));
         }
         let s = &request.sampling;
@@ -290,6 +300,12 @@ impl OpenAiProvider {
         let bytes = resp.bytes().await.map_err(|e| ModelError::StreamCut {
             detail: format!("answer body cut: {}", error_chain(&e)),
         })?;
+        if bytes.trim_ascii().is_empty() {
+            return Err(ModelError::EmptyAnswer {
+                url: self.endpoint.clone(),
+                what: "body".to_string(),
+            });
+        }
         if bytes.trim_ascii_start().starts_with(b"data:") {
             // An event stream sent without its content type.
             let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
@@ -299,8 +315,9 @@ impl OpenAiProvider {
     }
 }
 
-/// Read an SSE answer to its end. A stream that stops before a finish reason or
-/// `[DONE]` is [`ModelError::StreamCut`].
+/// Read an SSE answer to its end. A stream that stops before a finish reason —
+/// cut, or closed with or without `[DONE]` — is [`ModelError::StreamCut`]; one that
+/// closes cleanly without a single event is [`ModelError::EmptyAnswer`].
 async fn read_stream<S>(
     mut body: S,
     on_event: EventFn<'_>,
@@ -344,12 +361,7 @@ where
         }
     }
     if !acc.complete() {
-        return Err(ModelError::StreamCut {
-            detail: format!(
-                "stream ended after {} chunks without a finish reason or [DONE]",
-                acc.chunks()
-            ),
-        });
+        return Err(acc.incomplete(ctx));
     }
     acc.into_response(on_event)
 }
@@ -426,6 +438,7 @@ impl Model for OpenAiProvider {
         request: &ModelRequest,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
+        request.check()?;
         let body =
             serde_json::to_vec(&self.request_body(request)).map_err(|e| ModelError::Protocol {
                 detail: format!("cannot serialize the request: {e}"),
@@ -442,8 +455,12 @@ impl Model for OpenAiProvider {
         }
     }
 
-    /// `GET {base_url}/models`; `Ok(None)` when the server has no such route.
+    /// `GET {base_url}/models`; `Ok(None)` when the server has no such route, or
+    /// without asking when [`ProviderConfig::lists_models`] is off.
     async fn list_models(&self) -> Result<Option<Vec<String>>, ModelError> {
+        if !self.config.lists_models {
+            return Ok(None);
+        }
         let ctx = self.context(&self.models_url, "");
         let fetch = async {
             let resp = self

@@ -16,6 +16,10 @@ pub struct Preset {
     /// The model used when none is given; `None` when it depends on what the server
     /// loaded (ask [`super::Model::list_models`]).
     pub default_model: Option<&'static str>,
+    /// Whether `GET /models` lists the ids the endpoint accepts (see
+    /// [`ProviderConfig::lists_models`]). False for llama.cpp's servers: they serve
+    /// one model whatever `model` says and list it under its file path.
+    pub lists_models: bool,
 }
 
 /// The preset used when none is chosen.
@@ -28,48 +32,56 @@ pub const PRESETS: &[Preset] = &[
         base_url: "https://api.deepseek.com",
         api_key_env: Some("DEEPSEEK_API_KEY"),
         default_model: Some("deepseek-chat"),
+        lists_models: true,
     },
     Preset {
         name: "openai",
         base_url: "https://api.openai.com/v1",
         api_key_env: Some("OPENAI_API_KEY"),
         default_model: Some("gpt-4o-mini"),
+        lists_models: true,
     },
     Preset {
         name: "openrouter",
         base_url: "https://openrouter.ai/api/v1",
         api_key_env: Some("OPENROUTER_API_KEY"),
         default_model: Some("deepseek/deepseek-chat"),
+        lists_models: true,
     },
     Preset {
         name: "ollama",
         base_url: "http://127.0.0.1:11434/v1",
         api_key_env: None,
         default_model: None,
+        lists_models: true,
     },
     Preset {
         name: "vllm",
         base_url: "http://127.0.0.1:8000/v1",
         api_key_env: None,
         default_model: None,
+        lists_models: true,
     },
     Preset {
         name: "sglang",
         base_url: "http://127.0.0.1:30000/v1",
         api_key_env: None,
         default_model: None,
+        lists_models: true,
     },
     Preset {
         name: "llamacpp",
         base_url: "http://127.0.0.1:8080/v1",
         api_key_env: None,
         default_model: None,
+        lists_models: false,
     },
     Preset {
         name: "local",
         base_url: "http://127.0.0.1:8080/v1",
         api_key_env: None,
         default_model: None,
+        lists_models: false,
     },
 ];
 
@@ -97,6 +109,7 @@ impl Preset {
     pub fn config(&self) -> ProviderConfig {
         let mut c = ProviderConfig::new(self.name, self.base_url);
         c.api_key_env = self.api_key_env.map(str::to_string);
+        c.lists_models = self.lists_models;
         c
     }
 }
@@ -127,5 +140,8 @@ mod tests {
         assert_eq!(c.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
         assert_eq!(c.base_url, "https://api.openai.com/v1");
         assert!(preset("ollama").unwrap().config().api_key_env.is_none());
+        assert!(preset("vllm").unwrap().config().lists_models);
+        assert!(!preset("local").unwrap().config().lists_models);
+        assert!(!preset("llamacpp").unwrap().config().lists_models);
     }
 }

@@ -73,6 +73,23 @@ pub struct ConfigFile {
     pub subagents: Option<toml::Table>,
     pub models: Option<toml::Table>,
     pub memory: Option<toml::Table>,
+    /// Per-provider endpoint overrides: `[providers.<preset>] base_url, api_key_env,
+    /// lists_models`.
+    pub providers: Option<toml::Table>,
+}
+
+/// `[providers.<preset>]`: where a preset's endpoint really is (e.g. children on a
+/// local server while the parent talks to DeepSeek).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderOverride {
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    /// Whether `GET /models` names the ids this endpoint accepts (children asking
+    /// for another id are refused at spawn). Default: the preset's — on, except for
+    /// `local`/`llamacpp` (llama.cpp serves one model whatever the name; a router
+    /// in front of it that lists real names can turn it on).
+    pub lists_models: Option<bool>,
 }
 
 /// Values given on the command line (the last layer).
@@ -123,6 +140,8 @@ pub struct Config {
     pub subagents: SubagentsConfig,
     pub models: BTreeMap<String, QuickModelConfig>,
     pub memory: MemoryConfig,
+    /// Endpoint overrides by preset name (lowercase).
+    pub providers: BTreeMap<String, ProviderOverride>,
     /// Directory of user-level files (`config.toml`, `agents/`, `memory.md`).
     pub user_dir: Option<PathBuf>,
     /// Each effective leaf key, its value, and where it came from.
@@ -145,6 +164,11 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("BROOD_SUBAGENT_MODEL", "subagents.subagent_model"),
     ("BROOD_SUBAGENT_PROVIDER", "subagents.subagent_provider"),
     ("BROOD_MAX_CONCURRENT", "subagents.max_concurrent"),
+    ("BROOD_SUBAGENT_TOOL_CHOICE", "subagents.tool_choice"),
+    (
+        "BROOD_SUBAGENT_FIRST_TOOL_CHOICE",
+        "subagents.first_tool_choice",
+    ),
 ];
 
 /// Flat map from dotted key to (value, source), later layers overwriting.
@@ -245,6 +269,15 @@ fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), ConfigError> {
         toml::Value::Table(t.clone())
             .try_into::<MemoryConfig>()
             .map_err(|e| invalid("memory", e.to_string()))?;
+    }
+    if let Some(t) = &file.providers {
+        let map = toml::Value::Table(t.clone())
+            .try_into::<BTreeMap<String, ProviderOverride>>()
+            .map_err(|e| invalid("providers", e.to_string()))?;
+        for name in map.keys() {
+            crate::model::preset::preset(name)
+                .map_err(|e| invalid(&format!("providers.{name}"), e.to_string()))?;
+        }
     }
     Ok(())
 }
@@ -460,6 +493,16 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             path: source_of("memory"),
             detail: e.to_string(),
         })?;
+    let providers: BTreeMap<String, ProviderOverride> =
+        toml::Value::Table(merged.providers.clone().unwrap_or_default())
+            .try_into::<BTreeMap<String, ProviderOverride>>()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                path: source_of("providers"),
+                detail: e.to_string(),
+            })?
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
     let provenance = layers
         .iter()
         .map(|(k, (v, s))| (k.clone(), display_value(k, v), s.clone()))
@@ -485,6 +528,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         subagents,
         models,
         memory,
+        providers,
         user_dir,
         provenance,
     })

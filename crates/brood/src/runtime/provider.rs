@@ -32,16 +32,24 @@ impl ProviderFactory {
     pub fn main(&self) -> Result<Route, ModelError> {
         let preset = preset(&self.config.provider)?;
         let model_id = main_model_id(&self.config)?;
+        let section = self.config.providers.get(preset.name);
         self.build(
             preset,
-            self.config.base_url.clone(),
-            self.config.api_key_env.clone(),
+            self.config
+                .base_url
+                .clone()
+                .or_else(|| section.and_then(|o| o.base_url.clone())),
+            self.config
+                .api_key_env
+                .clone()
+                .or_else(|| section.and_then(|o| o.api_key_env.clone())),
             model_id,
         )
     }
 
-    /// A provider by preset name with `model_id`; the main provider's overrides
-    /// (base URL, key variable) apply only when `name` is the main provider.
+    /// A provider by preset name with `model_id`. The main provider's overrides
+    /// (base URL, key variable) apply when `name` is the main provider; any other
+    /// preset takes `[providers.<name>]`.
     pub fn named(&self, name: &str, model_id: &str) -> Result<Route, ModelError> {
         let preset = preset(name)?;
         let same = preset.name.eq_ignore_ascii_case(&self.config.provider);
@@ -51,7 +59,10 @@ impl ProviderFactory {
                 self.config.api_key_env.clone(),
             )
         } else {
-            (None, None)
+            match self.config.providers.get(preset.name) {
+                Some(o) => (o.base_url.clone(), o.api_key_env.clone()),
+                None => (None, None),
+            }
         };
         self.build(preset, base, key_env, model_id.to_string())
     }
@@ -87,6 +98,12 @@ impl ProviderFactory {
         cfg.api_timeout_secs = self.config.api_timeout_secs;
         cfg.max_attempts = self.config.max_attempts;
         cfg.stream = self.config.stream;
+        cfg.lists_models = self
+            .config
+            .providers
+            .get(preset.name)
+            .and_then(|o| o.lists_models)
+            .unwrap_or(preset.lists_models);
         let provider = OpenAiProvider::new(cfg)?;
         Ok(Route {
             provider_name: preset.name.to_string(),

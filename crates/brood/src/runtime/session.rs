@@ -45,6 +45,7 @@ impl SessionError {
                 | SessionError::Subagents(_)
                 | SessionError::Model(ModelError::MissingKey { .. })
                 | SessionError::Model(ModelError::Config(_))
+                | SessionError::Model(ModelError::UnknownProvider { .. })
         )
     }
 }
@@ -61,6 +62,12 @@ pub enum ModelSource {
     Replay(PathBuf),
     /// This model for every run (tests, benchmarks, embedding programs).
     Fixed(Arc<dyn Model>),
+    /// This model for the main route — the parent, and children routed to the main
+    /// provider — while children routed to another provider (`[subagents]
+    /// subagent_provider`, quick models, …) get it built from the config
+    /// (`[providers.<preset>]`) as in [`ModelSource::Live`]. Hybrid runs: a scripted
+    /// or embedded parent with children on a real endpoint.
+    FixedMain(Arc<dyn Model>),
 }
 
 /// How to open a session.
@@ -378,6 +385,12 @@ fn build_models(
             config.model.clone().unwrap_or_else(|| "scripted".into()),
             m.clone(),
             default_routes(Some(m.clone())),
+        ),
+        ModelSource::FixedMain(m) => (
+            m.provider_name().to_string(),
+            config.model.clone().unwrap_or_else(|| "scripted".into()),
+            m.clone(),
+            default_routes(None),
         ),
     };
     Ok((provider, id, main, route_builder.unwrap_or(routes)))

@@ -22,10 +22,13 @@
 //! | `heartbeat_timeout_secs` | 300 | clamped to 30..=3600, then raised to ≥ api_timeout_secs + 30 |
 //! | `context_cap_bytes` | 4096 | 256..=1048576, else error |
 //! | `*_model`, `models.*`, `subagent_model`, `subagent_provider` | none | non-empty |
+//! | `tool_choice`, `first_tool_choice` | the session's | auto, required, none or a tool name; children only |
 //!
 //! Clamps are not errors, but each one is written to [`SubagentSettings::adjustments`]
 //! so the runtime can show it.
 
+use crate::agent::ToolChoicePolicy;
+use crate::model::ToolChoice;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -78,6 +81,12 @@ pub struct SubagentsConfig {
     pub subagent_model: Option<String>,
     /// Provider for children when nothing more specific applies.
     pub subagent_provider: Option<String>,
+    /// Children's `tool_choice` for every step (after the first when
+    /// `first_tool_choice` applies), instead of the session's.
+    pub tool_choice: Option<String>,
+    /// Children's `tool_choice` for their first step, instead of the session's
+    /// (e.g. force `read_file` on a small local model while the parent runs free).
+    pub first_tool_choice: Option<String>,
 }
 
 /// One `[models.<alias>]` quick model.
@@ -187,8 +196,26 @@ pub struct SubagentSettings {
     pub heartbeat_timeout: Duration,
     pub context_cap_bytes: usize,
     pub models: ModelOverrides,
+    /// Children's tool choice for every step, over the session's (`None`: inherit).
+    pub tool_choice: Option<ToolChoice>,
+    /// Children's tool choice for their first step, over the session's.
+    pub first_tool_choice: Option<ToolChoice>,
     /// Values that were clamped, in words (e.g. for a startup notice).
     pub adjustments: Vec<String>,
+}
+
+impl SubagentSettings {
+    /// A child's tool-choice policy: each of `[subagents] first_tool_choice` and
+    /// `tool_choice` that is set, else the session's value for that step.
+    pub fn child_tool_choice(&self, session: &ToolChoicePolicy) -> ToolChoicePolicy {
+        ToolChoicePolicy {
+            first: self
+                .first_tool_choice
+                .clone()
+                .or_else(|| session.first.clone()),
+            rest: self.tool_choice.clone().or_else(|| session.rest.clone()),
+        }
+    }
 }
 
 impl Default for SubagentSettings {
@@ -209,6 +236,8 @@ impl Default for SubagentSettings {
             heartbeat_timeout: Duration::from_secs(DEFAULT_HEARTBEAT_SECS),
             context_cap_bytes: DEFAULT_CONTEXT_CAP as usize,
             models: ModelOverrides::default(),
+            tool_choice: None,
+            first_tool_choice: None,
             adjustments: Vec::new(),
         }
     }
@@ -250,6 +279,18 @@ fn model_value(key: &str, v: &Option<String>) -> Result<Option<String>, ConfigEr
             "must not be empty; remove the key to use the default",
         )),
         Some(s) => Ok(Some(s.trim().to_string())),
+    }
+}
+
+fn tool_choice_value(key: &str, v: &Option<String>) -> Result<Option<ToolChoice>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.trim().is_empty() => Err(ConfigError::new(
+            format!("subagents.{key}"),
+            "must not be empty; use auto, required, none or a tool name, or remove the key \
+             to use the session's",
+        )),
+        Some(s) => Ok(Some(ToolChoice::parse(s))),
     }
 }
 
@@ -297,6 +338,8 @@ impl SubagentsConfig {
             models,
             subagent_model: pick(&self.subagent_model, &over.subagent_model),
             subagent_provider: pick(&self.subagent_provider, &over.subagent_provider),
+            tool_choice: pick(&self.tool_choice, &over.tool_choice),
+            first_tool_choice: pick(&self.first_tool_choice, &over.first_tool_choice),
         }
     }
 
@@ -441,6 +484,8 @@ impl SubagentsConfig {
             heartbeat_timeout: Duration::from_secs(heartbeat),
             context_cap_bytes: context_cap as usize,
             models,
+            tool_choice: tool_choice_value("tool_choice", &self.tool_choice)?,
+            first_tool_choice: tool_choice_value("first_tool_choice", &self.first_tool_choice)?,
             adjustments,
         })
     }
@@ -535,6 +580,48 @@ mod tests {
         let s = m.resolve().unwrap();
         assert_eq!(s.models.map.get("explore").map(String::as_str), Some("y"));
         assert_eq!(s.models.map.get("plan").map(String::as_str), Some("p"));
+    }
+
+    #[test]
+    fn children_tool_choice_overrides_the_session_key_by_key() {
+        let session = ToolChoicePolicy {
+            first: Some(ToolChoice::Named("grep".into())),
+            rest: Some(ToolChoice::Auto),
+        };
+        assert_eq!(
+            SubagentsConfig::default()
+                .resolve()
+                .unwrap()
+                .child_tool_choice(&session),
+            session
+        );
+        let c = SubagentsConfig {
+            first_tool_choice: Some(" read_file ".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            c.resolve().unwrap().child_tool_choice(&session),
+            ToolChoicePolicy {
+                first: Some(ToolChoice::Named("read_file".into())),
+                rest: Some(ToolChoice::Auto),
+            }
+        );
+        let c = SubagentsConfig {
+            tool_choice: Some("none".into()),
+            ..Default::default()
+        };
+        let p = c
+            .resolve()
+            .unwrap()
+            .child_tool_choice(&ToolChoicePolicy::default());
+        assert_eq!((p.first, p.rest), (None, Some(ToolChoice::None)));
+        let e = SubagentsConfig {
+            first_tool_choice: Some("  ".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert_eq!(e.key, "subagents.first_tool_choice");
     }
 
     #[test]

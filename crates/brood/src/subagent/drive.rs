@@ -2,6 +2,11 @@
 //! run the agent loop with the ledger, heartbeat and inbox wired in, enforce the
 //! output contract, record the end durably, then publish the result (and push it
 //! to a background child's parent).
+//!
+//! A run that has answered while background children it opened are still out
+//! waits for their completions (see `LoopInbox`): meanwhile it holds no running
+//! slot and the heartbeat does not watch it. Its wall time starts when it first
+//! gets a slot, so queued time is free.
 
 use super::contract;
 use super::fork;
@@ -13,10 +18,12 @@ use super::supervisor::{LiveStatus, Progress};
 use super::tools::delegation_tools;
 use super::SpawnError;
 use crate::agent::{
-    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard,
+    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
+    ToolChoicePolicy,
 };
-use crate::model::{Message, Model, ModelRequest, Usage};
+use crate::model::{Message, Model, ModelRequest, ModelResponse, StreamEvent, Usage};
 use crate::tool::{Capability, Permissions, Tool, Toolbox};
+use async_trait::async_trait;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +38,9 @@ pub struct Budgets {
     tree_used: Arc<AtomicU64>,
     tree_budget: Option<u64>,
     run_budget: Option<u64>,
-    deadline: Option<Instant>,
+    /// How long the run may work once it has started (queued time is free).
+    wall_time: Option<Duration>,
+    started: std::sync::OnceLock<Instant>,
 }
 
 impl Budgets {
@@ -40,7 +49,8 @@ impl Budgets {
             tree_used: Arc::new(AtomicU64::new(0)),
             tree_budget,
             run_budget: None,
-            deadline: None,
+            wall_time: None,
+            started: std::sync::OnceLock::new(),
         }
     }
     pub fn child(parent: &Budgets, run_budget: Option<u64>, wall_time: Duration) -> Self {
@@ -48,8 +58,13 @@ impl Budgets {
             tree_used: parent.tree_used.clone(),
             tree_budget: parent.tree_budget,
             run_budget,
-            deadline: Some(Instant::now() + wall_time),
+            wall_time: Some(wall_time),
+            started: std::sync::OnceLock::new(),
         }
+    }
+    /// The run got its slot: its wall time starts now (once).
+    pub fn start(&self) {
+        let _ = self.started.set(Instant::now());
     }
     fn add(&self, usage: &Usage) {
         self.tree_used.fetch_add(usage.total(), Ordering::Relaxed);
@@ -71,8 +86,8 @@ impl Budgets {
 
 impl Guard for Budgets {
     fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), String> {
-        if let Some(deadline) = self.deadline {
-            if Instant::now() >= deadline {
+        if let (Some(wall), Some(started)) = (self.wall_time, self.started.get()) {
+            if started.elapsed() >= wall {
                 return Err("wall time exhausted (wall_time_secs)".into());
             }
         }
@@ -113,6 +128,29 @@ pub struct RunCtx {
 }
 
 impl RunCtx {
+    /// Run `fut` (a wait on children) with this run's running slot given back, and
+    /// take a slot again afterwards — unless `cancel` (the run's token) fired.
+    pub(crate) async fn without_slot<F: std::future::Future>(
+        &self,
+        sup: &Supervisor,
+        cancel: &CancellationToken,
+        fut: F,
+    ) -> F::Output {
+        let had = self
+            .slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some();
+        let out = fut.await;
+        if had {
+            if let Some(p) = sup.inner.board.acquire_slot(cancel).await {
+                *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+            }
+        }
+        out
+    }
+
     /// Names of the tools in this run's toolbox.
     pub fn tool_names(&self) -> Vec<String> {
         self.tool_names.get().cloned().unwrap_or_default()
@@ -240,6 +278,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         return;
     };
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+    ctx.budgets.start();
     inner.board.set_status(&ctx.run_id, LiveStatus::Running);
     inner
         .recorder
@@ -247,6 +286,11 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     ctx.progress.pause(false);
 
     let (system, messages, offered) = first_context(&sup, &plan);
+    // The transcript starts with what the child was told (for a fork: the tail;
+    // the parent's part is in the parent's transcript).
+    if let Some(first) = messages.last() {
+        record_message(&sup, &ctx, first);
+    }
     let toolbox = build_toolbox(&sup, &ctx, offered.is_some());
     let spec = AgentSpec {
         run_id: ctx.run_id.clone(),
@@ -257,7 +301,19 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             Some(f) => f.sampling.clone(),
             None => inner.env.sampling.clone(),
         },
-        tool_choice: inner.env.tool_choice.clone(),
+        // A child's policy: `[subagents]` overrides, else the session's. A fork's
+        // first request must repeat the parent's, tool choice included (the parent
+        // may be past its first step, where `first` no longer applies).
+        tool_choice: {
+            let policy = inner.env.settings.child_tool_choice(&inner.env.tool_choice);
+            match &plan.fork_from {
+                Some(f) => ToolChoicePolicy {
+                    first: f.tool_choice.clone(),
+                    rest: policy.rest,
+                },
+                None => policy,
+            }
+        },
         toolbox,
         workspace: inner.env.workspace.clone(),
         max_turns: plan.max_turns,
@@ -271,24 +327,25 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         let mut parsed = contract::parse(&outcome.final_text);
         if !parsed.missing.is_empty() && !plan.cancel.is_cancelled() {
             let mut messages = outcome.messages.clone();
-            messages.push(Message::user(contract::repair_prompt(&parsed.missing)));
-            let repair_spec = AgentSpec {
-                max_turns: 1,
-                toolbox: Toolbox::empty(&ctx.kind_name),
-                offered_tools: None,
-                ..spec.clone()
-            };
-            let repaired = agent::run(&repair_spec, messages, &hooks, &plan.cancel).await;
-            if repaired.succeeded() && !repaired.final_text.trim().is_empty() {
-                let again = contract::parse(&repaired.final_text);
-                if again.missing.len() < parsed.missing.len() {
-                    parsed = again;
-                    outcome.final_text = repaired.final_text.clone();
+            let repair = Message::user(contract::repair_prompt(&parsed.missing));
+            record_message(&sup, &ctx, &repair);
+            messages.push(repair);
+            if let Some(answer) =
+                repair_step(&spec, &hooks, &messages, outcome.turns + 1, &plan.cancel).await
+            {
+                outcome.turns += 1;
+                outcome.usage.add(&answer.usage.unwrap_or_default());
+                let text = answer.message.content.clone();
+                messages.push(answer.message);
+                if !text.trim().is_empty() {
+                    let again = contract::parse(&text);
+                    if again.missing.len() < parsed.missing.len() {
+                        parsed = again;
+                        outcome.final_text = text;
+                    }
                 }
             }
-            outcome.turns += repaired.turns;
-            outcome.usage.add(&repaired.usage);
-            outcome.messages = repaired.messages;
+            outcome.messages = messages;
         }
         contract::verify_evidence(&mut parsed, inner.env.workspace.root());
         report = Some(parsed);
@@ -313,6 +370,68 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         &plan.result_tx,
     )
     .await;
+}
+
+/// Ask once more for the report format: exactly one model step, with no tools
+/// (and so no tool choice: servers refuse one without tools), reported to the
+/// run's hooks like any other step. A tool call in the answer is dropped. `None`
+/// when the step failed or the run was cancelled.
+async fn repair_step(
+    spec: &AgentSpec,
+    hooks: &AgentHooks,
+    messages: &[Message],
+    turn: u32,
+    cancel: &CancellationToken,
+) -> Option<ModelResponse> {
+    let emit = |event: AgentEvent| {
+        if let Some(sink) = &hooks.events {
+            sink(&event);
+        }
+    };
+    let request = Arc::new(ModelRequest {
+        model: spec.model_id.clone(),
+        system: spec.system.clone(),
+        messages: messages.to_vec(),
+        tools: Vec::new(),
+        tool_choice: None,
+        sampling: spec.sampling.clone(),
+    });
+    emit(AgentEvent::ModelRequest {
+        turn,
+        request: request.clone(),
+    });
+    let sink = hooks.events.clone();
+    let on_event = move |event: StreamEvent| {
+        if let Some(s) = &sink {
+            s(&AgentEvent::Stream { turn, event });
+        }
+    };
+    let started = Instant::now();
+    let result = tokio::select! {
+        r = spec.model.step(&request, &on_event) => r,
+        _ = cancel.cancelled() => return None,
+    };
+    match result {
+        Ok(mut response) => {
+            response.message.tool_calls.clear();
+            emit(AgentEvent::ModelResponse {
+                turn,
+                response: response.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            });
+            emit(AgentEvent::Message {
+                message: response.message.clone(),
+            });
+            Some(response)
+        }
+        Err(e) => {
+            emit(AgentEvent::ModelFailed {
+                turn,
+                error: e.to_string(),
+            });
+            None
+        }
+    }
 }
 
 /// The child's system prompt and first messages; for a fork, also the parent's
@@ -359,13 +478,17 @@ refused.\n\n{stance_and_contract}"
 /// is at the depth limit. `fork` keeps every candidate so specs can match the parent.
 fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>, _fork: bool) -> Toolbox {
     let mut tools: Vec<Arc<dyn Tool>> = (sup.inner.env.tools)(&ctx.run_id);
+    let mut permissions = (*ctx.permissions).clone();
     let can_delegate = sup.inner.env.settings.enabled
         && ctx.depth < sup.limits().max_depth
-        && ctx.permissions.capabilities.contains(&Capability::Delegate);
-    if can_delegate {
-        tools.extend(delegation_tools(sup, ctx));
+        && permissions.capabilities.contains(&Capability::Delegate);
+    if !can_delegate {
+        // Still candidates, so a call to one (a forked child is offered its
+        // parent's specs) is refused as not granted, naming the tool and role.
+        permissions.capabilities.remove(&Capability::Delegate);
     }
-    let toolbox = Toolbox::new(tools, (*ctx.permissions).clone());
+    tools.extend(delegation_tools(sup, ctx));
+    let toolbox = Toolbox::new(tools, permissions);
     let _ = ctx.tool_names.set(toolbox.names());
     toolbox
 }
@@ -396,8 +519,52 @@ fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> A
     });
     AgentHooks {
         events: Some(sink),
-        inbox: Some(ctx.inbox.clone()),
+        inbox: Some(Arc::new(LoopInbox {
+            sup: sup.clone(),
+            ctx: ctx.clone(),
+        })),
         guard: Some(Arc::new(GuardRef(ctx.clone()))),
+    }
+}
+
+/// A message the loop did not push itself (the task, a fork tail, the repair
+/// prompt), recorded so the transcript holds the whole conversation.
+fn record_message(sup: &Supervisor, ctx: &RunCtx, message: &Message) {
+    sup.inner.recorder.observe(
+        &ctx.run_id,
+        &AgentEvent::Message {
+            message: message.clone(),
+        },
+    );
+}
+
+/// A run's inbox as its loop sees it. A run that has answered but still has
+/// background children out waits for their completions; while it waits it does no
+/// work, so it gives its running slot back (or a tree of waiting parents could
+/// hold every slot while their children queue) and the heartbeat leaves it alone
+/// (the children are watched themselves).
+struct LoopInbox {
+    sup: Supervisor,
+    ctx: Arc<RunCtx>,
+}
+
+#[async_trait]
+impl Inbox for LoopInbox {
+    fn drain(&self) -> Vec<Message> {
+        self.ctx.inbox.drain()
+    }
+
+    async fn wait_for_more(&self, cancel: &CancellationToken) -> bool {
+        if !self.ctx.inbox.would_wait() {
+            return self.ctx.inbox.wait_for_more(cancel).await;
+        }
+        self.ctx.progress.pause(true);
+        let more = self
+            .ctx
+            .without_slot(&self.sup, cancel, self.ctx.inbox.wait_for_more(cancel))
+            .await;
+        self.ctx.progress.pause(false);
+        more
     }
 }
 
@@ -526,6 +693,20 @@ pub(crate) async fn run_root(
         .map_err(SpawnError::Ledger)?;
     inner.recorder.status_queued(&id, LiveStatus::Running);
     on_start(&id);
+    let first = Message::user(req.prompt.clone());
+    record_message(sup, &ctx, &first);
+    // The run stops on its turn's token or the session's: session → turn → children.
+    let cancel = env.session_cancel.child_token();
+    let link = {
+        let turn = req.cancel.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = turn.cancelled() => cancel.cancel(),
+                _ = cancel.cancelled() => {}
+            }
+        })
+    };
     let toolbox = build_toolbox(sup, &ctx, false);
     let spec = AgentSpec {
         run_id: id.clone(),
@@ -540,7 +721,8 @@ pub(crate) async fn run_root(
         offered_tools: None,
     };
     let hooks = hooks_for(sup, &ctx, req.events);
-    let outcome = agent::run(&spec, vec![Message::user(req.prompt)], &hooks, &req.cancel).await;
+    let outcome = agent::run(&spec, vec![first], &hooks, &cancel).await;
+    link.abort();
     let status = match outcome.ending {
         Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
         Ending::Cancelled => LiveStatus::Cancelled,

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 /// One EVIDENCE item: an optional `path:start-end` citation and what it shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,7 +207,8 @@ fn path_like(p: &str) -> bool {
 /// a reason for failures.
 pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
     let mut check = EvidenceCheck::default();
-    let root = std::fs::canonicalize(root);
+    // The same jail the tools use decides what is inside the workspace.
+    let root = crate::tool::Workspace::open(root);
     for e in items.iter_mut() {
         let Some(path) = e.path.clone() else {
             e.verified = None;
@@ -235,29 +236,22 @@ pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
     check
 }
 
-fn verify_one(root: &Path, path: &str, start: Option<u64>, end: Option<u64>) -> Result<(), String> {
-    let joined = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        root.join(path)
-    };
-    let lexical = normalize(&joined)
-        .ok_or_else(|| "the path climbs above the filesystem root".to_string())?;
-    let inside = lexical.starts_with(root);
-    let real = match std::fs::canonicalize(&lexical) {
-        // Inside once symlinks are resolved (also when written through another
-        // spelling of the root).
-        Ok(real) if real.starts_with(root) => real,
-        Ok(_) if inside => {
-            return Err("the path leads outside the workspace through a symlink".into())
+fn verify_one(
+    ws: &crate::tool::Workspace,
+    path: &str,
+    start: Option<u64>,
+    end: Option<u64>,
+) -> Result<(), String> {
+    let real = match ws.resolve(path) {
+        Ok(p) => p,
+        Err(crate::tool::ToolError::OutsideWorkspace { reason, .. }) => {
+            return Err(format!("the path is outside the workspace ({reason})"))
         }
-        _ if !inside => return Err("the path is outside the workspace".into()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err("no such file in the workspace".into())
-        }
-        Err(e) => return Err(format!("cannot open: {e}")),
-        Ok(_) => return Err("the path is outside the workspace".into()),
+        Err(e) => return Err(e.to_string()),
     };
+    if !real.exists() {
+        return Err("no such file in the workspace".into());
+    }
     if !real.is_file() {
         return Err("not a file".into());
     }
@@ -277,23 +271,6 @@ fn verify_one(root: &Path, path: &str, start: Option<u64>, end: Option<u64>) -> 
         ));
     }
     Ok(())
-}
-
-/// Resolve `.` and `..` without touching the filesystem.
-fn normalize(p: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    Some(out)
 }
 
 /// Lines in a file: newline count, plus one for a last line without a newline.

@@ -94,6 +94,13 @@ impl RunInbox {
         self.lock().outstanding.len()
     }
 
+    /// Whether [`Inbox::wait_for_more`] would block now: nothing to deliver, but
+    /// background children still out.
+    pub fn would_wait(&self) -> bool {
+        let state = self.lock();
+        !Self::deliverable(&state) && !state.outstanding.is_empty()
+    }
+
     fn deliverable(state: &State) -> bool {
         state.items.iter().any(|i| match i {
             Item::Note(_) => true,

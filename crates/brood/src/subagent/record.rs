@@ -114,6 +114,11 @@ impl Recorder {
         }
     }
 
+    /// Progress writes the ledger refused so far (shown by the CLI; never silent).
+    pub fn write_failures(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// A message sent to a running child (`agent_eval` with `message`).
     pub fn message_queued(&self, id: &str, text: &str) {
         self.progress(id, EventKind::MessageQueued, json!({ "text": text }));

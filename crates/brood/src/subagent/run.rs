@@ -45,7 +45,8 @@ pub struct SupervisorEnv {
     /// Whether read-only shells can be sandboxed here (landlock).
     pub read_only_shell: bool,
     pub sampling: Sampling,
-    /// Tool-choice policy for every run (parents and children).
+    /// The session's tool-choice policy: the root run's, and children's where
+    /// `[subagents] tool_choice / first_tool_choice` do not override it.
     pub tool_choice: ToolChoicePolicy,
     /// The session's token: cancelling it stops every run.
     pub session_cancel: CancellationToken,
@@ -164,6 +165,17 @@ impl Supervisor {
     /// A copy of every run this session knows (never waits for runs).
     pub fn snapshot(&self) -> Vec<RunSnapshot> {
         self.inner.board.snapshot()
+    }
+
+    /// A receiver that sees a new value after every admission or status change of
+    /// any run (wait on it, then read [`Supervisor::snapshot`]).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.board.subscribe()
+    }
+
+    /// Ledger writes that failed in this session (0 when every record landed).
+    pub fn ledger_write_failures(&self) -> u64 {
+        self.inner.recorder.write_failures()
     }
 
     /// Runs currently in `Running`.
@@ -447,22 +459,24 @@ impl Supervisor {
         }
     }
 
-    /// Claim delivery of a settled child's result (so it is not pushed again).
-    pub fn claim(&self, id: &str) -> bool {
+    /// `parent` took child `id`'s settled result itself (`agent_eval`,
+    /// `agent_close`): it is not pushed into `parent`'s conversation again, and
+    /// `parent` no longer waits for it. `true` if this was the first delivery.
+    /// Only a run's own children can be claimed.
+    pub fn claim(&self, parent: &RunCtx, id: &str) -> bool {
         match self.inner.board.handles(id) {
-            Some(h) => {
+            Some(h) if h.parent_id.as_deref() == Some(parent.run_id.as_str()) => {
                 let first = h.claim.take();
-                if let Some(parent) = h
-                    .parent_id
-                    .as_deref()
-                    .and_then(|p| self.inner.board.handles(p))
-                {
-                    parent.inbox.child_delivered(id);
-                }
+                parent.inbox.child_delivered(id);
                 first
             }
-            None => false,
+            _ => false,
         }
+    }
+
+    /// Find a child of `parent` by id, name, or unique id prefix.
+    pub fn lookup_child(&self, parent: &RunCtx, key: &str) -> Option<String> {
+        self.inner.board.lookup_child(&parent.run_id, key)
     }
 
     /// Cancel a run (and everything below its turn). `false` if it already ended.
@@ -491,6 +505,9 @@ impl Supervisor {
 
     /// Cancel every run of the session and wait until their records are final.
     pub async fn shutdown(&self) {
+        for run in self.snapshot() {
+            self.cancel(&run.agent_id, "the session ended");
+        }
         self.inner.env.session_cancel.cancel();
         for run in self.snapshot() {
             if !run.status.is_terminal() {

@@ -26,41 +26,9 @@ pub struct Limits {
     pub heartbeat: Duration,
 }
 
-/// A run's live status as the supervisor sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LiveStatus {
-    Pending,
-    Queued,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-    Interrupted,
-}
-
-impl LiveStatus {
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            LiveStatus::Completed
-                | LiveStatus::Failed
-                | LiveStatus::Cancelled
-                | LiveStatus::Interrupted
-        )
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LiveStatus::Pending => "pending",
-            LiveStatus::Queued => "queued",
-            LiveStatus::Running => "running",
-            LiveStatus::Completed => "completed",
-            LiveStatus::Failed => "failed",
-            LiveStatus::Cancelled => "cancelled",
-            LiveStatus::Interrupted => "interrupted",
-        }
-    }
-}
+/// A run's status: the ledger's lifecycle, shared so the supervisor and the
+/// record can never disagree on what a status means.
+pub use crate::ledger::RunStatus as LiveStatus;
 
 /// Shared, lock-free progress clock of one run.
 #[derive(Debug)]
@@ -161,6 +129,9 @@ pub struct Board {
     registry: Arc<Mutex<Registry>>,
     slots: Arc<Semaphore>,
     epoch: Instant,
+    /// Bumped after every admission and status change, so observers (a UI, tests)
+    /// can wait for the next change instead of polling.
+    changes: Arc<watch::Sender<u64>>,
 }
 
 impl Board {
@@ -173,7 +144,17 @@ impl Board {
             registry: Arc::new(Mutex::new(Registry::default())),
             slots,
             epoch: Instant::now(),
+            changes: Arc::new(watch::channel(0).0),
         }
+    }
+
+    /// A receiver that sees a new value after every admission or status change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub fn limits(&self) -> &Limits {
@@ -226,15 +207,21 @@ impl Board {
         reg.total_spawned += 1;
         let out = (entry.id.clone(), entry.name.clone());
         reg.runs.insert(entry.id.clone(), entry);
+        drop(reg);
+        self.changed();
         Ok(out)
     }
 
     /// Wait for a running slot. Returns `None` if cancelled first.
     pub async fn acquire_slot(&self, cancel: &CancellationToken) -> Option<OwnedSemaphorePermit> {
-        tokio::select! {
-            p = self.slots.clone().acquire_owned() => p.ok(),
+        // A run cancelled while it waited must not start, even when a slot came
+        // free at the same moment.
+        let permit = tokio::select! {
+            biased;
             _ = cancel.cancelled() => None,
-        }
+            p = self.slots.clone().acquire_owned() => p.ok(),
+        };
+        permit.filter(|_| !cancel.is_cancelled())
     }
 
     /// Whether a slot is free right now (the run will not be queued).
@@ -245,14 +232,20 @@ impl Board {
     pub fn set_status(&self, id: &str, status: LiveStatus) {
         let mut reg = self.lock();
         let mut release = false;
+        let mut changed = false;
         if let Some(e) = reg.runs.get_mut(id) {
             if !e.status.is_terminal() {
                 release = status.is_terminal();
+                changed = e.status != status;
                 e.status = status;
             }
         }
         if release {
             reg.admitted = reg.admitted.saturating_sub(1);
+        }
+        drop(reg);
+        if changed {
+            self.changed();
         }
     }
 
@@ -311,6 +304,29 @@ impl Board {
         (by_prefix.len() == 1).then(|| by_prefix[0].clone())
     }
 
+    /// Find a child of `parent` by id, live name (else any name), or unique id prefix.
+    pub fn lookup_child(&self, parent: &str, key: &str) -> Option<String> {
+        let reg = self.lock();
+        let children: Vec<&Entry> = reg
+            .runs
+            .values()
+            .filter(|e| e.parent_id.as_deref() == Some(parent))
+            .collect();
+        if let Some(e) = children.iter().find(|e| e.id == key) {
+            return Some(e.id.clone());
+        }
+        let by_name: Vec<&&Entry> = children.iter().filter(|e| e.name == key).collect();
+        if let Some(e) = by_name
+            .iter()
+            .find(|e| !e.status.is_terminal())
+            .or(by_name.first())
+        {
+            return Some(e.id.clone());
+        }
+        let by_prefix: Vec<&&Entry> = children.iter().filter(|e| e.id.starts_with(key)).collect();
+        (by_prefix.len() == 1).then(|| by_prefix[0].id.clone())
+    }
+
     pub fn snapshot(&self) -> Vec<RunSnapshot> {
         let reg = self.lock();
         let mut v: Vec<RunSnapshot> = reg
@@ -353,8 +369,8 @@ impl Board {
                 if let Some(idle) = e.progress.idle_for() {
                     if idle > window && e.cancel_reason.is_none() {
                         e.cancel_reason = Some(format!(
-                            "heartbeat: no progress for {} s (heartbeat_timeout_secs)",
-                            window.as_secs()
+                            "heartbeat: no progress for {} (heartbeat_timeout_secs)",
+                            describe(window)
                         ));
                         out.push((e.id.clone(), e.cancel.clone()));
                     }
@@ -366,6 +382,15 @@ impl Board {
             t.cancel();
         }
         stale.into_iter().map(|(id, _)| id).collect()
+    }
+}
+
+/// A window in words: whole seconds, or milliseconds below a second.
+fn describe(d: Duration) -> String {
+    if d >= Duration::from_secs(1) && d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 

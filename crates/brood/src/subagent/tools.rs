@@ -4,6 +4,8 @@
 //!
 //! While a run waits on its children (`task`, `agent_eval`, `agent_close`) it gives
 //! its running slot back, so a parent blocked on children never starves them.
+//! `agent_eval` and `agent_close` address only the caller's own children: another
+//! run's child belongs to that run, and its result is delivered there.
 
 use super::drive::RunCtx;
 use super::result::ChildResult;
@@ -42,23 +44,24 @@ struct Bound {
 }
 
 impl Bound {
-    /// Run `fut` with this run's slot given back; take a slot again afterwards.
-    async fn yielding<F: Future>(&self, fut: F) -> F::Output {
-        let had = self
-            .ctx
-            .slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .is_some();
-        let out = fut.await;
-        if had {
-            let cancel = self.sup.env().session_cancel.clone();
-            if let Some(p) = self.sup.inner.board.acquire_slot(&cancel).await {
-                *self.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
-            }
-        }
-        out
+    /// Run `fut` with this run's slot given back (see `RunCtx::without_slot`).
+    async fn yielding<F: Future>(&self, cancel: &CancellationToken, fut: F) -> F::Output {
+        self.ctx.without_slot(&self.sup, cancel, fut).await
+    }
+
+    /// One of this run's own children, by id, name or id prefix. A run waits for,
+    /// messages and closes only children it opened: another run's child belongs to
+    /// that run (its result is delivered there).
+    fn own_child(&self, tool: &str, key: &str) -> Result<String, ToolError> {
+        self.sup
+            .lookup_child(&self.ctx, key)
+            .ok_or_else(|| ToolError::InvalidArguments {
+                tool: tool.into(),
+                detail: format!(
+                    "'{key}' is not a sub-agent you opened; you can only wait for or close \
+                     your own (agent_list shows them with their parent_id)"
+                ),
+            })
     }
 
     fn cap(&self) -> usize {
@@ -204,7 +207,9 @@ child's failure does not affect the others. Prefer precise questions over broad 
                 }
             }
         });
-        let settled = b.yielding(futures::future::join_all(waits)).await;
+        let settled = b
+            .yielding(&ctx.cancel, futures::future::join_all(waits))
+            .await;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -351,12 +356,7 @@ again."
                 .collect()
         } else {
             keys.iter()
-                .map(|k| {
-                    b.sup.lookup(k).ok_or_else(|| ToolError::InvalidArguments {
-                        tool: "agent_eval".into(),
-                        detail: format!("no sub-agent '{k}' in this session; see agent_list"),
-                    })
-                })
+                .map(|k| b.own_child("agent_eval", k))
                 .collect::<Result<_, _>>()?
         };
         if let Some(msg) = &a.message {
@@ -372,12 +372,14 @@ again."
             let id = id.clone();
             async move { (id.clone(), sup.wait(&id, Some(deadline), &cancel).await) }
         });
-        let settled = b.yielding(futures::future::join_all(waits)).await;
+        let settled = b
+            .yielding(&ctx.cancel, futures::future::join_all(waits))
+            .await;
         let out: Vec<serde_json::Value> = settled
             .into_iter()
             .map(|(id, r)| match r {
                 Some(res) => {
-                    b.sup.claim(&id);
+                    b.sup.claim(&b.ctx, &id);
                     child_json(None, &res, b.cap())
                 }
                 None => {
@@ -423,25 +425,19 @@ readable with handle_read)."
     fn capability(&self) -> Capability {
         Capability::Delegate
     }
-    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let a: CloseArgs = parse_args("agent_close", args)?;
         let b = &self.0;
-        let id = b
-            .sup
-            .lookup(&a.agent_id)
-            .ok_or_else(|| ToolError::InvalidArguments {
-                tool: "agent_close".into(),
-                detail: format!(
-                    "no sub-agent '{}' in this session; see agent_list",
-                    a.agent_id
-                ),
-            })?;
+        let id = b.own_child("agent_close", &a.agent_id)?;
         b.sup.cancel(&id, "closed by its parent (agent_close)");
         let never = CancellationToken::new();
         let r = b
-            .yielding(b.sup.wait(&id, Some(Duration::from_secs(60)), &never))
+            .yielding(
+                &ctx.cancel,
+                b.sup.wait(&id, Some(Duration::from_secs(60)), &never),
+            )
             .await;
-        b.sup.claim(&id);
+        b.sup.claim(&b.ctx, &id);
         match r {
             Some(res) => Ok(to_text(&child_json(None, &res, b.cap()))),
             None => Err(ToolError::Failed(format!(

@@ -177,6 +177,13 @@ async fn run(
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("BROOD_RUN_ID", &ctx.run_id);
+    // Provider keys are the session's, not the model's: a shell the model drives
+    // never sees them (`echo $DEEPSEEK_API_KEY` must not leak into a transcript).
+    for (name, _) in std::env::vars_os() {
+        if is_secret_var(&name.to_string_lossy()) {
+            cmd.env_remove(&name);
+        }
+    }
     let sandboxed = sandbox.is_some();
     let mut ruleset = None;
     if let Some(p) = sandbox {
@@ -352,6 +359,15 @@ impl CappedOutput {
         s.push_str(&String::from_utf8_lossy(&tail));
         s
     }
+}
+
+/// Environment variables a model-driven shell never gets: API keys and secrets.
+pub fn is_secret_var(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n.ends_with("_API_KEY")
+        || n.ends_with("_SECRET")
+        || n.ends_with("_SECRET_KEY")
+        || n == "BROOD_API_KEY"
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ async fn tools_outside_the_grant_are_not_offered_and_refused() {
         assert!(!names.contains(hidden), "{hidden} offered");
         assert!(tb.specs().iter().all(|s| s.name != hidden));
     }
-    // Not offered → unknown to this toolbox, listing what is available.
+    // Not offered, but a tool of that name exists: refused naming the tool and holder.
     match tb
         .call(
             &tool_call("write_file", json!({"path": "b.txt", "content": "x"})),
@@ -37,8 +37,22 @@ async fn tools_outside_the_grant_are_not_offered_and_refused() {
         )
         .await
     {
+        Err(ToolError::NotGranted { tool, holder, .. }) => {
+            assert_eq!(tool, "write_file");
+            assert_eq!(holder, "explore");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A name no tool has: unknown, listing what is available.
+    match tb
+        .call(
+            &tool_call("no_such_tool", json!({})),
+            &env.ctx(explore.clone()),
+        )
+        .await
+    {
         Err(ToolError::UnknownTool { name, available }) => {
-            assert_eq!(name, "write_file");
+            assert_eq!(name, "no_such_tool");
             assert!(available.contains("read_file"));
         }
         other => panic!("{other:?}"),

@@ -1,0 +1,437 @@
+//! `brood run` end to end: the real binary against an in-process OpenAI-compatible
+//! server. Output shape, streaming, exit codes, record/replay with the server gone.
+
+use brood_mock::{MockReply, MockServer};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Run the brood binary with a clean, isolated environment.
+fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
+    cmd.args(args)
+        .current_dir(ws)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run brood")
+}
+
+struct Fixture {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let f = Fixture {
+        home: tempfile::tempdir().unwrap(),
+        ws: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(f.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    f
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Answers: step 0 lists the directory, step 1 answers.
+fn two_step_server() -> MockServer {
+    MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call("list_dir", json!({})),
+        _ => MockReply::text("the workspace has notes.txt"),
+    })
+}
+
+#[test]
+fn json_output_is_one_object_with_the_documented_fields() {
+    let f = fixture();
+    let server = two_step_server();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--json",
+            "what is here?",
+        ],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "stdout must be exactly one JSON object: {stdout}"
+    );
+    let v: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["final"], "the workspace has notes.txt");
+    assert_eq!(v["turns"], 2);
+    assert_eq!(v["tool_calls"], 1);
+    assert!(v["run_id"].as_str().is_some_and(|s| !s.is_empty()));
+    for k in ["input_tokens", "output_tokens", "cached_input_tokens"] {
+        assert!(v["usage"][k].is_u64(), "usage.{k} missing: {v}");
+    }
+    // Tool activity goes to stderr, one line per call.
+    assert!(
+        stderr.contains("[tool] list_dir") && stderr.contains(" ok "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn streaming_prints_the_answer_to_stdout() {
+    let f = fixture();
+    let server = two_step_server();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "hi",
+        ],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(stdout.contains("the workspace has notes.txt"), "{stdout}");
+    assert!(
+        !stdout.contains("[tool]"),
+        "tool lines belong on stderr: {stdout}"
+    );
+}
+
+#[test]
+fn usage_and_config_errors_exit_2_with_a_clear_message() {
+    let f = fixture();
+    // Unknown flag.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["run", "--no-such-flag", "x"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    // Missing API key names the variable.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["run", "--provider", "deepseek", "x"],
+        &[],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("DEEPSEEK_API_KEY"), "{stderr}");
+    // Unknown provider lists the presets.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["run", "--provider", "nosuch", "x"],
+        &[],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("nosuch") && stderr.contains("openrouter"),
+        "{stderr}"
+    );
+    // A bad config file names the key and the file.
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(f.ws.path().join(".brood/config.toml"), "max_turnz = 3\n").unwrap();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["run", "--provider", "local", "--model", "m", "x"],
+        &[],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("max_turnz") && stderr.contains("config.toml"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn an_unreachable_endpoint_fails_with_exit_1_naming_the_url() {
+    let f = fixture();
+    // Bind then drop a listener: the port is free and refuses connections.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(f.ws.path().join(".brood/config.toml"), "max_attempts = 2\n").unwrap();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "x",
+        ],
+        &[],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn record_then_replay_without_the_server() {
+    let f = fixture();
+    let rec = f.home.path().join("run.jsonl");
+    let rec_s = rec.to_str().unwrap();
+    let mut server = two_step_server();
+    let base = server.base_url();
+    let args = |extra: &[&str]| {
+        let mut v = vec![
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--json",
+        ];
+        v.extend_from_slice(extra);
+        v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let a = args(&["--record", rec_s, "what is here?"]);
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let recorded: Value = serde_json::from_str(stdout.trim()).unwrap();
+    server.stop();
+
+    let a = args(&["--replay", rec_s, "what is here?"]);
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let replayed: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(replayed["final"], recorded["final"]);
+    assert_eq!(replayed["turns"], recorded["turns"]);
+
+    // A different prompt is not in the recording: a clear error naming the request.
+    let a = args(&["--replay", rec_s, "something else"]);
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("replay") && stderr.contains("something else"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_show_prints_values_with_their_sources() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "model = \"ws-model\"\n",
+    )
+    .unwrap();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["config", "show", "--provider", "openai"],
+        &[("BROOD_MAX_TURNS", "7")],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("provider = \"openai\"    # flag --provider"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("model = \"ws-model\"") && stdout.contains(".brood/config.toml"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("max_turns = 7    # env BROOD_MAX_TURNS"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("api_timeout_secs = 120    # default"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_run_is_recorded_and_inspectable_with_brood_agents() {
+    let f = fixture();
+    let server = two_step_server();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--json",
+            "what is here?",
+        ],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run_id = serde_json::from_str::<Value>(stdout.trim()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The run belongs to a session that has ended: it shows with --all.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let run = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == run_id.as_str())
+        .expect("run listed");
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["steps"], 2, "{run}");
+    assert_eq!(run["objective"], "what is here?");
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "show", &run_id[..12], "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let detail: Value = serde_json::from_str(&stdout).unwrap();
+    let kinds: Vec<&str> = detail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    for k in [
+        "spawned",
+        "started",
+        "model_request",
+        "model_response",
+        "tool_started",
+        "tool_finished",
+        "completed",
+    ] {
+        assert!(kinds.contains(&k), "missing {k} in {kinds:?}");
+    }
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "transcript", &run_id, "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let slice: Value = serde_json::from_str(&stdout).unwrap();
+    let roles: Vec<&str> = slice["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{slice}");
+}
+
+#[test]
+fn a_model_driven_shell_never_sees_api_keys() {
+    let f = fixture();
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call(
+            "bash",
+            json!({"command": "echo key=[$DEEPSEEK_API_KEY] other=[$PLAIN_VAR]"}),
+        ),
+        _ => MockReply::text("done"),
+    });
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &[
+            "run",
+            "--provider",
+            "deepseek",
+            "--base-url",
+            &server.base_url(),
+            "--json",
+            "x",
+        ],
+        &[
+            ("DEEPSEEK_API_KEY", "sk-very-secret"),
+            ("PLAIN_VAR", "visible"),
+        ],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let bodies = server.requests();
+    let second = serde_json::to_string(&bodies[1]).unwrap();
+    assert!(
+        second.contains("key=[]"),
+        "the key must not reach the shell: {second}"
+    );
+    assert!(
+        second.contains("other=[visible]"),
+        "ordinary variables still do: {second}"
+    );
+    assert!(!second.contains("sk-very-secret"));
+}

@@ -1,0 +1,207 @@
+//! Layered configuration through `Config::load`: file < workspace file < env <
+//! flags, provenance, unknown keys and bad values named with their file, clamps.
+
+use brood::runtime::config::{Config, ConfigPaths, Overrides, Source};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+struct Fixture {
+    _user: tempfile::TempDir,
+    _ws: tempfile::TempDir,
+    paths: ConfigPaths,
+}
+
+fn fixture(user: &str, ws: &str) -> Fixture {
+    let u = tempfile::tempdir().unwrap();
+    let w = tempfile::tempdir().unwrap();
+    if !user.is_empty() {
+        write(&u.path().join("config.toml"), user);
+    }
+    if !ws.is_empty() {
+        write(&w.path().join(".brood/config.toml"), ws);
+    }
+    let paths = ConfigPaths {
+        user_dir: Some(u.path().to_path_buf()),
+        workspace: w.path().to_path_buf(),
+    };
+    Fixture {
+        _user: u,
+        _ws: w,
+        paths,
+    }
+}
+
+fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn defaults_without_any_layer() {
+    let f = fixture("", "");
+    let c = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(c.provider, "deepseek");
+    assert_eq!(c.api_timeout_secs, 120);
+    assert_eq!(c.max_turns, 30);
+    assert_eq!(c.max_attempts, 4);
+    assert!(c.stream);
+    let shown = c.effective();
+    let provider = shown.iter().find(|(k, _, _)| k == "provider").unwrap();
+    assert_eq!(provider.2, Source::Default);
+}
+
+#[test]
+fn later_layers_win_key_by_key_and_provenance_says_where() {
+    let f = fixture(
+        "provider = \"openai\"\nmodel = \"user-model\"\nmax_turns = 5\n[subagents]\nmax_concurrent = 4\n",
+        "model = \"ws-model\"\n[subagents]\nmax_depth = 2\n",
+    );
+    let flags = Overrides {
+        max_turns: Some(9),
+        ..Default::default()
+    };
+    let c = Config::load(&f.paths, &env(&[("BROOD_PROVIDER", "ollama")]), &flags).unwrap();
+    assert_eq!(c.provider, "ollama");
+    assert_eq!(c.model.as_deref(), Some("ws-model"));
+    assert_eq!(c.max_turns, 9);
+    // Nested sections merge key by key across files.
+    assert_eq!(c.subagents.max_concurrent, Some(4));
+    assert_eq!(c.subagents.max_depth, Some(2));
+    let src = |key: &str| {
+        c.effective()
+            .into_iter()
+            .find(|(k, _, _)| k == key)
+            .unwrap()
+            .2
+    };
+    assert_eq!(src("provider"), Source::Env("BROOD_PROVIDER".into()));
+    assert_eq!(
+        src("model"),
+        Source::File(f.paths.workspace.join(".brood/config.toml"))
+    );
+    assert_eq!(src("max_turns"), Source::Flag("--max-turns".into()));
+    assert_eq!(
+        src("subagents.max_concurrent"),
+        Source::File(f.paths.user_dir.clone().unwrap().join("config.toml"))
+    );
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_key_and_file() {
+    let f = fixture("", "modle = \"typo\"\n");
+    let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("modle"), "{err}");
+    assert!(err.contains(".brood/config.toml"), "{err}");
+
+    let f = fixture("[subagents]\nmax_concurent = 3\n", "");
+    let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("max_concurent") && err.contains("config.toml"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_values_are_errors_naming_key_and_source() {
+    let f = fixture("max_attempts = 0\n", "");
+    let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("max_attempts") && err.contains("config.toml"),
+        "{err}"
+    );
+
+    let f = fixture("max_turns = \"many\"\n", "");
+    let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("max_turns"), "{err}");
+
+    let f = fixture("", "");
+    let err = Config::load(
+        &f.paths,
+        &env(&[("BROOD_MAX_TURNS", "lots")]),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("BROOD_MAX_TURNS") && err.contains("max_turns"),
+        "{err}"
+    );
+
+    let f = fixture("[providers.nosuch]\nbase_url = \"http://x\"\n", "");
+    let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nosuch") && err.contains("deepseek"),
+        "unknown preset lists the known ones: {err}"
+    );
+}
+
+#[test]
+fn api_timeout_is_clamped_and_zero_means_default() {
+    for (given, want) in [("0", 120), ("5000", 1800), ("7", 7)] {
+        let f = fixture(&format!("api_timeout_secs = {given}\n"), "");
+        let c = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(c.api_timeout_secs, want, "given {given}");
+    }
+}
+
+#[test]
+fn memory_and_tool_choice_from_env() {
+    let f = fixture("", "");
+    let c = Config::load(
+        &f.paths,
+        &env(&[
+            ("BROOD_MEMORY", "on"),
+            ("BROOD_FIRST_TOOL_CHOICE", "read_file"),
+            ("BROOD_TOOL_CHOICE", "auto"),
+        ]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.memory.enabled, Some(true));
+    assert_eq!(
+        c.tool_choice.first,
+        Some(brood::model::ToolChoice::Named("read_file".into()))
+    );
+    assert_eq!(c.tool_choice.rest, Some(brood::model::ToolChoice::Auto));
+    let bad = Config::load(
+        &f.paths,
+        &env(&[("BROOD_MEMORY", "maybe")]),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(bad.to_string().contains("BROOD_MEMORY"), "{bad}");
+}
+
+#[test]
+fn key_variable_names_are_shown_never_keys() {
+    let f = fixture("[providers.openai]\napi_key_env = \"MY_KEY\"\n", "");
+    let c = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap();
+    let shown: Vec<String> = c
+        .effective()
+        .into_iter()
+        .map(|(k, v, _)| format!("{k}={v}"))
+        .collect();
+    assert!(
+        shown
+            .iter()
+            .any(|s| s == "providers.openai.api_key_env=\"MY_KEY\""),
+        "{shown:?}"
+    );
+}

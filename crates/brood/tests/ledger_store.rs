@@ -1,0 +1,320 @@
+//! The database file: creation from nothing or an empty file, migration from the
+//! first schema version (a frozen v1 fixture), and refusal — without touching the
+//! file — of garbage, other programs' SQLite databases and newer schemas.
+
+use std::path::{Path, PathBuf};
+
+use brood::ledger::{
+    Ledger, LedgerError, LedgerOptions, ListFilter, NewRun, RunId, RunStatus, SCHEMA_VERSION,
+};
+use rusqlite::Connection;
+use serde_json::json;
+use tempfile::TempDir;
+
+const V1_FIXTURE: &str = include_str!("fixtures/ledger_v1.sql");
+
+fn db_path(ws: &Path) -> PathBuf {
+    ws.canonicalize()
+        .unwrap()
+        .join(".brood")
+        .join("state")
+        .join("brood.db")
+}
+
+fn place(ws: &Path, bytes: &[u8]) -> PathBuf {
+    let db = db_path(ws);
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    std::fs::write(&db, bytes).unwrap();
+    db
+}
+
+fn user_version(db: &Path) -> i64 {
+    Connection::open(db)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_fresh_workspace_and_an_empty_file_both_become_current_ledgers() {
+    for pre_create in [false, true] {
+        let ws = TempDir::new().unwrap();
+        if pre_create {
+            place(ws.path(), b"");
+        }
+        let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+        let id = ledger.create_run(NewRun::new("x")).await.unwrap();
+        drop(ledger);
+        let db = db_path(ws.path());
+        assert_eq!(user_version(&db), SCHEMA_VERSION);
+        let conn = Connection::open(&db).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let marker: String = conn
+            .query_row(
+                "SELECT value FROM brood_meta WHERE key = 'schema'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(marker, "brood.ledger");
+        let reader = Ledger::open_reader(ws.path()).unwrap();
+        assert_eq!(reader.run(&id).unwrap().objective, "x");
+    }
+}
+
+#[tokio::test]
+async fn a_version_1_ledger_is_migrated_with_its_data() {
+    let ws = TempDir::new().unwrap();
+    let db = db_path(ws.path());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(V1_FIXTURE)
+        .unwrap();
+    assert_eq!(user_version(&db), 1);
+
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    assert_eq!(user_version(&db), SCHEMA_VERSION);
+    let finished = RunId::from_string("11111111-aaaa-4aaa-8aaa-000000000001");
+    let running = RunId::from_string("22222222-bbbb-4bbb-8bbb-000000000002");
+    // The v1 boot has no lock file and no process: its running run was interrupted.
+    assert_eq!(ledger.recovery().interrupted, vec![running.clone()]);
+    assert_eq!(
+        ledger.recovery().dead_boots,
+        vec!["0190a0b0-0000-7000-8000-000000000001".to_string()]
+    );
+
+    let reader = ledger.reader().unwrap();
+    let done = reader.get_run(&finished).unwrap();
+    assert!(done.from_prior_session);
+    assert_eq!(done.run.status, RunStatus::Completed);
+    assert_eq!(done.run.result, Some(json!({"summary": "two parsers"})));
+    assert_eq!(
+        (
+            done.run.steps,
+            done.run.input_tokens,
+            done.run.cached_input_tokens
+        ),
+        (3, 1200, 800)
+    );
+    assert_eq!(done.run.git_branch.as_deref(), Some("main"));
+    assert_eq!(done.events.len(), 3);
+    let child = reader.get_run(&running).unwrap();
+    assert_eq!(child.run.status, RunStatus::Interrupted);
+    assert_eq!(child.run.status_reason.as_deref(), Some("process exited"));
+    assert_eq!(child.run.depth, 1);
+    assert_eq!(child.events.last().unwrap().seq, 2);
+
+    // v1 transcripts gain the v2 columns with sensible values.
+    let t = reader.transcript(&finished, 0, 10).unwrap();
+    assert_eq!(t.total, 2);
+    assert_eq!(t.entries[1].content, json!("two parsers"));
+    assert!(!t.entries[1].truncated);
+    assert_eq!(t.entries[1].full_bytes, "\"two parsers\"".len() as u64);
+
+    // v2 features work on the migrated database.
+    let new = ledger
+        .create_run(NewRun {
+            parent_id: Some(finished.clone()),
+            ..NewRun::new("follow up")
+        })
+        .await
+        .unwrap();
+    ledger.mark_running(&new).await.unwrap();
+    let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
+    cli.request_cancel(&new).unwrap();
+    assert_eq!(ledger.take_cancel_requests().await.unwrap(), vec![new]);
+    let all = reader
+        .list_runs(ListFilter {
+            include_archived: true,
+        })
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    reader.integrity_check().unwrap();
+}
+
+#[test]
+fn a_reader_also_migrates_an_old_ledger() {
+    let ws = TempDir::new().unwrap();
+    let db = db_path(ws.path());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(V1_FIXTURE)
+        .unwrap();
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    assert_eq!(user_version(&db), SCHEMA_VERSION);
+    // A reader recovers nothing: the v1 run is still running.
+    let run = reader
+        .run(&RunId::from_string("22222222-bbbb-4bbb-8bbb-000000000002"))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+}
+
+fn assert_refused(ws: &Path, db: &Path, original: &[u8], reason_part: &str) {
+    for err in [
+        Ledger::open(ws, LedgerOptions::default()).unwrap_err(),
+        Ledger::open_reader(ws).map(|_| ()).unwrap_err(),
+        Ledger::open_maintenance(ws).map(|_| ()).unwrap_err(),
+    ] {
+        match &err {
+            LedgerError::NotALedger { path, reason } => {
+                assert_eq!(path, db);
+                assert!(reason.contains(reason_part), "reason: {reason}");
+            }
+            other => panic!("expected NotALedger, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("not a brood ledger"), "{msg}");
+        assert!(msg.contains("will not overwrite"), "{msg}");
+    }
+    assert_eq!(
+        std::fs::read(db).unwrap(),
+        original,
+        "the file was modified"
+    );
+    // No boot was started against it.
+    let boots = ws.join(".brood/state/boots");
+    let locks = std::fs::read_dir(&boots).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(locks, 0);
+}
+
+#[test]
+fn garbage_at_the_database_path_is_refused_and_left_alone() {
+    let ws = TempDir::new().unwrap();
+    let garbage: Vec<u8> = (0..10_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let db = place(ws.path(), &garbage);
+    assert_refused(ws.path(), &db, &garbage, "not an SQLite database");
+
+    let ws = TempDir::new().unwrap();
+    let db = place(ws.path(), b"hello, I am a text file\n");
+    assert_refused(
+        ws.path(),
+        &db,
+        b"hello, I am a text file\n",
+        "not an SQLite database",
+    );
+}
+
+#[test]
+fn another_programs_sqlite_database_is_refused_and_left_alone() {
+    let ws = TempDir::new().unwrap();
+    let db = db_path(ws.path());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    {
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);
+             INSERT INTO users (name) VALUES ('ada');",
+        )
+        .unwrap();
+    }
+    let original = std::fs::read(&db).unwrap();
+    assert_refused(ws.path(), &db, &original, "tables: users");
+
+    // A brood_meta table without our marker is not ours either.
+    let ws = TempDir::new().unwrap();
+    let db = db_path(ws.path());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    {
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE brood_meta (key TEXT PRIMARY KEY, value TEXT);
+             INSERT INTO brood_meta VALUES ('schema', 'something.else');",
+        )
+        .unwrap();
+    }
+    let original = std::fs::read(&db).unwrap();
+    assert_refused(ws.path(), &db, &original, "marker");
+}
+
+#[test]
+fn a_ledger_from_a_newer_brood_is_refused() {
+    let ws = TempDir::new().unwrap();
+    drop(Ledger::open(ws.path(), LedgerOptions::default()).unwrap());
+    let db = db_path(ws.path());
+    Connection::open(&db)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    let err = Ledger::open(ws.path(), LedgerOptions::default()).unwrap_err();
+    assert_eq!(
+        err,
+        LedgerError::SchemaTooNew {
+            path: db.clone(),
+            found: 99,
+            supported: SCHEMA_VERSION
+        }
+    );
+    assert!(matches!(
+        Ledger::open_reader(ws.path()),
+        Err(LedgerError::SchemaTooNew { found: 99, .. })
+    ));
+    assert_eq!(user_version(&db), 99);
+}
+
+#[test]
+fn reading_a_workspace_without_a_ledger_creates_nothing() {
+    let ws = TempDir::new().unwrap();
+    assert!(matches!(
+        Ledger::open_reader(ws.path()),
+        Err(LedgerError::Missing { .. })
+    ));
+    assert!(matches!(
+        Ledger::open_maintenance(ws.path()),
+        Err(LedgerError::Missing { .. })
+    ));
+    assert!(!ws.path().join(".brood").exists());
+}
+
+#[test]
+fn a_hot_rollback_journal_left_by_a_crash_is_rolled_back_not_refused() {
+    // Build a crashed state: a ledger (in rollback-journal mode, as a database is
+    // before its first switch to WAL) captured mid-transaction with a hot journal.
+    let scratch = TempDir::new().unwrap();
+    drop(Ledger::open(scratch.path(), LedgerOptions::default()).unwrap());
+    let src = db_path(scratch.path());
+    let journal = src.with_extension("db-journal");
+    let conn = Connection::open(&src).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    conn.execute_batch("PRAGMA cache_size = 10; BEGIN;")
+        .unwrap();
+    let blob = "x".repeat(4000);
+    for i in 0..2000 {
+        conn.execute(
+            "INSERT INTO brood_meta (key, value) VALUES (?1, ?2)",
+            rusqlite::params![format!("junk-{i}"), blob],
+        )
+        .unwrap();
+    }
+    assert!(journal.exists(), "the transaction should have spilled");
+    let crashed_db = std::fs::read(&src).unwrap();
+    let crashed_journal = std::fs::read(&journal).unwrap();
+    conn.execute_batch("ROLLBACK").unwrap();
+    drop(conn);
+
+    let ws = TempDir::new().unwrap();
+    let db = place(ws.path(), &crashed_db);
+    std::fs::write(db.with_extension("db-journal"), &crashed_journal).unwrap();
+
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    reader.integrity_check().unwrap();
+    assert!(reader.list_runs(ListFilter::default()).unwrap().is_empty());
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    drop(ledger);
+    let junk: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM brood_meta WHERE key LIKE 'junk-%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(junk, 0, "the unfinished transaction was rolled back");
+}

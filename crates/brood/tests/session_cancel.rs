@@ -1,0 +1,128 @@
+//! `brood agents cancel` from another process reaches a live session's run: the
+//! request row is picked up by the owning session, which cancels the run.
+
+use brood::ledger::{CancelOutcome, Ledger, RunId};
+use brood::model::scripted::{ScriptStep, ScriptedModel};
+use brood::runtime::config::{Config, ConfigPaths, Overrides};
+use brood::runtime::session::{ModelSource, Session, SessionOptions};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_request_from_outside_cancels_a_live_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let model = ScriptedModel::new()
+        .on(
+            "slow child",
+            // Tell the test the step began; `HangAfter` then never answers it.
+            vec![ScriptStep::func(move |_req| {
+                let _ = tx.send(());
+                Err(brood::model::ModelError::Script("unreachable".into()))
+            })],
+        )
+        .on(
+            "parent",
+            vec![
+                ScriptStep::tool_call(
+                    "agent_open",
+                    json!({"prompt": "slow child", "name": "sleeper"}),
+                ),
+                ScriptStep::text("opened"),
+                ScriptStep::text("saw the result"),
+            ],
+        );
+    let paths = ConfigPaths {
+        user_dir: None,
+        workspace: dir.path().to_path_buf(),
+    };
+    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default()).unwrap();
+    let mut opts = SessionOptions::new(dir.path(), config);
+    opts.models = ModelSource::Fixed(Arc::new(HangAfter { inner: model }));
+    let session = Session::open(opts).await.unwrap();
+    let run = {
+        let s = &session;
+        async move { s.run("parent", None, CancellationToken::new()).await }
+    };
+    let cancel_from_outside = async {
+        rx.recv().await.expect("the child's first step began");
+        let child = session
+            .supervisor()
+            .snapshot()
+            .into_iter()
+            .find(|r| r.name == "sleeper")
+            .expect("child registered")
+            .agent_id;
+        // Another process: no boot, just the maintenance handle.
+        let root = dir.path().to_path_buf();
+        let id = child.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            Ledger::open_maintenance(&root)
+                .unwrap()
+                .request_cancel(&RunId::from_string(&id))
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            matches!(outcome, CancelOutcome::Requested { .. }),
+            "{outcome:?}"
+        );
+        child
+    };
+    let (report, child) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(run, cancel_from_outside)
+    })
+    .await
+    .expect("the cancel request must reach the live session");
+    let report = report.unwrap();
+    assert_eq!(
+        report.final_text, "saw the result",
+        "the cancelled child's completion gave the parent a turn"
+    );
+    let detail = session
+        .ledger()
+        .get_run(&RunId::from_string(&child))
+        .await
+        .unwrap();
+    assert_eq!(detail.run.status.as_str(), "cancelled");
+    assert!(
+        detail
+            .run
+            .status_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("brood agents cancel"),
+        "{:?}",
+        detail.run.status_reason
+    );
+    session.close().await;
+}
+
+/// Wraps the scripted model: a request whose script step errors with "unreachable"
+/// hangs instead (after the step told the test it started).
+struct HangAfter {
+    inner: ScriptedModel,
+}
+
+#[async_trait::async_trait]
+impl brood::model::Model for HangAfter {
+    fn provider_name(&self) -> &str {
+        "scripted"
+    }
+    async fn step(
+        &self,
+        request: &brood::model::ModelRequest,
+        on_event: brood::model::EventFn<'_>,
+    ) -> Result<brood::model::ModelResponse, brood::model::ModelError> {
+        match self.inner.step(request, on_event).await {
+            Err(brood::model::ModelError::Script(s)) if s == "unreachable" => {
+                std::future::pending().await
+            }
+            other => other,
+        }
+    }
+}
