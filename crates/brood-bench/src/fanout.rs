@@ -215,7 +215,7 @@ fn phases_json(runs: &[FanoutRun]) -> serde_json::Value {
 
 /// `50 ms`, `1 s`.
 pub fn show_d(d: Duration) -> String {
-    if d.as_millis() >= 1000 && d.as_millis() % 1000 == 0 {
+    if d.as_millis() >= 1000 && d.as_millis().is_multiple_of(1000) {
         format!("{} s", d.as_secs())
     } else {
         format!("{} ms", d.as_millis())

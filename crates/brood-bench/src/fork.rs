@@ -60,7 +60,7 @@ pub async fn scenario() -> Result<Vec<Figure>, String> {
     if parent
         .body
         .as_object()
-        .and_then(|o| o.keys().last())
+        .and_then(|o| o.keys().next_back())
         .map(String::as_str)
         != Some("messages")
     {

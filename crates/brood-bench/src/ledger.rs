@@ -4,16 +4,19 @@
 //!   M / (time until the flush resolved, i.e. everything is committed);
 //! - awaited creates/s: K concurrent `create_run`s, each awaited until durable;
 //! - one awaited commit alone: sequential `create_run` awaits (the commit + fsync
-//!   floor every spawn pays);
-//! - `brood agents list` over R runs: a fresh `LedgerReader` (as the CLI opens one)
-//!   and `list_runs` of the current session, and `list_runs` alone on a warm reader;
+//!   floor a spawn pays);
+//! - `brood agents list` over R finished runs (each completed with a result of the
+//!   size a child's result has): a fresh `LedgerReader` (as the CLI opens one) and
+//!   `list_runs` of the current session; `list_runs` alone on a warm reader; and the
+//!   `brood` command itself when it was built next to this binary;
 //! - restart recovery: a child process (this binary, `__dead-boot DIR R`) records R
 //!   runs as running and exits without closing its ledger; the figure is the time
 //!   `Ledger::open` takes to find the dead boot and mark its R runs interrupted.
+//!   Beside it, `Ledger::open` of the R-run ledger above, with nothing to recover.
 
 use crate::report::{ms, quantile, Figure, Goal};
 use brood::ledger::{EventKind, Ledger, LedgerOptions, ListFilter, NewRun, RunId};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -21,9 +24,9 @@ use std::time::Instant;
 /// Sizes of one ledger run.
 pub struct Sizes {
     pub events: usize,
-    pub concurrent_creates: usize,
     pub sequential_creates: usize,
-    /// Runs listed and recovered.
+    /// Runs in the listed ledger (the concurrent creates make up the rest) and in
+    /// the recovered one.
     pub runs: usize,
 }
 
@@ -31,30 +34,52 @@ fn err(what: &str) -> impl Fn(brood::ledger::LedgerError) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
+/// A run as the supervisor records a child (its id format included).
 fn run_named(i: usize) -> NewRun {
     NewRun {
-        id: Some(RunId::new()),
-        name: Some(format!("bench-{i}")),
+        id: Some(RunId::from_string(brood::subagent::run::new_run_id())),
+        name: Some(format!("explore-{i}")),
         role: Some("explore".into()),
         agent_type: Some("explore".into()),
         model: Some("mock-model".into()),
         provider: Some("local".into()),
         ..NewRun::new(format!(
-            "benchmark run {i}: find every place we parse config"
+            "benchmark run {i}: find every place we parse config and summarize them"
         ))
     }
+}
+
+/// A completed child's result, about the size real ones have (~1.5 KB).
+fn result_of(id: &RunId) -> Value {
+    let text = "SUMMARY: config is parsed in two places; both read TOML and merge layers.\n\
+CHANGES: None.\nEVIDENCE:\n- src/config.rs:10-42 the loader\n- src/cli.rs:88-97 flags\n\
+RISKS: the env layer is parsed twice.\nBLOCKERS: None.\n";
+    json!({
+        "agent_id": id.as_str(), "name": "explore", "role": "explore", "status": "completed",
+        "final_text": text.repeat(3),
+        "report": {"summary": text, "changes": "None.", "risks": "the env layer is parsed twice.",
+                   "blockers": "None.", "evidence": [
+                       {"path": "src/config.rs", "lines": [10, 42], "verified": true},
+                       {"path": "src/cli.rs", "lines": [88, 97], "verified": true}]},
+        "turns": 4, "tool_calls": 7,
+        "usage": {"input_tokens": 18211, "output_tokens": 912, "cached_input_tokens": 12000},
+        "transcript_handle": format!("transcript:{}", id.as_str()),
+        "model": "local/mock-model", "warnings": [],
+    })
 }
 
 pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     let mut figures = Vec::new();
     let ws = crate::harness::workspace()?;
     let ledger = open_blocking(ws.path()).await?;
+    let mut ids: Vec<RunId> = Vec::with_capacity(sizes.runs);
 
     // Progress events: fire-and-forget, then one flush.
     let run = ledger
         .create_run(run_named(0))
         .await
         .map_err(err("create_run"))?;
+    ids.push(run.clone());
     ledger
         .mark_running(&run)
         .await
@@ -93,72 +118,97 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
             .detail(json!({"events": sizes.events, "ms": ms(elapsed), "group_commits": batches})),
     );
 
-    // Awaited durable operations, many at once.
-    let before = ledger.stats();
-    let t0 = Instant::now();
-    let creates: Vec<_> = (0..sizes.concurrent_creates)
-        .map(|i| ledger.create_run(run_named(i + 1)))
-        .collect();
-    for r in futures::future::join_all(creates).await {
-        r.map_err(err("create_run"))?;
-    }
-    let elapsed = t0.elapsed();
-    let batches = ledger.stats().batches_committed - before.batches_committed;
-    let rate = sizes.concurrent_creates as f64 / elapsed.as_secs_f64();
-    eprintln!(
-        "  ledger: {} concurrent awaited create_run in {:.1} ms ({rate:.0}/s, {batches} group commits)",
-        sizes.concurrent_creates,
-        ms(elapsed)
-    );
-    figures.push(
-        Figure::new("ledger", "awaited create_run per second (concurrent)", rate, "/s")
-            .goal(Goal::AtLeast(20_000.0))
-            .detail(json!({"creates": sizes.concurrent_creates, "ms": ms(elapsed), "group_commits": batches})),
-    );
-
     // One awaited commit at a time.
     let mut lat = Vec::with_capacity(sizes.sequential_creates);
-    for i in 0..sizes.sequential_creates {
+    for _ in 0..sizes.sequential_creates {
         let t = Instant::now();
-        ledger
-            .create_run(run_named(sizes.concurrent_creates + 1 + i))
+        let id = ledger
+            .create_run(run_named(ids.len()))
             .await
             .map_err(err("create_run"))?;
         lat.push(ms(t.elapsed()));
+        ids.push(id);
     }
+    let (c50, c99) = (quantile(&lat, 0.5), quantile(&lat, 0.99));
+    eprintln!("  ledger: one awaited commit alone: p50 {c50:.2} ms, p99 {c99:.2} ms");
+    figures.push(
+        Figure::new("ledger", "one awaited commit alone: p50", c50, "ms")
+            .detail(json!({"samples": lat.len(), "p99_ms": c99})),
+    );
+
+    // Awaited durable operations, many at once: the rest of the listed runs.
+    let k = sizes.runs.saturating_sub(ids.len()).max(1);
+    let before = ledger.stats();
+    let t0 = Instant::now();
+    let creates: Vec<_> = (0..k)
+        .map(|i| ledger.create_run(run_named(ids.len() + i)))
+        .collect();
+    for r in futures::future::join_all(creates).await {
+        ids.push(r.map_err(err("create_run"))?);
+    }
+    let elapsed = t0.elapsed();
+    let batches = ledger.stats().batches_committed - before.batches_committed;
+    let rate = k as f64 / elapsed.as_secs_f64();
+    eprintln!(
+        "  ledger: {k} concurrent awaited create_run in {:.1} ms ({rate:.0}/s, {batches} group commits)",
+        ms(elapsed)
+    );
     figures.push(
         Figure::new(
             "ledger",
-            "one awaited commit alone: p50",
-            quantile(&lat, 0.5),
-            "ms",
+            format!("awaited create_run per second ({k} at once)"),
+            rate,
+            "/s",
         )
-        .detail(json!({"samples": lat.len(), "p99_ms": quantile(&lat, 0.99)})),
+        .goal(Goal::AtLeast(20_000.0))
+        .detail(json!({"creates": k, "ms": ms(elapsed), "group_commits": batches})),
     );
 
-    // Listing: top the session up to `runs` runs, then list as the CLI would.
-    let have = 1 + sizes.concurrent_creates + sizes.sequential_creates;
-    if have < sizes.runs {
-        let more: Vec<_> = (have..sizes.runs)
-            .map(|i| ledger.create_run(run_named(i)))
-            .collect();
-        for r in futures::future::join_all(more).await {
-            r.map_err(err("create_run"))?;
+    // Finish every run with a result, as a session's children end.
+    let t0 = Instant::now();
+    let mut done = Vec::with_capacity(ids.len() * 2);
+    for id in &ids {
+        if id != &run {
+            done.push(ledger.mark_running(id));
         }
     }
-    let listed = have.max(sizes.runs);
+    let mut completes = Vec::with_capacity(ids.len());
+    for id in &ids {
+        completes.push(ledger.complete(id, result_of(id)));
+    }
+    for r in futures::future::join_all(done).await {
+        r.map_err(err("mark_running"))?;
+    }
+    for r in futures::future::join_all(completes).await {
+        r.map_err(err("complete"))?;
+    }
+    let finish_ms = ms(t0.elapsed());
+    let ops = 2 * ids.len() - 1;
+    eprintln!(
+        "  ledger: {ops} awaited transitions (running, completed with a result) in {finish_ms:.1} ms ({:.0}/s)",
+        ops as f64 / (finish_ms / 1000.0)
+    );
+    figures.push(Figure::new(
+        "ledger",
+        "awaited transitions per second (running, completed + result)",
+        ops as f64 / (finish_ms / 1000.0),
+        "/s",
+    ));
+
+    // Listing, as `brood agents list` does it.
+    let listed = ids.len();
     let root = ws.path().to_path_buf();
     let (cold, warm) = tokio::task::spawn_blocking(move || list_times(&root, listed))
         .await
         .map_err(|e| format!("listing task: {e}"))??;
     let (cold50, warm50) = (quantile(&cold, 0.5), quantile(&warm, 0.5));
     eprintln!(
-        "  ledger: list {listed} runs: open reader + list p50 {cold50:.2} ms, list on a warm reader p50 {warm50:.2} ms"
+        "  ledger: list {listed} finished runs: open reader + list p50 {cold50:.2} ms, list on a warm reader p50 {warm50:.2} ms"
     );
     figures.push(
         Figure::new(
             "ledger",
-            format!("agents list over {listed} runs (open reader + list_runs, p50)"),
+            format!("agents list over {listed} finished runs (open reader + list_runs, p50)"),
             cold50,
             "ms",
         )
@@ -168,13 +218,41 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     figures.push(
         Figure::new(
             "ledger",
-            format!("list_runs over {listed} runs on a warm reader (p50)"),
+            format!("list_runs over {listed} finished runs, warm reader (p50)"),
             warm50,
             "ms",
         )
         .detail(json!({"runs": listed, "samples_ms": warm})),
     );
+    if let Some(cmd) = command_times(ws.path(), listed)? {
+        let p50 = quantile(&cmd, 0.5);
+        eprintln!("  ledger: `brood agents list` command over {listed} runs: p50 {p50:.1} ms");
+        figures.push(
+            Figure::new(
+                "ledger",
+                format!("`brood agents list` command over {listed} runs (process included, p50)"),
+                p50,
+                "ms",
+            )
+            .detail(json!({"runs": listed, "samples_ms": cmd})),
+        );
+    }
     drop(ledger);
+
+    // Opening that ledger again: nothing to recover.
+    let root = ws.path().to_path_buf();
+    let (plain_open_ms, nothing) = tokio::task::spawn_blocking(move || {
+        let t = Instant::now();
+        let l = Ledger::open(&root, LedgerOptions::default()).map_err(err("Ledger::open"))?;
+        Ok::<_, String>((ms(t.elapsed()), l.recovery().interrupted.len()))
+    })
+    .await
+    .map_err(|e| format!("open task: {e}"))??;
+    if nothing != 0 {
+        return Err(format!(
+            "reopening a cleanly closed ledger interrupted {nothing} runs"
+        ));
+    }
 
     // Recovery after a dead boot.
     let ws2 = crate::harness::workspace()?;
@@ -194,7 +272,9 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
             sizes.runs
         ));
     }
-    eprintln!("  ledger: recovery of {interrupted} runs of a dead boot: {open_ms:.1} ms");
+    eprintln!(
+        "  ledger: recovery of {interrupted} runs of a dead boot: {open_ms:.1} ms (open with nothing to recover: {plain_open_ms:.1} ms)"
+    );
     figures.push(
         Figure::new(
             "ledger",
@@ -205,7 +285,51 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         .goal(Goal::AtMost(100.0))
         .detail(json!({"runs_interrupted": interrupted})),
     );
+    figures.push(Figure::new(
+        "ledger",
+        format!("Ledger::open of {listed} runs, nothing to recover"),
+        plain_open_ms,
+        "ms",
+    ));
     Ok(figures)
+}
+
+/// The `brood` binary built next to this one, timed on `agents list` (5 runs), or
+/// `None` when it is not there.
+fn command_times(ws: &Path, expect: usize) -> Result<Option<Vec<f64>>, String> {
+    let Some(brood) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("brood")))
+        .filter(|p| p.is_file())
+    else {
+        eprintln!("  ledger: (no `brood` binary next to brood-bench: build it with `cargo build --release -p brood-cli` to time the command too)");
+        return Ok(None);
+    };
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let out = Command::new(&brood)
+            .args(["agents", "--workspace"])
+            .arg(ws)
+            .arg("list")
+            .env_remove("BROOD_PROVIDER")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", brood.display()))?;
+        samples.push(ms(t.elapsed()));
+        if !out.status.success() {
+            return Err(format!(
+                "`brood agents list` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let lines = String::from_utf8_lossy(&out.stdout).lines().count();
+        if lines < expect {
+            return Err(format!(
+                "`brood agents list` printed {lines} lines for {expect} runs"
+            ));
+        }
+    }
+    Ok(Some(samples))
 }
 
 async fn open_blocking(root: &Path) -> Result<Ledger, String> {

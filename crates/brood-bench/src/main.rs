@@ -101,7 +101,6 @@ impl Plan {
             memory_children: 1000,
             ledger: ledger::Sizes {
                 events: 200_000,
-                concurrent_creates: 10_000,
                 sequential_creates: 200,
                 runs: 10_000,
             },
@@ -117,7 +116,6 @@ impl Plan {
             memory_children: 100,
             ledger: ledger::Sizes {
                 events: 20_000,
-                concurrent_creates: 1_000,
                 sequential_creates: 50,
                 runs: 1_000,
             },
@@ -204,6 +202,8 @@ async fn run(args: Args) -> ExitCode {
         machine,
         figures: Vec::new(),
         failures: Vec::new(),
+        loadavg_at_end: String::new(),
+        seconds: 0.0,
     };
     let started = Instant::now();
     for s in selected {
@@ -229,15 +229,19 @@ async fn run(args: Args) -> ExitCode {
             }
         }
     }
+    results.loadavg_at_end = report::loadavg();
+    results.seconds = started.elapsed().as_secs_f64();
     let m = &results.machine;
     println!(
-        "\nbrood-bench ({} mode, {:.1} s) on {} × {}, {} GiB RAM, Linux {}{}\n",
+        "\nbrood-bench ({} mode, {:.1} s) on {} × {}, {} GiB RAM, Linux {}; load average {} at start, {} at end{}\n",
         results.mode,
-        started.elapsed().as_secs_f64(),
+        results.seconds,
         m.nproc,
         m.cpu_model,
         m.ram_gib,
         m.kernel,
+        m.loadavg_at_start,
+        results.loadavg_at_end,
         if m.release_build {
             ""
         } else {

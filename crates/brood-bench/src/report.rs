@@ -87,6 +87,8 @@ pub struct Machine {
     /// Whether this binary was built with optimizations (figures from a debug build
     /// are not comparable).
     pub release_build: bool,
+    /// `/proc/loadavg` when the run started: other work on the machine skews figures.
+    pub loadavg_at_start: String,
 }
 
 impl Machine {
@@ -125,8 +127,16 @@ impl Machine {
             kernel,
             os,
             release_build: !cfg!(debug_assertions),
+            loadavg_at_start: loadavg(),
         }
     }
+}
+
+/// The first three fields of `/proc/loadavg` (1, 5, 15 minutes).
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Everything one run produced.
@@ -138,6 +148,8 @@ pub struct Results {
     pub machine: Machine,
     pub figures: Vec<Figure>,
     pub failures: Vec<Failure>,
+    pub loadavg_at_end: String,
+    pub seconds: f64,
 }
 
 impl Results {
@@ -220,7 +232,8 @@ impl Results {
 
 /// A value with its unit, at a precision that suits it.
 pub fn with_unit(v: f64, unit: &str) -> String {
-    let num = if v.abs() >= 1000.0 {
+    let whole = unit.is_empty() && v.fract() == 0.0;
+    let num = if whole || v.abs() >= 1000.0 {
         format!("{v:.0}")
     } else if v.abs() >= 100.0 {
         format!("{v:.1}")
