@@ -133,6 +133,32 @@ pub fn vm_rss_kib() -> Result<u64, String> {
         .ok_or_else(|| "no VmRSS line in /proc/self/status".to_string())
 }
 
+/// Raise this process's open-file limit to its hard limit (the memory scenario holds
+/// a connection per child, its mock process another). Returns the soft limit now in
+/// force.
+pub fn raise_open_files() -> libc::rlim_t {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid resource and a pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let wanted = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+                lim = wanted;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
 /// Count of `snapshot` runs in each status, e.g. `{"completed": 20}`.
 pub fn status_counts(session: &Session) -> BTreeMap<&'static str, usize> {
     let mut out = BTreeMap::new();

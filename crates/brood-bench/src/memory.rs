@@ -107,6 +107,13 @@ async fn next_line(
 }
 
 pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
+    let files = harness::raise_open_files();
+    if files < (n + 256) as libc::rlim_t {
+        return Err(format!(
+            "the open-file limit is {files}; holding {n} children needs about {} (raise `ulimit -n`)",
+            n + 256
+        ));
+    }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut child = Command::new(exe)
         .arg("__mock-hold")
