@@ -488,7 +488,7 @@ fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>, _fork: bool) -> Toolbox {
         permissions.capabilities.remove(&Capability::Delegate);
     }
     tools.extend(delegation_tools(sup, ctx));
-    let toolbox = Toolbox::new(tools, permissions);
+    let toolbox = Toolbox::with_cache(tools, permissions, &sup.inner.specs);
     let _ = ctx.tool_names.set(toolbox.names());
     toolbox
 }

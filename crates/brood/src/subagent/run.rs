@@ -103,6 +103,8 @@ pub struct Opened {
 
 pub(crate) struct Inner {
     pub env: SupervisorEnv,
+    /// Tool specs derived once per session.
+    pub specs: crate::tool::SpecCache,
     pub board: Board,
     pub recorder: Recorder,
     /// Models each provider accepts, once asked (`None`: it does not say).
@@ -128,6 +130,7 @@ impl Supervisor {
         let sup = Supervisor {
             inner: Arc::new(Inner {
                 env,
+                specs: crate::tool::SpecCache::default(),
                 board,
                 recorder,
                 known_models: Mutex::new(HashMap::new()),

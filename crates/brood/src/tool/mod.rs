@@ -24,7 +24,7 @@ pub use error::ToolError;
 pub use jail::Workspace;
 pub use memory::MemoryFiles;
 pub use sandbox::Sandbox;
-pub use toolbox::Toolbox;
+pub use toolbox::{SpecCache, Toolbox};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

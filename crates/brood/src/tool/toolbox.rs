@@ -4,13 +4,51 @@
 use super::{Permissions, Tool, ToolContext, ToolError};
 use crate::model::{ToolCall, ToolSpec};
 use futures::FutureExt;
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Tool specs by tool name, shared by the toolboxes of one session: a tool's
+/// schema is derived once per session instead of once per run (a fan-out of 200
+/// children would otherwise derive every schema 200 times).
+#[derive(Default)]
+pub struct SpecCache(Mutex<HashMap<String, ToolSpec>>);
+
+impl SpecCache {
+    fn spec_of(&self, tool: &dyn Tool) -> ToolSpec {
+        let cached = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tool.name())
+            .cloned();
+        if let Some(spec) = cached {
+            return spec;
+        }
+        let spec = spec_of(tool);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(spec.name.clone(), spec.clone());
+        spec
+    }
+}
+
+fn spec_of(tool: &dyn Tool) -> ToolSpec {
+    ToolSpec {
+        name: tool.name().to_string(),
+        description: tool.description().to_string(),
+        parameters: tool.schema(),
+    }
+}
 
 /// Tools offered to one run. Only tools its permissions allow are kept.
 #[derive(Clone)]
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
+    /// The specs, built once: schemas never change, and deriving them is far
+    /// costlier than copying them into each request.
+    specs: Arc<Vec<ToolSpec>>,
     /// Candidates the permissions refused, with why (named in call errors).
     refused: Vec<(String, ToolError)>,
     permissions: Arc<Permissions>,
@@ -19,6 +57,24 @@ pub struct Toolbox {
 impl Toolbox {
     /// Keep the tools of `candidates` that `permissions` allow (first of a name wins).
     pub fn new(candidates: Vec<Arc<dyn Tool>>, permissions: Permissions) -> Self {
+        Self::build(candidates, permissions, None)
+    }
+
+    /// As [`Toolbox::new`], taking specs from (and adding them to) `cache`. Tools
+    /// of one name must have one spec within a cache's users.
+    pub fn with_cache(
+        candidates: Vec<Arc<dyn Tool>>,
+        permissions: Permissions,
+        cache: &SpecCache,
+    ) -> Self {
+        Self::build(candidates, permissions, Some(cache))
+    }
+
+    fn build(
+        candidates: Vec<Arc<dyn Tool>>,
+        permissions: Permissions,
+        cache: Option<&SpecCache>,
+    ) -> Self {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         let mut refused = Vec::new();
         for t in candidates {
@@ -30,8 +86,16 @@ impl Toolbox {
                 Err(e) => refused.push((t.name().to_string(), e)),
             }
         }
+        let specs = tools
+            .iter()
+            .map(|t| match cache {
+                Some(c) => c.spec_of(t.as_ref()),
+                None => spec_of(t.as_ref()),
+            })
+            .collect();
         Toolbox {
             tools,
+            specs: Arc::new(specs),
             refused,
             permissions: Arc::new(permissions),
         }
@@ -64,14 +128,7 @@ impl Toolbox {
 
     /// The specs sent to the model, in a stable order.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
-                parameters: t.schema(),
-            })
-            .collect()
+        self.specs.as_ref().clone()
     }
 
     /// Run one call: find the tool, check the permissions again, parse the
