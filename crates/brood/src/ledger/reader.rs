@@ -32,6 +32,15 @@ pub(crate) const RUN_COLUMNS: &str = "id, parent_id, root_id, depth, session_id,
      status_reason, created_at, started_at, ended_at, steps, input_tokens, output_tokens, \
      cached_input_tokens, result, error";
 
+/// The columns of a listing, in `RUN_COLUMNS` order: everything but `result`, which is
+/// read as NULL. A result is the whole of a child's answer (kilobytes each); a listing
+/// of thousands of runs would read and parse all of them to show none. [`LedgerReader::run`]
+/// and [`LedgerReader::get_run`] (`brood agents show`) return it.
+const LIST_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_boot_id, \
+     name, role, agent_type, objective, model, provider, workspace, git_branch, status, \
+     status_reason, created_at, started_at, ended_at, steps, input_tokens, output_tokens, \
+     cached_input_tokens, NULL AS result, error";
+
 /// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
 /// open one per thread or task.
 pub struct LedgerReader {
@@ -93,15 +102,19 @@ impl LedgerReader {
 
     /// Runs of the current session(s), oldest first; with `include_archived`, every run,
     /// those of other sessions flagged `from_prior_session`.
+    ///
+    /// A listing leaves out each run's result: `result` is `None` in every listed
+    /// record. [`LedgerReader::run`] / [`LedgerReader::get_run`] return it.
     pub fn list_runs(&self, filter: ListFilter) -> Result<Vec<ListedRun>, LedgerError> {
         let current: HashSet<String> = self.current_sessions()?.into_iter().collect();
         let mut runs = Vec::new();
         if filter.include_archived {
-            let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id");
+            let sql = format!("SELECT {LIST_COLUMNS} FROM runs ORDER BY created_at, id");
             runs = self.query_runs(&sql, [])?;
         } else {
+            // Served in order by the index runs_by_session_order (schema v3): no sort.
             let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
+                "SELECT {LIST_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
             );
             for session in &current {
                 runs.extend(self.query_runs(&sql, [session])?);

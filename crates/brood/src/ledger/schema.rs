@@ -102,7 +102,14 @@ CREATE TABLE cancel_requests (
 CREATE INDEX cancel_requests_by_boot ON cancel_requests (boot_id);
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2];
+/// Version 3: the per-session index also holds `id`, so a listing's
+/// `ORDER BY created_at, id` is read in index order instead of sorted.
+const V3: &str = r#"
+CREATE INDEX runs_by_session_order ON runs (session_id, created_at, id);
+DROP INDEX runs_by_session;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
