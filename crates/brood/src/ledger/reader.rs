@@ -107,27 +107,63 @@ impl LedgerReader {
     /// record. [`LedgerReader::run`] / [`LedgerReader::get_run`] return it.
     pub fn list_runs(&self, filter: ListFilter) -> Result<Vec<ListedRun>, LedgerError> {
         let current: HashSet<String> = self.current_sessions()?.into_iter().collect();
-        let mut runs = Vec::new();
         if filter.include_archived {
+            let count = self.count("SELECT COUNT(*) FROM runs", [])?;
             let sql = format!("SELECT {LIST_COLUMNS} FROM runs ORDER BY created_at, id");
-            runs = self.query_runs(&sql, [])?;
-        } else {
-            // Served in order by the index runs_by_session_order (schema v3): no sort.
-            let sql = format!(
-                "SELECT {LIST_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
-            );
-            for session in &current {
-                runs.extend(self.query_runs(&sql, [session])?);
-            }
-            runs.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+            let mut listed = Vec::with_capacity(count);
+            self.list_into(&sql, [], &current, &mut listed)?;
+            return Ok(listed);
         }
-        Ok(runs
-            .into_iter()
-            .map(|run| ListedRun {
+        let mut count = 0;
+        for session in &current {
+            count += self.count(
+                "SELECT COUNT(*) FROM runs WHERE session_id = ?1",
+                [session],
+            )?;
+        }
+        let mut listed = Vec::with_capacity(count);
+        // Served in order by the index runs_by_session_order (schema v3): no sort.
+        let sql =
+            format!("SELECT {LIST_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id");
+        for session in &current {
+            self.list_into(&sql, [session], &current, &mut listed)?;
+        }
+        if current.len() > 1 {
+            listed.sort_by(|a, b| {
+                (a.run.created_at, &a.run.id).cmp(&(b.run.created_at, &b.run.id))
+            });
+        }
+        Ok(listed)
+    }
+
+    /// Append the rows of a listing query to `out` (each record built in place).
+    fn list_into<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        current: &HashSet<String>,
+        out: &mut Vec<ListedRun>,
+    ) -> Result<(), LedgerError> {
+        let mut st = self.conn.prepare_cached(sql).ctx("listing runs")?;
+        let mut rows = st.query(params).ctx("listing runs")?;
+        while let Some(row) = rows.next().ctx("listing runs")? {
+            let run = run_from_row(row).ctx("listing runs")?;
+            out.push(ListedRun {
                 from_prior_session: !current.contains(&run.session_id),
                 run,
-            })
-            .collect())
+            });
+        }
+        Ok(())
+    }
+
+    /// A `SELECT COUNT(*)` as a capacity hint.
+    fn count<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<usize, LedgerError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut st| st.query_row(params, |r| r.get(0)))
+            .ctx("counting runs")?;
+        Ok(usize::try_from(n).unwrap_or(0))
     }
 
     /// One run by exact id.
