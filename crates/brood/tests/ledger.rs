@@ -787,8 +787,7 @@ async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writ
             .collect();
     ledger.close().await.unwrap();
 
-    for ((id, seqs_before, started), from) in before.iter().zip(["pending", "queued", "running"])
-    {
+    for ((id, seqs_before, started), from) in before.iter().zip(["pending", "queued", "running"]) {
         let run = reader.run(id).unwrap();
         assert_eq!(run.status, RunStatus::Interrupted, "{from}");
         assert_eq!(
@@ -823,7 +822,10 @@ async fn listings_leave_results_out_and_show_returns_them() {
     ledger.mark_running(&id).await.unwrap();
     let failed = ledger.create_run(named("f")).await.unwrap();
     ledger.mark_running(&failed).await.unwrap();
-    ledger.complete(&id, json!({"summary": "done"})).await.unwrap();
+    ledger
+        .complete(&id, json!({"summary": "done"}))
+        .await
+        .unwrap();
     ledger
         .fail(&failed, "boom", Some(json!({"partial": 1})))
         .await

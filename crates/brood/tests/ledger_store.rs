@@ -149,7 +149,7 @@ fn run_indexes(db: &Path) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_version_2_ledger_gains_the_listing_index_and_keeps_its_data() {
+async fn a_version_2_ledger_moves_results_out_gains_the_listing_index_and_keeps_its_data() {
     let ws = TempDir::new().unwrap();
     let db = db_path(ws.path());
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
@@ -165,6 +165,30 @@ async fn a_version_2_ledger_gains_the_listing_index_and_keeps_its_data() {
     let indexes = run_indexes(&db);
     assert!(indexes.contains(&"runs_by_session_order".to_string()));
     assert!(!indexes.contains(&"runs_by_session".to_string()));
+    // Results moved out of the runs rows.
+    {
+        let conn = Connection::open(&db).unwrap();
+        let inline: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM runs WHERE result IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(inline, 0);
+        let moved: (String, String) = conn
+            .query_row("SELECT run_id, result FROM run_results", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(
+            moved,
+            (
+                "11111111-aaaa-4aaa-8aaa-000000000001".to_string(),
+                r#"{"summary":"two parsers"}"#.to_string()
+            )
+        );
+    }
     // The listing of a session is read in index order, not sorted afterwards.
     let plan: Vec<String> = {
         let conn = Connection::open(&db).unwrap();

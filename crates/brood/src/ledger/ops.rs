@@ -181,21 +181,19 @@ pub(crate) fn transition(
     conn.prepare_cached(
         "UPDATE runs SET status = ?2, status_reason = ?3,
              started_at = COALESCE(?4, started_at), ended_at = COALESCE(?5, ended_at),
-             result = COALESCE(?6, result), error = COALESCE(?7, error)
+             error = COALESCE(?6, error)
          WHERE id = ?1",
     )
-    .and_then(|mut st| {
-        st.execute(params![
-            run,
-            to.as_str(),
-            reason,
-            started,
-            ended,
-            result_text,
-            error
-        ])
-    })
+    .and_then(|mut st| st.execute(params![run, to.as_str(), reason, started, ended, error]))
     .ctx("updating a run's status")?;
+    if let Some(text) = result_text {
+        conn.prepare_cached(
+            "INSERT INTO run_results (run_id, result) VALUES (?1, ?2)
+             ON CONFLICT (run_id) DO UPDATE SET result = excluded.result",
+        )
+        .and_then(|mut st| st.execute(params![run, text]))
+        .ctx("storing a run's result")?;
+    }
     insert_event(conn, run, EventKind::for_status(to), &payload, at)?;
     Ok(())
 }
