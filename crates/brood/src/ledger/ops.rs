@@ -300,7 +300,8 @@ pub(crate) fn append_message(
 /// Set-based: one `INSERT … SELECT` appends every run's `interrupted` event (seq = the
 /// run's last seq + 1, payload `{"from": <old status>, "reason": …}` as
 /// [`transition`] writes it) and one `UPDATE` moves the runs, so recovering a boot of
-/// thousands of runs costs three statements rather than four per run. Every run
+/// thousands of runs costs two statements rather than four per run (the `UPDATE`
+/// returns the ids, reported oldest first as before). Every run
 /// selected here may go to `interrupted` (`pending | queued | running → interrupted`).
 pub(crate) fn interrupt_boot(
     conn: &Connection,
@@ -308,46 +309,46 @@ pub(crate) fn interrupt_boot(
     reason: &str,
     at: i64,
 ) -> Result<Vec<RunId>, LedgerError> {
-    let ids: Vec<String> = conn
+    let to = RunStatus::Interrupted;
+    // Events first: they read each run's status before the UPDATE changes it.
+    conn.prepare_cached(&format!(
+        "INSERT INTO events (run_id, seq, at, kind, payload)
+         SELECT r.id,
+                COALESCE((SELECT MAX(e.seq) + 1 FROM events e WHERE e.run_id = r.id), 0),
+                ?2, ?3, json_object('from', r.status, 'reason', ?4)
+         FROM runs r
+         WHERE r.session_boot_id = ?1 AND r.status IN {NON_TERMINAL_SQL}"
+    ))
+    .and_then(|mut st| {
+        st.execute(params![
+            boot_id,
+            at,
+            EventKind::for_status(to).as_str(),
+            reason
+        ])
+    })
+    .ctx("appending the interrupted events of a boot's runs")?;
+    let mut runs: Vec<(i64, String)> = conn
         .prepare_cached(&format!(
-            "SELECT id FROM runs WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}
-             ORDER BY created_at, id"
-        ))
-        .and_then(|mut st| {
-            st.query_map([boot_id], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()
-        })
-        .ctx("finding a boot's unfinished runs")?;
-    if !ids.is_empty() {
-        let to = RunStatus::Interrupted;
-        conn.prepare_cached(&format!(
-            "INSERT INTO events (run_id, seq, at, kind, payload)
-             SELECT r.id,
-                    COALESCE((SELECT MAX(e.seq) + 1 FROM events e WHERE e.run_id = r.id), 0),
-                    ?2, ?3, json_object('from', r.status, 'reason', ?4)
-             FROM runs r
-             WHERE r.session_boot_id = ?1 AND r.status IN {NON_TERMINAL_SQL}"
-        ))
-        .and_then(|mut st| {
-            st.execute(params![
-                boot_id,
-                at,
-                EventKind::for_status(to).as_str(),
-                reason
-            ])
-        })
-        .ctx("appending the interrupted events of a boot's runs")?;
-        conn.prepare_cached(&format!(
             "UPDATE runs SET status = ?2, status_reason = ?3, ended_at = ?4
-             WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}"
+             WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}
+             RETURNING created_at, id"
         ))
-        .and_then(|mut st| st.execute(params![boot_id, to.as_str(), reason, at]))
+        .and_then(|mut st| {
+            st.query_map(params![boot_id, to.as_str(), reason, at], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()
+        })
         .ctx("marking a boot's runs interrupted")?;
-    }
+    runs.sort_unstable();
     conn.prepare_cached("UPDATE boots SET ended_at = ?2 WHERE boot_id = ?1 AND ended_at IS NULL")
         .and_then(|mut st| st.execute(params![boot_id, at]))
         .ctx("marking a boot ended")?;
-    Ok(ids.into_iter().map(RunId::from_string).collect())
+    Ok(runs
+        .into_iter()
+        .map(|(_, id)| RunId::from_string(id))
+        .collect())
 }
 
 /// Insert one event row with the next seq of its run.
