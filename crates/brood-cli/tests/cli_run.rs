@@ -348,6 +348,8 @@ fn a_run_is_recorded_and_inspectable_with_brood_agents() {
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["steps"], 2, "{run}");
     assert_eq!(run["objective"], "what is here?");
+    // Listings leave results out; `show` has them.
+    assert!(run["result"].is_null(), "{run}");
 
     let out = brood(
         f.home.path(),
@@ -358,6 +360,7 @@ fn a_run_is_recorded_and_inspectable_with_brood_agents() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let detail: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(detail["result"].is_object(), "{detail}");
     let kinds: Vec<&str> = detail["events"]
         .as_array()
         .unwrap()

@@ -756,3 +756,98 @@ fn handles_can_be_shared_across_threads() {
     sendable::<brood::ledger::Durable<RunId>>();
     sendable::<brood::ledger::LedgerReader>();
 }
+
+#[tokio::test]
+async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writes() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let pending = ledger.create_run(named("pending")).await.unwrap();
+    let queued = ledger.create_run(named("queued")).await.unwrap();
+    ledger.mark_queued(&queued).await.unwrap();
+    let running = ledger.create_run(named("running")).await.unwrap();
+    ledger.mark_running(&running).await.unwrap();
+    for step in 0..3 {
+        ledger
+            .append_event(&running, EventKind::ModelRequest, json!({ "step": step }))
+            .unwrap();
+    }
+    let done = ledger.create_run(named("done")).await.unwrap();
+    ledger.mark_running(&done).await.unwrap();
+    ledger.complete(&done, json!({"ok": true})).await.unwrap();
+    ledger.flush().await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let before: Vec<(RunId, Vec<u64>, Option<chrono::DateTime<chrono::Utc>>)> =
+        [&pending, &queued, &running, &done]
+            .into_iter()
+            .map(|id| {
+                let events = reader.events(id).unwrap();
+                let seqs = events.iter().map(|e| e.seq).collect();
+                (id.clone(), seqs, reader.run(id).unwrap().started_at)
+            })
+            .collect();
+    ledger.close().await.unwrap();
+
+    for ((id, seqs_before, started), from) in before.iter().zip(["pending", "queued", "running"]) {
+        let run = reader.run(id).unwrap();
+        assert_eq!(run.status, RunStatus::Interrupted, "{from}");
+        assert_eq!(
+            run.status_reason.as_deref(),
+            Some("session ended before the run finished")
+        );
+        assert!(run.ended_at.is_some());
+        assert_eq!(&run.started_at, started, "started_at is kept");
+        let events = reader.events(id).unwrap();
+        // Exactly one new event, numbered right after the run's last one.
+        assert_eq!(events.len(), seqs_before.len() + 1, "{from}");
+        let last = events.last().unwrap();
+        assert_eq!(last.seq, *seqs_before.last().unwrap() + 1);
+        assert_eq!(last.kind, EventKind::Interrupted);
+        assert_eq!(
+            last.payload,
+            json!({"from": from, "reason": "session ended before the run finished"})
+        );
+        assert_eq!(last.at, run.ended_at.unwrap());
+    }
+    // The finished run is untouched.
+    let (done_id, done_seqs, _) = &before[3];
+    assert_eq!(reader.run(done_id).unwrap().status, RunStatus::Completed);
+    assert_eq!(reader.events(done_id).unwrap().len(), done_seqs.len());
+}
+
+#[tokio::test]
+async fn listings_leave_results_out_and_show_returns_them() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("r")).await.unwrap();
+    ledger.mark_running(&id).await.unwrap();
+    let failed = ledger.create_run(named("f")).await.unwrap();
+    ledger.mark_running(&failed).await.unwrap();
+    ledger
+        .complete(&id, json!({"summary": "done"}))
+        .await
+        .unwrap();
+    ledger
+        .fail(&failed, "boom", Some(json!({"partial": 1})))
+        .await
+        .unwrap();
+    for filter in [
+        ListFilter::default(),
+        ListFilter {
+            include_archived: true,
+        },
+    ] {
+        let listed = ledger.list_runs(filter).await.unwrap();
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().all(|l| l.run.result.is_none()));
+        let find = |want: &RunId| listed.iter().find(|l| &l.run.id == want).unwrap();
+        assert_eq!(find(&id).run.status, RunStatus::Completed);
+        assert_eq!(find(&failed).run.error.as_deref(), Some("boom"));
+    }
+    let shown = ledger.get_run(&id).await.unwrap();
+    assert_eq!(shown.run.result, Some(json!({"summary": "done"})));
+    let reader = ledger.reader().unwrap();
+    assert_eq!(
+        reader.run(&failed).unwrap().result,
+        Some(json!({"partial": 1}))
+    );
+}

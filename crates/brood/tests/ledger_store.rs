@@ -1,5 +1,6 @@
 //! The database file: creation from nothing or an empty file, migration from the
-//! first schema version (a frozen v1 fixture), and refusal — without touching the
+//! first schema version (a frozen v1 fixture) and from the second (v1 plus the frozen
+//! v2 migration), and refusal — without touching the
 //! file — of garbage, other programs' SQLite databases and newer schemas.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 const V1_FIXTURE: &str = include_str!("fixtures/ledger_v1.sql");
+const V1_TO_V2: &str = include_str!("fixtures/ledger_v1_to_v2.sql");
 
 fn db_path(ws: &Path) -> PathBuf {
     ws.canonicalize()
@@ -133,6 +135,105 @@ async fn a_version_1_ledger_is_migrated_with_its_data() {
         })
         .unwrap();
     assert_eq!(all.len(), 3);
+    reader.integrity_check().unwrap();
+}
+
+/// The indexes of `runs`, by name.
+fn run_indexes(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).unwrap();
+    let mut st = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name")
+        .unwrap();
+    let names = st.query_map([], |r| r.get(0)).unwrap();
+    names.collect::<Result<Vec<String>, _>>().unwrap()
+}
+
+#[tokio::test]
+async fn a_version_2_ledger_moves_results_out_gains_the_listing_index_and_keeps_its_data() {
+    let ws = TempDir::new().unwrap();
+    let db = db_path(ws.path());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(V1_FIXTURE).unwrap();
+    conn.execute_batch(V1_TO_V2).unwrap();
+    drop(conn);
+    assert_eq!(user_version(&db), 2);
+    assert!(run_indexes(&db).contains(&"runs_by_session".to_string()));
+
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    assert_eq!(user_version(&db), SCHEMA_VERSION);
+    let indexes = run_indexes(&db);
+    assert!(indexes.contains(&"runs_by_session_order".to_string()));
+    assert!(!indexes.contains(&"runs_by_session".to_string()));
+    // Results moved out of the runs rows.
+    {
+        let conn = Connection::open(&db).unwrap();
+        let inline: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM runs WHERE result IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(inline, 0);
+        let moved: (String, String) = conn
+            .query_row("SELECT run_id, result FROM run_results", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(
+            moved,
+            (
+                "11111111-aaaa-4aaa-8aaa-000000000001".to_string(),
+                r#"{"summary":"two parsers"}"#.to_string()
+            )
+        );
+    }
+    // The listing of a session is read in index order, not sorted afterwards.
+    let plan: Vec<String> = {
+        let conn = Connection::open(&db).unwrap();
+        let mut st = conn
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE session_id = 'v1-session'
+                 ORDER BY created_at, id",
+            )
+            .unwrap();
+        let rows = st.query_map([], |r| r.get::<_, String>(3)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    };
+    assert!(
+        plan.iter().any(|p| p.contains("runs_by_session_order")),
+        "{plan:?}"
+    );
+    assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+
+    // The data survived and the v2 run still recovers.
+    let finished = RunId::from_string("11111111-aaaa-4aaa-8aaa-000000000001");
+    let running = RunId::from_string("22222222-bbbb-4bbb-8bbb-000000000002");
+    assert_eq!(ledger.recovery().interrupted, vec![running.clone()]);
+    let reader = ledger.reader().unwrap();
+    let all = reader
+        .list_runs(ListFilter {
+            include_archived: true,
+        })
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.run.id.clone()).collect::<Vec<_>>(),
+        vec![finished.clone(), running.clone()]
+    );
+    assert_eq!(all[0].run.status, RunStatus::Completed);
+    assert_eq!(all[0].run.result, None, "listings leave results out");
+    assert_eq!(
+        reader.run(&finished).unwrap().result,
+        Some(json!({"summary": "two parsers"}))
+    );
+    let child = reader.get_run(&running).unwrap();
+    assert_eq!(child.run.status, RunStatus::Interrupted);
+    assert_eq!(child.events.last().unwrap().seq, 2);
+    assert_eq!(
+        child.events.last().unwrap().payload,
+        json!({"from": "running", "reason": "process exited"})
+    );
     reader.integrity_check().unwrap();
 }
 

@@ -29,6 +29,11 @@ use super::types::RecoveryReport;
 /// The reason written on runs of a boot found dead.
 pub(crate) const DEAD_BOOT_REASON: &str = "process exited";
 
+/// Page cache (KiB) for a recovery transaction: marking ten thousand runs touches a few
+/// thousand pages of `runs`, `events` and their indexes; with SQLite's default 2 MiB
+/// cache the transaction spills dirty pages to the WAL before it commits.
+const RECOVERY_CACHE_KIB: i64 = 64 * 1024;
+
 /// Temporary lock files older than this are leftovers of a crash during open.
 const STALE_TEMP: Duration = Duration::from_secs(600);
 
@@ -171,11 +176,14 @@ pub(crate) fn recover(
         match probe(paths, &boot)? {
             Liveness::Alive => report.live_boots.push(boot),
             Liveness::Dead(guard) => {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .ctx("starting recovery")?;
-                let runs = ops::interrupt_boot(&tx, &boot, DEAD_BOOT_REASON, now_ms())?;
-                tx.commit().ctx("committing recovery")?;
+                let runs = with_cache_kib(conn, RECOVERY_CACHE_KIB, |conn| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .ctx("starting recovery")?;
+                    let runs = ops::interrupt_boot(&tx, &boot, DEAD_BOOT_REASON, now_ms())?;
+                    tx.commit().ctx("committing recovery")?;
+                    Ok(runs)
+                })?;
                 guard.remove_lock_file();
                 report.interrupted.extend(runs);
                 report.dead_boots.push(boot);
@@ -184,6 +192,27 @@ pub(crate) fn recover(
     }
     sweep_stale_temps(&paths.boots);
     Ok(report)
+}
+
+/// Run `f` with the connection's page cache raised to `kib` KiB, then put the old size
+/// back (also when `f` fails). SQLite allocates cache pages only as they are used.
+fn with_cache_kib<T>(
+    conn: &mut Connection,
+    kib: i64,
+    f: impl FnOnce(&mut Connection) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    let old: i64 = conn
+        .query_row("PRAGMA cache_size", [], |r| r.get(0))
+        .ctx("reading cache_size")?;
+    conn.pragma_update(None, "cache_size", -kib)
+        .ctx("raising cache_size for recovery")?;
+    let outcome = f(conn);
+    let restored = conn
+        .pragma_update(None, "cache_size", old)
+        .ctx("restoring cache_size after recovery");
+    let value = outcome?;
+    restored?;
+    Ok(value)
 }
 
 /// Boot ids that have a lock file.

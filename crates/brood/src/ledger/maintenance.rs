@@ -125,6 +125,7 @@ pub(crate) fn prune(
             report.transcript_entries +=
                 delete(conn, "DELETE FROM transcripts WHERE run_id = ?1", run)?;
             delete(conn, "DELETE FROM cancel_requests WHERE run_id = ?1", run)?;
+            delete(conn, "DELETE FROM run_results WHERE run_id = ?1", run)?;
             report.runs += delete(conn, "DELETE FROM runs WHERE id = ?1", run)?;
         }
     }

@@ -89,8 +89,13 @@ impl Ledger {
         let boot_id = uuid::Uuid::now_v7().to_string();
         let mut conn = store::open_writer(&paths, options.durability, options.busy_timeout)?;
         let lock = boot::BootLock::acquire(&paths, &boot_id)?;
+        // The boot row and the recovery commit without folding the WAL into the
+        // database (after a crash the WAL can hold thousands of pages): the writer
+        // thread checkpoints first thing, off the caller's path.
+        let autocheckpoint = store::suspend_autocheckpoint(&conn)?;
         boot::register(&conn, &boot_id, &session_id, now_ms())?;
         let recovery = boot::recover(&mut conn, &paths, &boot_id)?;
+        store::resume_autocheckpoint(&conn, autocheckpoint)?;
 
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::channel();

@@ -181,21 +181,19 @@ pub(crate) fn transition(
     conn.prepare_cached(
         "UPDATE runs SET status = ?2, status_reason = ?3,
              started_at = COALESCE(?4, started_at), ended_at = COALESCE(?5, ended_at),
-             result = COALESCE(?6, result), error = COALESCE(?7, error)
+             error = COALESCE(?6, error)
          WHERE id = ?1",
     )
-    .and_then(|mut st| {
-        st.execute(params![
-            run,
-            to.as_str(),
-            reason,
-            started,
-            ended,
-            result_text,
-            error
-        ])
-    })
+    .and_then(|mut st| st.execute(params![run, to.as_str(), reason, started, ended, error]))
     .ctx("updating a run's status")?;
+    if let Some(text) = result_text {
+        conn.prepare_cached(
+            "INSERT INTO run_results (run_id, result) VALUES (?1, ?2)
+             ON CONFLICT (run_id) DO UPDATE SET result = excluded.result",
+        )
+        .and_then(|mut st| st.execute(params![run, text]))
+        .ctx("storing a run's result")?;
+    }
     insert_event(conn, run, EventKind::for_status(to), &payload, at)?;
     Ok(())
 }
@@ -298,32 +296,59 @@ pub(crate) fn append_message(
 }
 
 /// Mark every non-terminal run of `boot_id` interrupted with `reason` (and its event).
+///
+/// Set-based: one `INSERT … SELECT` appends every run's `interrupted` event (seq = the
+/// run's last seq + 1, payload `{"from": <old status>, "reason": …}` as
+/// [`transition`] writes it) and one `UPDATE` moves the runs, so recovering a boot of
+/// thousands of runs costs two statements rather than four per run (the `UPDATE`
+/// returns the ids, reported oldest first as before). Every run
+/// selected here may go to `interrupted` (`pending | queued | running → interrupted`).
 pub(crate) fn interrupt_boot(
     conn: &Connection,
     boot_id: &str,
     reason: &str,
     at: i64,
 ) -> Result<Vec<RunId>, LedgerError> {
-    let ids: Vec<String> = conn
+    let to = RunStatus::Interrupted;
+    // Events first: they read each run's status before the UPDATE changes it.
+    conn.prepare_cached(&format!(
+        "INSERT INTO events (run_id, seq, at, kind, payload)
+         SELECT r.id,
+                COALESCE((SELECT MAX(e.seq) + 1 FROM events e WHERE e.run_id = r.id), 0),
+                ?2, ?3, json_object('from', r.status, 'reason', ?4)
+         FROM runs r
+         WHERE r.session_boot_id = ?1 AND r.status IN {NON_TERMINAL_SQL}"
+    ))
+    .and_then(|mut st| {
+        st.execute(params![
+            boot_id,
+            at,
+            EventKind::for_status(to).as_str(),
+            reason
+        ])
+    })
+    .ctx("appending the interrupted events of a boot's runs")?;
+    let mut runs: Vec<(i64, String)> = conn
         .prepare_cached(&format!(
-            "SELECT id FROM runs WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}
-             ORDER BY created_at, id"
+            "UPDATE runs SET status = ?2, status_reason = ?3, ended_at = ?4
+             WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}
+             RETURNING created_at, id"
         ))
         .and_then(|mut st| {
-            st.query_map([boot_id], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()
+            st.query_map(params![boot_id, to.as_str(), reason, at], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()
         })
-        .ctx("finding a boot's unfinished runs")?;
-    let change = Transition::Interrupted {
-        reason: reason.to_string(),
-    };
-    for id in &ids {
-        transition(conn, id, &change, at)?;
-    }
+        .ctx("marking a boot's runs interrupted")?;
+    runs.sort_unstable();
     conn.prepare_cached("UPDATE boots SET ended_at = ?2 WHERE boot_id = ?1 AND ended_at IS NULL")
         .and_then(|mut st| st.execute(params![boot_id, at]))
         .ctx("marking a boot ended")?;
-    Ok(ids.into_iter().map(RunId::from_string).collect())
+    Ok(runs
+        .into_iter()
+        .map(|(_, id)| RunId::from_string(id))
+        .collect())
 }
 
 /// Insert one event row with the next seq of its run.

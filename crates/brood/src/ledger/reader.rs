@@ -26,11 +26,22 @@ pub(crate) enum Current {
     Live,
 }
 
-/// Columns of `runs` in [`RunRecord`] order, for `run_from_row`.
-pub(crate) const RUN_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_boot_id, \
+/// A run with its result, in [`RunRecord`] order for `run_from_row`: `runs r` joined
+/// with `run_results` (schema v3 keeps results out of the `runs` rows).
+const RUN_SELECT: &str = "SELECT r.id, r.parent_id, r.root_id, r.depth, r.session_id, \
+     r.session_boot_id, r.name, r.role, r.agent_type, r.objective, r.model, r.provider, \
+     r.workspace, r.git_branch, r.status, r.status_reason, r.created_at, r.started_at, \
+     r.ended_at, r.steps, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
+     rr.result, r.error FROM runs r LEFT JOIN run_results rr ON rr.run_id = r.id";
+
+/// The columns of a listing, in `RUN_SELECT` order: everything but `result`, which is
+/// read as NULL. A result is the whole of a child's answer (kilobytes each); a listing
+/// of thousands of runs would read and parse all of them to show none. [`LedgerReader::run`]
+/// and [`LedgerReader::get_run`] (`brood agents show`) return it.
+const LIST_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_boot_id, \
      name, role, agent_type, objective, model, provider, workspace, git_branch, status, \
      status_reason, created_at, started_at, ended_at, steps, input_tokens, output_tokens, \
-     cached_input_tokens, result, error";
+     cached_input_tokens, NULL AS result, error";
 
 /// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
 /// open one per thread or task.
@@ -93,33 +104,70 @@ impl LedgerReader {
 
     /// Runs of the current session(s), oldest first; with `include_archived`, every run,
     /// those of other sessions flagged `from_prior_session`.
+    ///
+    /// A listing leaves out each run's result: `result` is `None` in every listed
+    /// record. [`LedgerReader::run`] / [`LedgerReader::get_run`] return it.
     pub fn list_runs(&self, filter: ListFilter) -> Result<Vec<ListedRun>, LedgerError> {
         let current: HashSet<String> = self.current_sessions()?.into_iter().collect();
-        let mut runs = Vec::new();
         if filter.include_archived {
-            let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id");
-            runs = self.query_runs(&sql, [])?;
-        } else {
-            let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
-            );
-            for session in &current {
-                runs.extend(self.query_runs(&sql, [session])?);
-            }
-            runs.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+            let count = self.count("SELECT COUNT(*) FROM runs", [])?;
+            let sql = format!("SELECT {LIST_COLUMNS} FROM runs ORDER BY created_at, id");
+            let mut listed = Vec::with_capacity(count);
+            self.list_into(&sql, [], &current, &mut listed)?;
+            return Ok(listed);
         }
-        Ok(runs
-            .into_iter()
-            .map(|run| ListedRun {
+        let mut count = 0;
+        for session in &current {
+            count += self.count("SELECT COUNT(*) FROM runs WHERE session_id = ?1", [session])?;
+        }
+        let mut listed = Vec::with_capacity(count);
+        // Served in order by the index runs_by_session_order (schema v3): no sort.
+        let sql = format!(
+            "SELECT {LIST_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
+        );
+        for session in &current {
+            self.list_into(&sql, [session], &current, &mut listed)?;
+        }
+        if current.len() > 1 {
+            listed
+                .sort_by(|a, b| (a.run.created_at, &a.run.id).cmp(&(b.run.created_at, &b.run.id)));
+        }
+        Ok(listed)
+    }
+
+    /// Append the rows of a listing query to `out` (each record built in place).
+    fn list_into<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        current: &HashSet<String>,
+        out: &mut Vec<ListedRun>,
+    ) -> Result<(), LedgerError> {
+        let mut st = self.conn.prepare_cached(sql).ctx("listing runs")?;
+        let mut rows = st.query(params).ctx("listing runs")?;
+        while let Some(row) = rows.next().ctx("listing runs")? {
+            let run = run_from_row(row).ctx("listing runs")?;
+            out.push(ListedRun {
                 from_prior_session: !current.contains(&run.session_id),
                 run,
-            })
-            .collect())
+            });
+        }
+        Ok(())
+    }
+
+    /// A `SELECT COUNT(*)` as a capacity hint.
+    fn count<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<usize, LedgerError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut st| st.query_row(params, |r| r.get(0)))
+            .ctx("counting runs")?;
+        Ok(usize::try_from(n).unwrap_or(0))
     }
 
     /// One run by exact id.
     pub fn run(&self, id: &RunId) -> Result<RunRecord, LedgerError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+        let sql = format!("{RUN_SELECT} WHERE r.id = ?1");
         self.query_runs(&sql, [id.as_str()])?
             .pop()
             .ok_or_else(|| LedgerError::UnknownRun { id: id.to_string() })
@@ -164,8 +212,7 @@ impl LedgerReader {
     /// The direct children of a run, oldest first.
     pub fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, LedgerError> {
         self.run(id)?;
-        let sql =
-            format!("SELECT {RUN_COLUMNS} FROM runs WHERE parent_id = ?1 ORDER BY created_at, id");
+        let sql = format!("{RUN_SELECT} WHERE r.parent_id = ?1 ORDER BY r.created_at, r.id");
         self.query_runs(&sql, [id.as_str()])
     }
 
@@ -253,7 +300,7 @@ impl LedgerReader {
 
     /// Every run, oldest first (for export).
     pub(crate) fn all_runs(&self) -> Result<Vec<RunRecord>, LedgerError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id");
+        let sql = format!("{RUN_SELECT} ORDER BY r.created_at, r.id");
         self.query_runs(&sql, [])
     }
 

@@ -106,6 +106,29 @@ pub(crate) fn open_writer(
     Ok(conn)
 }
 
+/// Turn off the automatic checkpoint on `conn`; returns the page threshold it had.
+pub(crate) fn suspend_autocheckpoint(conn: &Connection) -> Result<i64, LedgerError> {
+    let pages: i64 = conn
+        .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+        .ctx("reading wal_autocheckpoint")?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .ctx("suspending the automatic checkpoint")?;
+    Ok(pages)
+}
+
+/// Put back the automatic checkpoint threshold [`suspend_autocheckpoint`] returned.
+pub(crate) fn resume_autocheckpoint(conn: &Connection, pages: i64) -> Result<(), LedgerError> {
+    conn.pragma_update(None, "wal_autocheckpoint", pages)
+        .ctx("resuming the automatic checkpoint")
+}
+
+/// Copy what the WAL holds into the database file without waiting on anyone
+/// (`PASSIVE`: frames a reader still needs stay for a later checkpoint).
+pub(crate) fn checkpoint_passive(conn: &Connection) -> Result<(), LedgerError> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        .ctx("checkpointing the WAL")
+}
+
 /// Open a read-only connection. A missing database is [`LedgerError::Missing`]; an
 /// older schema is migrated first (through a short-lived write connection), so a newer
 /// `brood` can read a workspace an older one wrote.

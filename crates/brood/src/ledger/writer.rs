@@ -208,6 +208,10 @@ pub(crate) struct Writer {
 impl Writer {
     /// Run until a `Shutdown` op arrives or every sender is gone.
     pub fn run(mut self, rx: Receiver<Op>) {
+        // `Ledger::open` commits its boot row and any recovery without checkpointing;
+        // fold the WAL into the database now, before the first batch. A failure here
+        // only leaves the WAL for the next automatic checkpoint.
+        let _ = super::store::checkpoint_passive(&self.conn);
         loop {
             let Ok(first) = rx.recv() else {
                 self.shutdown(None);
