@@ -183,6 +183,37 @@ pub(crate) struct ChildPlan {
     pub warnings: Vec<String>,
 }
 
+/// Where a child's end goes: its record, its parent (for a background child), and
+/// whoever waits on it.
+struct Delivery {
+    ctx: Arc<RunCtx>,
+    background: bool,
+    parent_inbox: Arc<RunInbox>,
+    claim: Arc<Claim>,
+    result_tx: watch::Sender<Option<ChildResult>>,
+}
+
+impl ChildPlan {
+    fn delivery(&self) -> Delivery {
+        Delivery {
+            ctx: self.ctx.clone(),
+            background: self.background,
+            parent_inbox: self.parent_inbox.clone(),
+            claim: self.claim.clone(),
+            result_tx: self.result_tx.clone(),
+        }
+    }
+}
+
+/// The settled status for how a run's loop ended.
+fn status_of(ending: &Ending) -> LiveStatus {
+    match ending {
+        Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
+        Ending::Cancelled => LiveStatus::Cancelled,
+        Ending::Failed { .. } => LiveStatus::Failed,
+    }
+}
+
 pub(crate) async fn record_spawn(sup: &Supervisor, plan: &ChildPlan) -> Result<(), SpawnError> {
     let ctx = &plan.ctx;
     sup.inner
@@ -205,11 +236,8 @@ pub(crate) async fn record_spawn(sup: &Supervisor, plan: &ChildPlan) -> Result<(
 /// Start the child's task. A panic anywhere in it becomes a failed record.
 pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
     tokio::spawn(async move {
+        let delivery = plan.delivery();
         let ctx = plan.ctx.clone();
-        let result_tx = plan.result_tx.clone();
-        let parent_inbox = plan.parent_inbox.clone();
-        let claim = plan.claim.clone();
-        let background = plan.background;
         let handle = plan.transcript_handle.clone();
         let sup2 = sup.clone();
         let outcome = AssertUnwindSafe(drive_child(sup2, plan))
@@ -237,16 +265,7 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
                 model: format!("{}/{}", ctx.provider_name, ctx.model_id),
                 warnings: Vec::new(),
             };
-            finish(
-                &sup,
-                &ctx,
-                result,
-                background,
-                &parent_inbox,
-                &claim,
-                &result_tx,
-            )
-            .await;
+            finish(&sup, &delivery, result).await;
         }
     });
 }
@@ -265,16 +284,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     };
     let Some(permit) = permit else {
         let result = settle(&sup, &plan, None, LiveStatus::Cancelled).await;
-        finish(
-            &sup,
-            &ctx,
-            result,
-            plan.background,
-            &plan.parent_inbox,
-            &plan.claim,
-            &plan.result_tx,
-        )
-        .await;
+        finish(&sup, &plan.delivery(), result).await;
         return;
     };
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
@@ -353,23 +363,10 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     ctx.progress.pause(true);
     // Give the slot back before the (durable) terminal write.
     drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-    let status = match outcome.ending {
-        Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
-        Ending::Cancelled => LiveStatus::Cancelled,
-        Ending::Failed { .. } => LiveStatus::Failed,
-    };
+    let status = status_of(&outcome.ending);
     let mut result = settle(&sup, &plan, Some(&outcome), status).await;
     result.report = report;
-    finish(
-        &sup,
-        &ctx,
-        result,
-        plan.background,
-        &plan.parent_inbox,
-        &plan.claim,
-        &plan.result_tx,
-    )
-    .await;
+    finish(&sup, &plan.delivery(), result).await;
 }
 
 /// Ask once more for the report format: exactly one model step, with no tools
@@ -622,19 +619,18 @@ async fn settle(
 
 /// Record the end (durably), then publish it; a background child's result is
 /// pushed into its parent's next step unless someone claimed it first.
-async fn finish(
-    sup: &Supervisor,
-    ctx: &Arc<RunCtx>,
-    result: ChildResult,
-    background: bool,
-    parent_inbox: &Arc<RunInbox>,
-    claim: &Arc<Claim>,
-    result_tx: &watch::Sender<Option<ChildResult>>,
-) {
+async fn finish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
+    let Delivery {
+        ctx,
+        background,
+        parent_inbox,
+        claim,
+        result_tx,
+    } = d;
     drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
     sup.inner.recorder.finish(&result).await;
     sup.inner.board.set_status(&ctx.run_id, result.status);
-    if background {
+    if *background {
         let cap = sup.inner.env.settings.context_cap_bytes;
         let text = format!(
             "Background sub-agent {} ({}) settled:\n{}",
@@ -723,11 +719,7 @@ pub(crate) async fn run_root(
     let hooks = hooks_for(sup, &ctx, req.events);
     let outcome = agent::run(&spec, vec![first], &hooks, &cancel).await;
     link.abort();
-    let status = match outcome.ending {
-        Ending::Completed | Ending::MaxTurns | Ending::Budget { .. } => LiveStatus::Completed,
-        Ending::Cancelled => LiveStatus::Cancelled,
-        Ending::Failed { .. } => LiveStatus::Failed,
-    };
+    let status = status_of(&outcome.ending);
     let result = ChildResult {
         agent_id: id.clone(),
         name: req.name,
