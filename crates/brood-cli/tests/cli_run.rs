@@ -20,6 +20,22 @@ fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> O
     cmd.output().expect("run brood")
 }
 
+/// `brood run --provider local --base-url <server> --model m ARGS…`.
+fn run_local(f: &Fixture, server: &MockServer, args: &[&str]) -> Output {
+    let base = server.base_url();
+    let mut all = vec![
+        "run",
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+    ];
+    all.extend_from_slice(args);
+    brood(f.home.path(), f.ws.path(), &all, &[])
+}
+
 struct Fixture {
     home: tempfile::TempDir,
     ws: tempfile::TempDir,
@@ -53,22 +69,7 @@ fn two_step_server() -> MockServer {
 fn json_output_is_one_object_with_the_documented_fields() {
     let f = fixture();
     let server = two_step_server();
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &[
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "m",
-            "--json",
-            "what is here?",
-        ],
-        &[],
-    );
+    let out = run_local(&f, &server, &["--json", "what is here?"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -96,21 +97,7 @@ fn json_output_is_one_object_with_the_documented_fields() {
 fn streaming_prints_the_answer_to_stdout() {
     let f = fixture();
     let server = two_step_server();
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &[
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "m",
-            "hi",
-        ],
-        &[],
-    );
+    let out = run_local(&f, &server, &["hi"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert!(stdout.contains("the workspace has notes.txt"), "{stdout}");
@@ -306,22 +293,7 @@ fn config_show_prints_values_with_their_sources() {
 fn a_run_is_recorded_and_inspectable_with_brood_agents() {
     let f = fixture();
     let server = two_step_server();
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &[
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "m",
-            "--json",
-            "what is here?",
-        ],
-        &[],
-    );
+    let out = run_local(&f, &server, &["--json", "what is here?"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let run_id = serde_json::from_str::<Value>(stdout.trim()).unwrap()["run_id"]
