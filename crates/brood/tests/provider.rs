@@ -286,7 +286,8 @@ async fn history_with_tool_calls_is_sent_with_empty_content_and_call_ids() {
         tools: vec![ToolSpec {
             name: "read_file".into(),
             description: "Read a file".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}})
+                .into(),
         }],
         tool_choice: Some(ToolChoice::Named("read_file".into())),
         sampling: Sampling {

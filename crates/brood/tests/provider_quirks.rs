@@ -34,7 +34,8 @@ fn read_file_spec() -> ToolSpec {
         name: "read_file".into(),
         description: "Read a file from the workspace".into(),
         parameters: json!({"type": "object",
-            "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            "properties": {"path": {"type": "string"}}, "required": ["path"]})
+        .into(),
     }
 }
 

@@ -97,7 +97,10 @@ pub struct ToolCall {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    pub parameters: serde_json::Value,
+    /// Shared: a schema never changes, and every request of every run that has
+    /// the tool carries it (a deep copy per request was a visible share of a
+    /// child's CPU).
+    pub parameters: std::sync::Arc<serde_json::Value>,
 }
 
 /// How the model may use tools in one step.
@@ -338,6 +341,7 @@ pub fn emit_response_events(response: &ModelResponse, on_event: EventFn<'_>) {
 }
 
 mod assemble;
+mod body;
 pub mod openai;
 pub mod preset;
 pub mod record;

@@ -9,10 +9,10 @@
 use super::assemble::{parse_completion, preview, Assembler, ChunkOutcome};
 use super::retry::{classify_status, parse_retry_after, retry, ErrorContext, RetryPolicy};
 use super::sse::SseParser;
-use super::{EventFn, Message, Model, ModelError, ModelRequest, ModelResponse, Role, ToolChoice};
+use super::{EventFn, Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
 /// `api_timeout_secs` when unset or 0.
@@ -174,60 +174,18 @@ impl OpenAiProvider {
         &self.endpoint
     }
 
-    /// The JSON body sent for `request`: the system prompt first, assistant tool-call
-    /// messages with `"content": ""` (never null), tool results with `tool_call_id`,
-    /// `tools` only when there are some, `tool_choice` only when set and tools are
-    /// sent (OpenAI rejects a `tool_choice` without `tools`; `auto`/`none` without
-    /// tools mean nothing anyway, and [`ModelRequest::check`] refuses the others).
+    /// The JSON body sent for `request`, as a value (see [`super::body`] for the
+    /// shape; [`Model::step`] serializes the same body straight to bytes).
     pub fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = Vec::with_capacity(request.messages.len() + 1);
-        if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
+        serde_json::to_value(self.body(request)).unwrap_or(Value::Null)
+    }
+
+    fn body<'a>(&self, request: &'a ModelRequest) -> super::body::Body<'a> {
+        super::body::Body {
+            request,
+            stream: self.config.stream,
+            send_reasoning: self.config.send_reasoning,
         }
-        messages.extend(
-            request
-                .messages
-                .iter()
-                .map(|m| message_json(m, self.config.send_reasoning)),
-        );
-        // Field order is part of the contract: everything that stays the same across
-        // a conversation first, `messages` last, so a forked child's request repeats
-        // its parent's request byte for byte as a prefix (provider prefix caches).
-        let mut body = Map::new();
-        body.insert("model".into(), json!(request.model));
-        body.insert("stream".into(), json!(self.config.stream));
-        if self.config.stream {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-        }
-        if let (Some(choice), false) = (&request.tool_choice, request.tools.is_empty()) {
-            body.insert("tool_choice".into(), tool_choice_json(choice));
-        }
-        let s = &request.sampling;
-        if let Some(t) = s.temperature {
-            body.insert("temperature".into(), json!(t));
-        }
-        if let Some(p) = s.top_p {
-            body.insert("top_p".into(), json!(p));
-        }
-        if let Some(m) = s.max_tokens {
-            body.insert("max_tokens".into(), json!(m));
-        }
-        if let Some(seed) = s.seed {
-            body.insert("seed".into(), json!(seed));
-        }
-        body.insert("messages".into(), Value::Array(messages));
-        Value::Object(body)
     }
 
     fn context<'a>(&'a self, url: &'a str, model: &'a str) -> ErrorContext<'a> {
@@ -261,7 +219,7 @@ impl OpenAiProvider {
     /// One attempt: send, type an error status, read the answer.
     async fn attempt(
         &self,
-        body: &[u8],
+        body: &bytes::Bytes,
         model: &str,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
@@ -270,7 +228,7 @@ impl OpenAiProvider {
             .client
             .post(&self.endpoint)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+            .body(body.clone());
         if self.config.stream {
             rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
         }
@@ -366,52 +324,6 @@ where
     acc.into_response(on_event)
 }
 
-fn message_json(m: &Message, send_reasoning: bool) -> Value {
-    let mut o = Map::new();
-    let role = match m.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
-    o.insert("role".into(), json!(role));
-    o.insert("content".into(), json!(m.content));
-    if m.role == Role::Assistant {
-        if let (true, Some(r)) = (send_reasoning, &m.reasoning) {
-            o.insert("reasoning_content".into(), json!(r));
-        }
-        if !m.tool_calls.is_empty() {
-            let calls: Vec<Value> = m
-                .tool_calls
-                .iter()
-                .map(|c| {
-                    let args = if c.arguments.trim().is_empty() {
-                        "{}"
-                    } else {
-                        c.arguments.as_str()
-                    };
-                    json!({"id": c.id, "type": "function",
-                           "function": {"name": c.name, "arguments": args}})
-                })
-                .collect();
-            o.insert("tool_calls".into(), Value::Array(calls));
-        }
-    }
-    if let Some(id) = &m.tool_call_id {
-        o.insert("tool_call_id".into(), json!(id));
-    }
-    Value::Object(o)
-}
-
-fn tool_choice_json(choice: &ToolChoice) -> Value {
-    match choice {
-        ToolChoice::Auto => json!("auto"),
-        ToolChoice::Required => json!("required"),
-        ToolChoice::None => json!("none"),
-        ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
-    }
-}
-
 /// An error with its causes ("error sending request: … : connection refused").
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
@@ -439,10 +351,10 @@ impl Model for OpenAiProvider {
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
         request.check()?;
-        let body =
-            serde_json::to_vec(&self.request_body(request)).map_err(|e| ModelError::Protocol {
-                detail: format!("cannot serialize the request: {e}"),
-            })?;
+        let body = serde_json::to_vec(&self.body(request)).map_err(|e| ModelError::Protocol {
+            detail: format!("cannot serialize the request: {e}"),
+        })?;
+        let body = bytes::Bytes::from(body);
         let policy = self.config.retry_policy();
         let run = retry(&policy, on_event, |_| {
             self.attempt(&body, &request.model, on_event)
@@ -518,17 +430,6 @@ mod tests {
         assert_eq!(clamp_api_timeout(Some(1)), 1);
         assert_eq!(clamp_api_timeout(Some(600)), 600);
         assert_eq!(clamp_api_timeout(Some(99_999)), 1800);
-    }
-
-    #[test]
-    fn tool_choice_shapes() {
-        assert_eq!(tool_choice_json(&ToolChoice::Auto), json!("auto"));
-        assert_eq!(tool_choice_json(&ToolChoice::Required), json!("required"));
-        assert_eq!(tool_choice_json(&ToolChoice::None), json!("none"));
-        assert_eq!(
-            tool_choice_json(&ToolChoice::Named("grep".into())),
-            json!({"type": "function", "function": {"name": "grep"}})
-        );
     }
 
     #[test]

@@ -1,0 +1,358 @@
+//! The chat-completions request body, serialized straight from a [`ModelRequest`]
+//! without building a `serde_json::Value` first (which copied every message and
+//! every tool schema once more per request, and was most of a child's CPU to build
+//! its step).
+//!
+//! The shape is the OpenAI wire format: the system prompt first, assistant tool-call
+//! messages with `"content": ""` (never null), tool results with `tool_call_id`,
+//! `tools` only when there are some, `tool_choice` only when set and tools are sent
+//! (OpenAI rejects a `tool_choice` without `tools`). Field order is part of the
+//! contract: everything that stays the same across a conversation first, `messages`
+//! last, so a forked child's body repeats its parent's body byte for byte as a
+//! prefix (provider prefix caches).
+
+use super::{Message, ModelRequest, Role, ToolCall, ToolChoice, ToolSpec};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde::Serialize;
+
+/// A request as the server sees it; `stream` and `send_reasoning` come from the
+/// provider's configuration.
+pub(crate) struct Body<'a> {
+    pub request: &'a ModelRequest,
+    pub stream: bool,
+    /// Send assistant `reasoning` back as `reasoning_content`.
+    pub send_reasoning: bool,
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.request;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("model", &r.model)?;
+        m.serialize_entry("stream", &self.stream)?;
+        if self.stream {
+            m.serialize_entry("stream_options", &StreamOptions)?;
+        }
+        if !r.tools.is_empty() {
+            m.serialize_entry("tools", &Tools(&r.tools))?;
+            if let Some(choice) = &r.tool_choice {
+                m.serialize_entry("tool_choice", &Choice(choice))?;
+            }
+        }
+        let sampling = &r.sampling;
+        if let Some(t) = sampling.temperature {
+            m.serialize_entry("temperature", &t)?;
+        }
+        if let Some(p) = sampling.top_p {
+            m.serialize_entry("top_p", &p)?;
+        }
+        if let Some(n) = sampling.max_tokens {
+            m.serialize_entry("max_tokens", &n)?;
+        }
+        if let Some(seed) = sampling.seed {
+            m.serialize_entry("seed", &seed)?;
+        }
+        m.serialize_entry(
+            "messages",
+            &Messages {
+                system: &r.system,
+                messages: &r.messages,
+                send_reasoning: self.send_reasoning,
+            },
+        )?;
+        m.end()
+    }
+}
+
+/// `{"include_usage": true}`: usage on the final chunk.
+struct StreamOptions;
+
+impl Serialize for StreamOptions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("include_usage", &true)?;
+        m.end()
+    }
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for t in self.0 {
+            seq.serialize_element(&Tool(t))?;
+        }
+        seq.end()
+    }
+}
+
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+struct Tool<'a>(&'a ToolSpec);
+
+impl Serialize for Tool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Function(self.0))?;
+        m.end()
+    }
+}
+
+struct Function<'a>(&'a ToolSpec);
+
+impl Serialize for Function<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("name", &self.0.name)?;
+        m.serialize_entry("description", &self.0.description)?;
+        m.serialize_entry("parameters", &self.0.parameters)?;
+        m.end()
+    }
+}
+
+/// `"auto"`, `"required"`, `"none"` or `{"type": "function", "function": {"name"}}`.
+struct Choice<'a>(&'a ToolChoice);
+
+impl Serialize for Choice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::Required => s.serialize_str("required"),
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Named(name) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", "function")?;
+                m.serialize_entry("function", &Named(name))?;
+                m.end()
+            }
+        }
+    }
+}
+
+struct Named<'a>(&'a str);
+
+impl Serialize for Named<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("name", self.0)?;
+        m.end()
+    }
+}
+
+/// The system prompt (when there is one) as the first message, then the
+/// conversation.
+struct Messages<'a> {
+    system: &'a str,
+    messages: &'a [Message],
+    send_reasoning: bool,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        if !self.system.is_empty() {
+            seq.serialize_element(&System(self.system))?;
+        }
+        for message in self.messages {
+            seq.serialize_element(&Wire {
+                message,
+                send_reasoning: self.send_reasoning,
+            })?;
+        }
+        seq.end()
+    }
+}
+
+struct System<'a>(&'a str);
+
+impl Serialize for System<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("role", "system")?;
+        m.serialize_entry("content", self.0)?;
+        m.end()
+    }
+}
+
+/// One message in the wire format.
+struct Wire<'a> {
+    message: &'a Message,
+    send_reasoning: bool,
+}
+
+impl Serialize for Wire<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let msg = self.message;
+        let role = match msg.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("role", role)?;
+        m.serialize_entry("content", &msg.content)?;
+        if msg.role == Role::Assistant {
+            if let (true, Some(r)) = (self.send_reasoning, &msg.reasoning) {
+                m.serialize_entry("reasoning_content", r)?;
+            }
+            if !msg.tool_calls.is_empty() {
+                m.serialize_entry("tool_calls", &Calls(&msg.tool_calls))?;
+            }
+        }
+        if let Some(id) = &msg.tool_call_id {
+            m.serialize_entry("tool_call_id", id)?;
+        }
+        m.end()
+    }
+}
+
+struct Calls<'a>(&'a [ToolCall]);
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for c in self.0 {
+            seq.serialize_element(&Call(c))?;
+        }
+        seq.end()
+    }
+}
+
+/// `{"id", "type": "function", "function": {"name", "arguments"}}`; empty arguments
+/// are sent as `"{}"` (servers refuse an empty string).
+struct Call<'a>(&'a ToolCall);
+
+impl Serialize for Call<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("id", &self.0.id)?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &CallFunction(self.0))?;
+        m.end()
+    }
+}
+
+struct CallFunction<'a>(&'a ToolCall);
+
+impl Serialize for CallFunction<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let args = if self.0.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            self.0.arguments.as_str()
+        };
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("name", &self.0.name)?;
+        m.serialize_entry("arguments", args)?;
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Sampling;
+    use serde_json::json;
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            system: "be brief".into(),
+            messages,
+            tools: vec![ToolSpec {
+                name: "grep".into(),
+                description: "search".into(),
+                parameters:
+                    json!({"type": "object", "properties": {"pattern": {"type": "string"}}}).into(),
+            }],
+            tool_choice: Some(ToolChoice::Named("grep".into())),
+            sampling: Sampling {
+                temperature: Some(0.2),
+                top_p: None,
+                max_tokens: Some(64),
+                seed: Some(7),
+            },
+        }
+    }
+
+    fn bytes(r: &ModelRequest, send_reasoning: bool) -> String {
+        let body = Body {
+            request: r,
+            stream: true,
+            send_reasoning,
+        };
+        match serde_json::to_string(&body) {
+            Ok(s) => s,
+            Err(e) => panic!("serializing: {e}"),
+        }
+    }
+
+    fn conversation() -> Vec<Message> {
+        let mut assistant = Message::assistant("");
+        assistant.reasoning = Some("think".into());
+        assistant.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "grep".into(),
+            arguments: "  ".into(),
+        }];
+        vec![
+            Message::user("find x"),
+            assistant,
+            Message::tool_result("c1", "no match"),
+        ]
+    }
+
+    #[test]
+    fn the_wire_shape_field_by_field_in_order() {
+        let got = bytes(&request(conversation()), false);
+        let want = concat!(
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"#,
+            r#""tools":[{"type":"function","function":{"name":"grep","description":"search","#,
+            r#""parameters":{"type":"object","properties":{"pattern":{"type":"string"}}}}}],"#,
+            r#""tool_choice":{"type":"function","function":{"name":"grep"}},"#,
+            r#""temperature":0.2,"max_tokens":64,"seed":7,"#,
+            r#""messages":[{"role":"system","content":"be brief"},"#,
+            r#"{"role":"user","content":"find x"},"#,
+            r#"{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","#,
+            r#""function":{"name":"grep","arguments":"{}"}}]},"#,
+            r#"{"role":"tool","content":"no match","tool_call_id":"c1"}]}"#,
+        );
+        assert_eq!(got, want);
+        // Reasoning goes back only when the provider wants it.
+        assert!(bytes(&request(conversation()), true)
+            .contains(r#"{"role":"assistant","content":"","reasoning_content":"think","#));
+    }
+
+    #[test]
+    fn no_tools_means_no_tool_choice_and_plain_choices_are_strings() {
+        let mut r = request(vec![Message::user("hi")]);
+        r.tools.clear();
+        let got = bytes(&r, false);
+        assert!(
+            !got.contains("\"tools\"") && !got.contains("tool_choice"),
+            "{got}"
+        );
+        for (choice, text) in [
+            (ToolChoice::Auto, r#""tool_choice":"auto""#),
+            (ToolChoice::Required, r#""tool_choice":"required""#),
+            (ToolChoice::None, r#""tool_choice":"none""#),
+        ] {
+            let mut r = request(vec![Message::user("hi")]);
+            r.tool_choice = Some(choice);
+            assert!(bytes(&r, false).contains(text));
+        }
+    }
+
+    #[test]
+    fn a_longer_conversation_repeats_the_shorter_body_as_a_prefix() {
+        let short = bytes(&request(conversation()), false);
+        let mut longer = conversation();
+        longer.push(Message::user("and now y"));
+        let long = bytes(&request(longer), false);
+        let through_last_message = &short[..short.len() - 2];
+        assert!(short.ends_with("]}"));
+        assert!(long.starts_with(through_last_message), "{long}");
+    }
+}
