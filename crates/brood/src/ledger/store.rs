@@ -82,6 +82,10 @@ pub(crate) fn open_writer(
     .ctx("opening the ledger database")?;
     conn.busy_timeout(busy_timeout)
         .ctx("setting the busy timeout")?;
+    // The writer cycles through ~20 cached statements (inserts, transitions, the
+    // per-op savepoint); rusqlite keeps 16 by default, so some were parsed again
+    // and again.
+    conn.set_prepared_statement_cache_capacity(64);
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
         .ctx("switching to WAL mode")?;
