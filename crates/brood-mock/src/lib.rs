@@ -1,9 +1,9 @@
 //! An in-process, scriptable OpenAI-compatible chat-completions server on loopback,
 //! for brood's tests, CLI tests and benchmarks.
 //!
-//! [`MockServer::start`] binds `127.0.0.1` on a free port and serves, on its own thread
-//! and its own Tokio runtime (so it works from plain `#[test]`s, `#[tokio::test]`s and
-//! from a process that spawns the `brood` binary):
+//! [`MockServer::start`] binds `127.0.0.1` on a free port and serves, on its own threads
+//! and its own Tokio runtime (two workers; so it works from plain `#[test]`s,
+//! `#[tokio::test]`s and from a process that spawns the `brood` binary):
 //!
 //! - `POST /v1/chat/completions` — every request is captured (parsed JSON body, raw
 //!   bytes, headers, sequence number) and answered by your handler's [`MockReply`];
@@ -24,7 +24,9 @@
 //! - [`MockReply::Stall`]: send some chunks, then never send more nor close;
 //! - [`MockReply::Status`]: an HTTP error status with a body and optional `Retry-After`;
 //! - [`MockReply::Delay`]: wait (async) before giving another reply — the per-request
-//!   latency knob of the benchmarks;
+//!   latency knob of the benchmarks. Delays count from the request's arrival
+//!   ([`MockRequest::arrived`]) and are kept by a clock thread to ~0.1 ms, not by
+//!   Tokio's millisecond timer;
 //! - [`MockReply::Hang`]: never answer (until the client gives up or the server stops).
 //!
 //! The server counts requests in flight (a streamed reply is in flight until its last
@@ -46,6 +48,7 @@
 //! ```
 
 mod answer;
+mod clock;
 mod server;
 
 pub use answer::{Answer, MockToolCall, UsagePlacement};

@@ -1,6 +1,7 @@
 //! The HTTP side: a loopback axum server on its own thread and runtime, capturing
 //! every request and turning the handler's [`MockReply`] into bytes on the wire.
 
+use crate::clock::Clock;
 use crate::MockReply;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 use tokio::sync::{oneshot, watch};
 
 /// Decides the reply to each chat-completions request. Called on the server's thread;
@@ -32,6 +34,8 @@ pub struct MockRequest {
     pub body: Value,
     /// The body bytes exactly as received.
     pub raw: Vec<u8>,
+    /// When the whole request had arrived; a [`MockReply::Delay`] counts from here.
+    pub arrived: Instant,
 }
 
 impl MockRequest {
@@ -91,7 +95,9 @@ impl MockRequest {
 
 struct Inner {
     handler: Handler,
-    captured: Mutex<Vec<MockRequest>>,
+    /// Shared, not copied: a request is parsed once and kept as it is.
+    captured: Mutex<Vec<Arc<MockRequest>>>,
+    clock: Clock,
     models: Mutex<Vec<String>>,
     count: watch::Sender<usize>,
     in_flight: watch::Sender<usize>,
@@ -166,12 +172,18 @@ impl MockServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        // Two workers: a fan-out's requests arrive together, and one thread parsing
+        // them one after another spread their arrival times (what the benchmarks
+        // measure) by the mock's own work.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(format!("brood-mock-{}", addr.port()))
             .enable_all()
             .build()?;
         let inner = Arc::new(Inner {
             handler,
             captured: Mutex::new(Vec::new()),
+            clock: Clock::start(format!("brood-mock-clock-{}", addr.port()))?,
             models: Mutex::new(vec!["mock-model".to_string()]),
             count: watch::channel(0).0,
             in_flight: watch::channel(0).0,
@@ -246,7 +258,10 @@ impl MockServer {
 
     /// Everything captured (body, bytes, headers, sequence number).
     pub fn captured(&self) -> Vec<MockRequest> {
-        lock(&self.inner.captured).clone()
+        lock(&self.inner.captured)
+            .iter()
+            .map(|r| MockRequest::clone(r))
+            .collect()
     }
 
     /// How many chat-completions requests arrived.
@@ -326,11 +341,16 @@ async fn chat(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
+    // A reply's latency counts from here, the moment the whole request is in.
+    let arrived = Instant::now();
     let guard = FlightGuard::new(&inner);
-    let parsed = serde_json::from_slice::<Value>(&raw);
+    let (body, not_json) = match serde_json::from_slice::<Value>(&raw) {
+        Ok(v) => (v, None),
+        Err(e) => (Value::Null, Some(e)),
+    };
     let request = {
         let mut captured = lock(&inner.captured);
-        let req = MockRequest {
+        let request = Arc::new(MockRequest {
             seq: captured.len(),
             path: uri.path().to_string(),
             headers: headers
@@ -342,26 +362,37 @@ async fn chat(
                     )
                 })
                 .collect(),
-            body: parsed.as_ref().cloned().unwrap_or(Value::Null),
+            body,
             raw: raw.to_vec(),
-        };
-        captured.push(req.clone());
-        req
+            arrived,
+        });
+        captured.push(request.clone());
+        request
     };
     inner.count.send_modify(|c| *c += 1);
-    if let Err(e) = parsed {
+    if let Some(e) = not_json {
         let body = json!({"error": {"message": format!("brood-mock: body is not JSON: {e}")}});
         return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
     }
     let reply = (inner.handler)(&request);
-    respond(reply, &request, guard).await
+    respond(reply, &request, arrived, &inner.clock, guard).await
 }
 
-async fn respond(mut reply: MockReply, req: &MockRequest, guard: FlightGuard) -> Response {
+/// Turn `reply` into a response. Delays count from `arrived` and are kept by the
+/// server's precise [`Clock`].
+async fn respond(
+    mut reply: MockReply,
+    req: &MockRequest,
+    arrived: Instant,
+    clock: &Clock,
+    guard: FlightGuard,
+) -> Response {
+    let mut due = arrived;
     loop {
         match reply {
             MockReply::Delay(d, next) => {
-                tokio::time::sleep(d).await;
+                due += d;
+                clock.sleep_until(due).await;
                 reply = *next;
             }
             MockReply::Hang => {

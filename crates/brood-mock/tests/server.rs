@@ -135,3 +135,27 @@ fn models_route_lists_configured_ids_and_stop_releases_the_port() {
     // The hanging connection was closed by the server.
     assert_eq!(hanging.read_to_end(&mut rest).unwrap_or(0), 0);
 }
+
+#[test]
+fn delays_count_from_arrival_and_add_up() {
+    // Two delays in a row: the reply may not leave before arrival + 30 ms + 20 ms.
+    let server = MockServer::start(|_| {
+        MockReply::text("late")
+            .after(std::time::Duration::from_millis(20))
+            .after(std::time::Duration::from_millis(30))
+    });
+    let (status, rest) = post(
+        &server,
+        "/v1/chat/completions",
+        &json!({"model": "m", "messages": [], "stream": false}),
+    );
+    let answered = std::time::Instant::now();
+    assert!(status.contains("200"), "{status}");
+    assert!(rest.contains(r#""content":"late""#), "{rest}");
+    let arrived = server.captured()[0].arrived;
+    let waited = answered.duration_since(arrived);
+    assert!(
+        waited >= std::time::Duration::from_millis(50),
+        "answered {waited:?} after arrival"
+    );
+}
