@@ -58,6 +58,8 @@ pub struct FanoutRun {
     pub phases: Phases,
     pub max_in_flight: usize,
     pub requests: usize,
+    /// CPU used during the run by the mock's threads and by everything else.
+    pub cpu: harness::CpuSplit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,34 +75,35 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
     let arrivals: Arc<Mutex<Vec<(Arrival, Instant)>>> =
         Arc::new(Mutex::new(Vec::with_capacity(n + 2)));
     let arr = arrivals.clone();
-    let note = move |a: Arrival| {
-        arr.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((a, Instant::now()));
+    // The mock's own arrival time: its replies leave exactly `d` after it.
+    let note = move |a: Arrival, at: Instant| {
+        arr.lock().unwrap_or_else(|p| p.into_inner()).push((a, at));
     };
     let mock = MockServer::start(move |req| match harness::who(req) {
         Who::Parent { step: 0, .. } => {
-            note(Arrival::Parent(0));
+            note(Arrival::Parent(0), req.arrived);
             MockReply::tool_call("task", prompts.clone()).after(d)
         }
         Who::Parent { step, .. } => {
-            note(Arrival::Parent(step));
+            note(Arrival::Parent(step), req.arrived);
             MockReply::text("done").after(d)
         }
         Who::Child { .. } => {
-            note(Arrival::Child);
+            note(Arrival::Child, req.arrived);
             MockReply::text(REPORT).after(d)
         }
         Who::Unknown => MockReply::status(400, "brood-bench: unexpected request"),
     });
     let ws = harness::workspace()?;
     let session = open_session(ws.path(), &mock.base_url(), harness::limits(cap, n), 8).await?;
+    let cpu0 = harness::CpuSplit::now()?;
     let t0 = Instant::now();
     let report = session
         .run("PARENT fan-out", None, CancellationToken::new())
         .await
         .map_err(|e| format!("the parent run failed: {e}"));
     let t_end = Instant::now();
+    let cpu = harness::CpuSplit::now()?.since(&cpu0);
     let wall = t_end - t0;
     let counts = harness::status_counts(&session);
     session.close().await;
@@ -151,6 +154,7 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
         },
         max_in_flight: mock.max_in_flight(),
         requests,
+        cpu,
     })
 }
 
@@ -178,6 +182,8 @@ pub async fn scenario(ns: &[usize], ds: &[(Duration, usize)]) -> Result<Vec<Figu
                 "overhead_ms": overhead,
                 "phases_ms": phases_json(&runs),
                 "max_in_flight": runs.iter().map(|r| r.max_in_flight).collect::<Vec<_>>(),
+                "cpu_ms": runs.iter().map(|r| ms(r.cpu.other)).collect::<Vec<_>>(),
+                "mock_cpu_ms": runs.iter().map(|r| ms(r.cpu.mock)).collect::<Vec<_>>(),
             }));
             match n {
                 20 => f = f.goal(Goal::AtMost(1.10)),
@@ -190,12 +196,17 @@ pub async fn scenario(ns: &[usize], ds: &[(Duration, usize)]) -> Result<Vec<Figu
                     0.5,
                 )
             };
+            let cpu_med = |f: fn(&FanoutRun) -> Duration| {
+                quantile(&runs.iter().map(|r| ms(f(r))).collect::<Vec<_>>(), 0.5)
+            };
             eprintln!(
-                "  fan-out N={n:>3} d={:>6}: wall/ideal {ratio:.3} (median of {}; overhead {:.1} ms = start {:.1} + to children {:.1} + spread {:.1} + back {:.1} + end {:.1})",
+                "  fan-out N={n:>3} d={:>6}: wall/ideal {ratio:.3} (median of {}; overhead {:.1} ms = start {:.1} + to children {:.1} + spread {:.1} + back {:.1} + end {:.1}; CPU brood {:.1} ms, mock {:.1} ms)",
                 show_d(d),
                 runs.len(),
                 quantile(&overhead, 0.5),
                 med(0), med(1), med(2), med(3), med(4),
+                cpu_med(|r| r.cpu.other),
+                cpu_med(|r| r.cpu.mock),
             );
             figures.push(f);
         }

@@ -167,3 +167,50 @@ pub fn status_counts(session: &Session) -> BTreeMap<&'static str, usize> {
     }
     out
 }
+
+/// CPU time used so far by this process's live threads, split into the mock's
+/// (threads named `brood-mock…`) and everyone else's (brood, the bench), from each
+/// thread's `/proc/self/task/TID/schedstat` (nanoseconds on the CPU). Threads that
+/// have exited are not counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuSplit {
+    pub mock: Duration,
+    pub other: Duration,
+}
+
+impl CpuSplit {
+    pub fn now() -> Result<CpuSplit, String> {
+        let tasks = std::fs::read_dir("/proc/self/task")
+            .map_err(|e| format!("cannot list /proc/self/task: {e}"))?;
+        let mut split = CpuSplit::default();
+        for task in tasks.flatten() {
+            let dir = task.path();
+            // A thread may end between the listing and the reads: skip it.
+            let (Ok(comm), Ok(stat)) = (
+                std::fs::read_to_string(dir.join("comm")),
+                std::fs::read_to_string(dir.join("schedstat")),
+            ) else {
+                continue;
+            };
+            let ns: u64 = stat
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if comm.starts_with("brood-mock") {
+                split.mock += Duration::from_nanos(ns);
+            } else {
+                split.other += Duration::from_nanos(ns);
+            }
+        }
+        Ok(split)
+    }
+
+    /// What was used since `earlier`.
+    pub fn since(&self, earlier: &CpuSplit) -> CpuSplit {
+        CpuSplit {
+            mock: self.mock.saturating_sub(earlier.mock),
+            other: self.other.saturating_sub(earlier.other),
+        }
+    }
+}

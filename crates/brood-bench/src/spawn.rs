@@ -1,6 +1,6 @@
 //! Scenario 2, spawn latency: from the moment the parent's `agent_open` call starts
 //! (the `ToolStarted` event, emitted right before the tool runs) to the moment the
-//! mock's handler sees that child's first request (after its body arrived). Both
+//! mock has that child's whole first request (`MockRequest::arrived`). Both
 //! are `Instant`s in this process, matched by the child's prompt.
 //!
 //! A parent run makes one step with `batch` `agent_open` calls, then answers; its
@@ -21,10 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 type Stamps = Arc<Mutex<HashMap<String, Instant>>>;
 
-fn stamp(map: &Stamps, key: String) {
+fn stamp(map: &Stamps, key: String, at: Instant) {
     map.lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(key, Instant::now());
+        .insert(key, at);
 }
 
 /// Latencies in ms of `opens` opens made `batch` per parent step.
@@ -44,7 +44,7 @@ async fn measure(opens: usize, batch: usize) -> Result<Vec<f64>, String> {
         Who::Parent { .. } => MockReply::text("done"),
         Who::Child { .. } => {
             if let Some(prompt) = req.first_user_text() {
-                stamp(&arr, prompt.to_string());
+                stamp(&arr, prompt.to_string(), req.arrived);
             }
             MockReply::text(REPORT)
         }
@@ -67,7 +67,7 @@ async fn measure(opens: usize, batch: usize) -> Result<Vec<f64>, String> {
                     .ok()
                     .and_then(|v| v.get("prompt").and_then(Value::as_str).map(String::from));
                 if let Some(p) = prompt {
-                    stamp(&op, p);
+                    stamp(&op, p, Instant::now());
                 }
             }
         }
