@@ -192,6 +192,19 @@ impl Ledger {
         })
     }
 
+    /// Queue a transition without waiting for it (fire-and-forget): it is ordered
+    /// before every operation queued after it and committed with the next group, but
+    /// it does not make the writer commit at once. An invalid or failed transition is
+    /// counted in `stats().ops_failed`.
+    pub fn queue_transition(&self, run: &RunId, change: Transition) -> Result<(), LedgerError> {
+        self.send(Op::Transition {
+            run: run.clone(),
+            change,
+            at: now_ms(),
+            reply: None,
+        })
+    }
+
     /// `pending → queued`.
     pub fn mark_queued(&self, run: &RunId) -> Durable<()> {
         self.transition(run, Transition::Queued)

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use serde_json::Value;
@@ -80,6 +81,27 @@ pub(crate) enum Op {
         reply: Reply<()>,
     },
 }
+
+impl Op {
+    /// Whether someone waits for this op's commit (or it stops the writer).
+    fn awaited(&self) -> bool {
+        match self {
+            Op::CreateRun { reply, .. } => reply.is_some(),
+            Op::Transition { reply, .. } => reply.is_some(),
+            Op::RequestCancel { reply, .. } => reply.is_some(),
+            Op::TakeCancelRequests { reply } => reply.is_some(),
+            Op::Prune { reply, .. } => reply.is_some(),
+            Op::Flush { reply } => reply.is_some(),
+            Op::Shutdown { .. } => true,
+            Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => false,
+        }
+    }
+}
+
+/// How long a batch nobody waits on may wait for more ops before it commits: about
+/// the gap between a run's progress events and the awaited record that follows them.
+/// Progress is never more than this late on disk.
+const LINGER: Duration = Duration::from_millis(1);
 
 /// A future that resolves once the operation's transaction has committed (or failed).
 /// The operation is queued when the method returning this is called, not when the
@@ -218,10 +240,37 @@ impl Writer {
                 return;
             };
             let mut batch = vec![first];
-            while batch.len() < self.max_batch.max(1) {
+            let max = self.max_batch.max(1);
+            while batch.len() < max {
                 match rx.try_recv() {
                     Ok(op) => batch.push(op),
                     Err(_) => break,
+                }
+            }
+            // Nobody waits on a batch of progress alone: let it linger a moment, so
+            // the awaited operation that usually follows (a spawn, a terminal record)
+            // joins it instead of waiting behind its fsync. An awaited op ends the
+            // linger at once.
+            if !batch.iter().any(Op::awaited) {
+                let until = Instant::now() + LINGER;
+                while batch.len() < max {
+                    let left = until.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(op) => {
+                            let awaited = op.awaited();
+                            batch.push(op);
+                            if awaited {
+                                while batch.len() < max {
+                                    match rx.try_recv() {
+                                        Ok(op) => batch.push(op),
+                                        Err(_) => break,
+                                    }
+                                }
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
                 }
             }
             if let Some(reply) = self.commit_batch(batch) {

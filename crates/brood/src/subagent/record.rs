@@ -87,13 +87,9 @@ impl Recorder {
             LiveStatus::Running => Transition::Running,
             _ => return,
         };
-        let durable = self.ledger.transition(&run, change);
-        let dropped = self.dropped.clone();
-        tokio::spawn(async move {
-            if durable.await.is_err() {
-                dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        });
+        if self.ledger.queue_transition(&run, change).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The terminal record, with the whole result; resolves once on disk.
