@@ -14,6 +14,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc, not glibc's malloc: a fan-out allocates and frees request bodies,
+/// schemas and SSE buffers on many threads at once, and glibc's per-thread arenas
+/// spent a visible share of the CPU growing and trimming their heaps (page faults,
+/// `mprotect`, `malloc_consolidate`); BENCHMARKS.md has the before/after.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "brood",
