@@ -58,7 +58,7 @@ pub async fn scenario() -> Result<Vec<Figure>, String> {
         .find(|r| matches!(harness::who(r), Who::Child { .. }))
         .ok_or("the forked child's request never reached the mock")?;
     if parent
-        .body
+        .body()
         .as_object()
         .and_then(|o| o.keys().next_back())
         .map(String::as_str)

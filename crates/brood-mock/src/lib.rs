@@ -49,10 +49,12 @@
 
 mod answer;
 mod clock;
+mod request;
 mod server;
 
 pub use answer::{Answer, MockToolCall, UsagePlacement};
-pub use server::{Handler, MockRequest, MockServer};
+pub use request::MockRequest;
+pub use server::{Handler, MockServer};
 
 use serde_json::Value;
 use std::time::Duration;

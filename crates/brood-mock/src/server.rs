@@ -2,6 +2,7 @@
 //! every request and turning the handler's [`MockReply`] into bytes on the wire.
 
 use crate::clock::Clock;
+use crate::request::MockRequest;
 use crate::MockReply;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -20,78 +21,6 @@ use tokio::sync::{oneshot, watch};
 /// Decides the reply to each chat-completions request. Called on the server's thread;
 /// keep it quick (use [`MockReply::Delay`] for latency, never a blocking sleep).
 pub type Handler = Arc<dyn Fn(&MockRequest) -> MockReply + Send + Sync>;
-
-/// One captured chat-completions request.
-#[derive(Debug, Clone)]
-pub struct MockRequest {
-    /// 0-based arrival order among chat-completions requests.
-    pub seq: usize,
-    /// The request path, e.g. `/v1/chat/completions`.
-    pub path: String,
-    /// Header names lowercased, in arrival order.
-    pub headers: Vec<(String, String)>,
-    /// The parsed JSON body (`Null` when it was not JSON).
-    pub body: Value,
-    /// The body bytes exactly as received.
-    pub raw: Vec<u8>,
-    /// When the whole request had arrived; a [`MockReply::Delay`] counts from here.
-    pub arrived: Instant,
-}
-
-impl MockRequest {
-    /// The value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether the request asked for a stream (`"stream": true`).
-    pub fn stream(&self) -> bool {
-        self.body
-            .get("stream")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-    }
-
-    /// The requested model id (`""` when absent).
-    pub fn model(&self) -> &str {
-        self.body.get("model").and_then(Value::as_str).unwrap_or("")
-    }
-
-    /// The request's messages.
-    pub fn messages(&self) -> &[Value] {
-        self.body
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-    }
-
-    /// The content of the first `user` message.
-    pub fn first_user_text(&self) -> Option<&str> {
-        self.messages()
-            .iter()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-            .and_then(|m| m.get("content"))
-            .and_then(Value::as_str)
-    }
-
-    /// The last message.
-    pub fn last_message(&self) -> Option<&Value> {
-        self.messages().last()
-    }
-
-    /// How many assistant messages the conversation already has (the step number).
-    pub fn assistant_turns(&self) -> usize {
-        self.messages()
-            .iter()
-            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-            .count()
-    }
-}
 
 struct Inner {
     handler: Handler,
@@ -244,7 +173,7 @@ impl MockServer {
     pub fn requests(&self) -> Vec<Value> {
         lock(&self.inner.captured)
             .iter()
-            .map(|r| r.body.clone())
+            .map(|r| r.body().clone())
             .collect()
     }
 
@@ -344,16 +273,14 @@ async fn chat(
     // A reply's latency counts from here, the moment the whole request is in.
     let arrived = Instant::now();
     let guard = FlightGuard::new(&inner);
-    let (body, not_json) = match serde_json::from_slice::<Value>(&raw) {
-        Ok(v) => (v, None),
-        Err(e) => (Value::Null, Some(e)),
-    };
+    // Checked here, parsed only when a handler or test looks (see `MockRequest`).
+    let not_json = serde_json::from_slice::<serde::de::IgnoredAny>(&raw).err();
     let request = {
         let mut captured = lock(&inner.captured);
-        let request = Arc::new(MockRequest {
-            seq: captured.len(),
-            path: uri.path().to_string(),
-            headers: headers
+        let request = Arc::new(MockRequest::new(
+            captured.len(),
+            uri.path().to_string(),
+            headers
                 .iter()
                 .map(|(k, v)| {
                     (
@@ -362,10 +289,9 @@ async fn chat(
                     )
                 })
                 .collect(),
-            body,
-            raw: raw.to_vec(),
+            raw.to_vec(),
             arrived,
-        });
+        ));
         captured.push(request.clone());
         request
     };

@@ -159,3 +159,50 @@ fn delays_count_from_arrival_and_add_up() {
         "answered {waited:?} after arrival"
     );
 }
+
+#[test]
+fn the_quick_fields_agree_with_the_whole_body_and_bad_json_gets_a_400() {
+    let server = MockServer::start(|req| {
+        // A handler reads the quick fields before anyone parsed the whole body.
+        let turns = req.assistant_turns();
+        MockReply::text(format!(
+            "model={} stream={} messages={} turns={turns} first={:?}",
+            req.model(),
+            req.stream(),
+            req.messages().len(),
+            req.first_user_text()
+        ))
+    });
+    let body = json!({
+        "model": "m1", "stream": false,
+        "tools": [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "", "tool_calls": []},
+        ]
+    });
+    let (_, rest) = post(&server, "/v1/chat/completions", &body);
+    assert!(
+        rest.contains(r#"model=m1 stream=false messages=3 turns=1 first=Some(\"hello\")"#),
+        "{rest}"
+    );
+    let captured = server.captured();
+    assert_eq!(captured[0].body(), &body);
+    assert_eq!(
+        captured[0].messages(),
+        body["messages"].as_array().unwrap().as_slice()
+    );
+
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\n{{nop"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    assert!(out.contains("not JSON"), "{out}");
+    assert_eq!(server.captured()[1].body(), &Value::Null);
+}

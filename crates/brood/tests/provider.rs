@@ -104,15 +104,18 @@ async fn streams_text_in_pieces_and_sends_a_streaming_request() {
 
     let sent = &server.captured()[0];
     assert_eq!(sent.header("authorization"), Some("Bearer sk-test"));
-    assert_eq!(sent.body["stream"], json!(true));
-    assert_eq!(sent.body["stream_options"], json!({"include_usage": true}));
-    assert_eq!(sent.body["model"], json!("mock-model"));
+    assert_eq!(sent.body()["stream"], json!(true));
     assert_eq!(
-        sent.body["messages"],
+        sent.body()["stream_options"],
+        json!({"include_usage": true})
+    );
+    assert_eq!(sent.body()["model"], json!("mock-model"));
+    assert_eq!(
+        sent.body()["messages"],
         json!([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}])
     );
-    assert!(sent.body.get("tools").is_none());
-    assert!(sent.body.get("tool_choice").is_none());
+    assert!(sent.body().get("tools").is_none());
+    assert!(sent.body().get("tool_choice").is_none());
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ fn choices(server: &MockServer, user: &str) -> Vec<Option<Value>> {
         .collect();
     reqs.sort_by_key(|r| r.assistant_turns());
     reqs.iter()
-        .map(|r| r.body.get("tool_choice").cloned())
+        .map(|r| r.body().get("tool_choice").cloned())
         .collect()
 }
 
@@ -141,7 +141,7 @@ async fn subagents_tool_choice_overrides_apply_to_children_only() {
         .into_iter()
         .find(|r| r.first_user_text() == Some("child two") && r.assistant_turns() == 2)
         .unwrap();
-    assert!(repair.body.get("tools").is_none(), "{}", repair.body);
+    assert!(repair.body().get("tools").is_none(), "{}", repair.body());
     session.close().await;
 }
 
