@@ -198,31 +198,46 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     // Listing, as `brood agents list` does it.
     let listed = ids.len();
     let root = ws.path().to_path_buf();
-    let (cold, warm) = tokio::task::spawn_blocking(move || list_times(&root, listed))
+    let times = tokio::task::spawn_blocking(move || list_times(&root, listed))
         .await
         .map_err(|e| format!("listing task: {e}"))??;
-    let (cold50, warm50) = (quantile(&cold, 0.5), quantile(&warm, 0.5));
+    let (cold50, warm50, full50) = (
+        quantile(&times.cold, 0.5),
+        quantile(&times.warm, 0.5),
+        quantile(&times.full_warm, 0.5),
+    );
     eprintln!(
-        "  ledger: list {listed} finished runs: open reader + list p50 {cold50:.2} ms, list on a warm reader p50 {warm50:.2} ms"
+        "  ledger: list {listed} finished runs: open reader + list_summaries p50 {cold50:.2} ms, list_summaries on a warm reader p50 {warm50:.2} ms, list_runs on a warm reader p50 {full50:.2} ms"
     );
     figures.push(
         Figure::new(
             "ledger",
-            format!("agents list over {listed} finished runs (open reader + list_runs, p50)"),
+            format!("agents list over {listed} finished runs (open reader + list_summaries, p50)"),
             cold50,
             "ms",
         )
         .goal(Goal::AtMost(10.0))
-        .detail(json!({"runs": listed, "samples_ms": cold})),
+        .detail(json!({"runs": listed, "samples_ms": times.cold})),
     );
     figures.push(
         Figure::new(
             "ledger",
-            format!("list_runs over {listed} finished runs, warm reader (p50)"),
+            format!("list_summaries over {listed} finished runs, warm reader (p50)"),
             warm50,
             "ms",
         )
-        .detail(json!({"runs": listed, "samples_ms": warm})),
+        .detail(json!({"runs": listed, "samples_ms": times.warm})),
+    );
+    figures.push(
+        Figure::new(
+            "ledger",
+            format!(
+                "list_runs (full records, --json) over {listed} finished runs, warm reader (p50)"
+            ),
+            full50,
+            "ms",
+        )
+        .detail(json!({"runs": listed, "samples_ms": times.full_warm})),
     );
     if let Some(cmd) = command_times(ws.path(), listed)? {
         let p50 = quantile(&cmd, 0.5);
@@ -340,30 +355,52 @@ async fn open_blocking(root: &Path) -> Result<Ledger, String> {
         .map_err(err("Ledger::open"))
 }
 
-/// (open + list, list on a warm reader) samples in ms, checking the count.
-fn list_times(root: &Path, expect: usize) -> Result<(Vec<f64>, Vec<f64>), String> {
-    let mut cold = Vec::new();
-    let mut warm = Vec::new();
+/// Listing samples in ms, 10 of each, every count checked.
+struct ListTimes {
+    /// `Ledger::open_reader` + `list_summaries`: what `brood agents list` does for its
+    /// table before rendering it.
+    cold: Vec<f64>,
+    /// `list_summaries` again on that reader.
+    warm: Vec<f64>,
+    /// `list_runs` (full records; what `brood agents list --json` reads) on that reader.
+    full_warm: Vec<f64>,
+}
+
+fn list_times(root: &Path, expect: usize) -> Result<ListTimes, String> {
+    let mut times = ListTimes {
+        cold: Vec::new(),
+        warm: Vec::new(),
+        full_warm: Vec::new(),
+    };
+    let check = |what: &str, n: usize| {
+        if n == expect {
+            Ok(())
+        } else {
+            Err(format!("{what} listed {n} runs, expected {expect}"))
+        }
+    };
     for _ in 0..10 {
         let t = Instant::now();
         let reader = Ledger::open_reader(root).map_err(err("open_reader"))?;
         let runs = reader
-            .list_runs(ListFilter::default())
-            .map_err(err("list_runs"))?;
-        cold.push(ms(t.elapsed()));
-        if runs.len() != expect {
-            return Err(format!("listed {} runs, expected {expect}", runs.len()));
-        }
+            .list_summaries(ListFilter::default())
+            .map_err(err("list_summaries"))?;
+        times.cold.push(ms(t.elapsed()));
+        check("list_summaries", runs.len())?;
         let t = Instant::now();
         let again = reader
+            .list_summaries(ListFilter::default())
+            .map_err(err("list_summaries"))?;
+        times.warm.push(ms(t.elapsed()));
+        check("list_summaries", again.len())?;
+        let t = Instant::now();
+        let full = reader
             .list_runs(ListFilter::default())
             .map_err(err("list_runs"))?;
-        warm.push(ms(t.elapsed()));
-        if again.len() != expect {
-            return Err(format!("listed {} runs, expected {expect}", again.len()));
-        }
+        times.full_warm.push(ms(t.elapsed()));
+        check("list_runs", full.len())?;
     }
-    Ok((cold, warm))
+    Ok(times)
 }
 
 /// Run `__dead-boot DIR N` in a child process and check it exited cleanly.

@@ -4,19 +4,21 @@
 //! read-only and register no boot, so they never mark anything; `cancel` and `prune`
 //! write one short transaction each. Exit codes: 0 ok, 1 failure, 2 usage error.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use brood::ledger::{
-    CancelOutcome, Ledger, LedgerError, LedgerReader, ListFilter, ListedRun, RunDetail, RunId,
-    RunRecord, RunStatus, TranscriptSlice,
+    CancelOutcome, Ledger, LedgerError, LedgerReader, ListFilter, RunDetail, RunRecord, RunStatus,
+    RunSummaries, RunSummary, TranscriptSlice,
 };
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use serde_json::Value;
+
+use crate::table::Table;
 
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum AgentsCmd {
@@ -181,18 +183,29 @@ fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i3
 }
 
 fn list(ws: &Path, all: bool, json: bool, tree: bool, out: &mut String) -> Result<(), Failure> {
-    let runs = match Ledger::open_reader(ws) {
-        Ok(reader) => reader.list_runs(ListFilter {
-            include_archived: all,
-        })?,
-        Err(LedgerError::Missing { .. }) => Vec::new(),
+    let filter = ListFilter {
+        include_archived: all,
+    };
+    let reader = match Ledger::open_reader(ws) {
+        Ok(reader) => Some(reader),
+        Err(LedgerError::Missing { .. }) => None,
         Err(e) => return Err(e.into()),
     };
     if json {
+        // Whole records (without results), as documented for `list --json`.
+        let runs = match &reader {
+            Some(reader) => reader.list_runs(filter)?,
+            None => Vec::new(),
+        };
         out.push_str(&to_json(&runs)?);
         out.push('\n');
         return Ok(());
     }
+    // The table shows a few fields of each run: the narrow listing is enough.
+    let runs = match &reader {
+        Some(reader) => reader.list_summaries(filter)?,
+        None => RunSummaries::default(),
+    };
     if runs.is_empty() {
         out.push_str(if all {
             "no runs recorded in this workspace\n"
@@ -201,75 +214,77 @@ fn list(ws: &Path, all: bool, json: bool, tree: bool, out: &mut String) -> Resul
         });
         return Ok(());
     }
-    let rows: Vec<(usize, &ListedRun)> = if tree {
-        tree_order(&runs)
-    } else {
-        runs.iter().map(|r| (0, r)).collect()
-    };
-    let now = Utc::now();
-    let mut table = vec![vec![
-        "ID".to_string(),
-        "NAME".to_string(),
-        "ROLE".to_string(),
-        "STATUS".to_string(),
-        "AGE".to_string(),
-        "STEPS".to_string(),
-        "TOKENS".to_string(),
-    ]];
-    if all {
-        table[0].push("SESSION".to_string());
-    }
-    for (indent, listed) in rows {
-        let r = &listed.run;
-        let name = display_name(r);
-        let name = if indent > 0 {
-            format!("{}└ {name}", "  ".repeat(indent - 1))
-        } else {
-            name
-        };
-        let mut row = vec![
-            short_id(&r.id),
-            name,
-            r.role.clone().unwrap_or_else(|| "-".into()),
-            r.status.to_string(),
-            age(r.created_at, now),
-            r.steps.to_string(),
-            tokens(r.input_tokens + r.output_tokens),
-        ];
-        if all {
-            row.push(
-                if listed.from_prior_session {
-                    "prior"
-                } else {
-                    "current"
-                }
-                .to_string(),
-            );
-        }
-        table.push(row);
-    }
-    render_table(&table, out);
+    render_list(&runs, all, tree, Utc::now(), out);
     Ok(())
 }
 
-/// Depth-first order: roots (runs whose parent is not listed) oldest first, each
-/// followed by its children.
-fn tree_order(runs: &[ListedRun]) -> Vec<(usize, &ListedRun)> {
-    let listed: HashSet<&str> = runs.iter().map(|r| r.run.id.as_str()).collect();
-    let mut children: BTreeMap<&str, Vec<&ListedRun>> = BTreeMap::new();
+/// The table of `brood agents list` (ages as of `now`), nested with `tree`, with a
+/// SESSION column with `all`.
+fn render_list(runs: &RunSummaries, all: bool, tree: bool, now: DateTime<Utc>, out: &mut String) {
+    let mut header = vec!["ID", "NAME", "ROLE", "STATUS", "AGE", "STEPS", "TOKENS"];
+    if all {
+        header.push("SESSION");
+    }
+    let mut table = Table::new(&header, runs.len());
+    let mut row = |indent: usize, r: RunSummary<'_>| {
+        table.cell(short_id(r.id));
+        table.cell_with(|cell| {
+            if indent > 0 {
+                for _ in 1..indent {
+                    cell.push_str("  ");
+                }
+                cell.push_str("└ ");
+            }
+            match r.name.or(r.agent_type) {
+                Some(name) => cell.push_str(name),
+                None => cell.push_str(&clip(r.objective, NAME_CHARS)),
+            }
+        });
+        table.cell(r.role.unwrap_or("-"));
+        table.cell(r.status.as_str());
+        table.cell_with(|cell| write_age(cell, r.created_at, now));
+        table.cell_fmt(format_args!("{}", r.steps));
+        table.cell_with(|cell| write_tokens(cell, r.input_tokens + r.output_tokens));
+        if all {
+            table.cell(if r.from_prior_session {
+                "prior"
+            } else {
+                "current"
+            });
+        }
+    };
+    if tree {
+        for (indent, i) in tree_order(runs) {
+            if let Some(r) = runs.get(i) {
+                row(indent, r);
+            }
+        }
+    } else {
+        for r in runs.iter() {
+            row(0, r);
+        }
+    }
+    table.render(out);
+}
+
+/// Depth-first order as (depth, index into `runs`): roots (runs whose parent is not
+/// listed) oldest first, each followed by its children.
+fn tree_order(runs: &RunSummaries) -> Vec<(usize, usize)> {
+    let listed: HashSet<&str> = runs.iter().map(|r| r.id).collect();
+    let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut roots = Vec::new();
-    for r in runs {
-        match r.run.parent_id.as_ref().map(RunId::as_str) {
-            Some(p) if listed.contains(p) => children.entry(p).or_default().push(r),
-            _ => roots.push(r),
+    for (i, r) in runs.iter().enumerate() {
+        match r.parent_id {
+            Some(p) if listed.contains(p) => children.entry(p).or_default().push(i),
+            _ => roots.push(i),
         }
     }
     let mut order = Vec::with_capacity(runs.len());
-    let mut stack: Vec<(usize, &ListedRun)> = roots.into_iter().rev().map(|r| (0, r)).collect();
-    while let Some((depth, r)) = stack.pop() {
-        order.push((depth, r));
-        if let Some(kids) = children.get(r.run.id.as_str()) {
-            stack.extend(kids.iter().rev().map(|k| (depth + 1, *k)));
+    let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|i| (0, i)).collect();
+    while let Some((depth, i)) = stack.pop() {
+        order.push((depth, i));
+        if let Some(kids) = runs.get(i).and_then(|r| children.get(r.id)) {
+            stack.extend(kids.iter().rev().map(|&k| (depth + 1, k)));
         }
     }
     order
@@ -508,39 +523,56 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, LedgerError> {
     })
 }
 
+/// The characters of the objective a run without a name or type is shown by.
+const NAME_CHARS: usize = 40;
+// A summary keeps enough of the objective to clip it as the full one would be.
+const _: () = assert!(brood::ledger::SUMMARY_OBJECTIVE_CHARS > NAME_CHARS);
+
 fn display_name(r: &RunRecord) -> String {
     r.name
         .clone()
         .or_else(|| r.agent_type.clone())
-        .unwrap_or_else(|| clip(&r.objective, 40))
+        .unwrap_or_else(|| clip(&r.objective, NAME_CHARS))
 }
 
 /// The first 8 characters of an id (any unique prefix is accepted back).
-fn short_id(id: &RunId) -> String {
-    id.as_str().chars().take(8).collect()
+fn short_id(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(end, _)| &id[..end])
 }
 
 fn age(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let mut s = String::new();
+    write_age(&mut s, t, now);
+    s
+}
+
+fn write_age(out: &mut String, t: DateTime<Utc>, now: DateTime<Utc>) {
     let secs = (now - t).num_seconds().max(0) as u64;
-    human_duration(Duration::from_secs(secs))
+    write_duration(out, Duration::from_secs(secs));
 }
 
 fn human_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m", s / 60),
-        3600..=86_399 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
+    let mut s = String::new();
+    write_duration(&mut s, d);
+    s
 }
 
-fn tokens(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
-        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
-    }
+fn write_duration(out: &mut String, d: Duration) {
+    let s = d.as_secs();
+    let _ = match s {
+        0..=59 => write!(out, "{s}s"),
+        60..=3599 => write!(out, "{}m", s / 60),
+        3600..=86_399 => write!(out, "{}h", s / 3600),
+        _ => write!(out, "{}d", s / 86_400),
+    };
+}
+
+fn write_tokens(out: &mut String, n: u64) {
+    let _ = match n {
+        0..=999 => write!(out, "{n}"),
+        1000..=999_999 => write!(out, "{:.1}k", n as f64 / 1000.0),
+        _ => write!(out, "{:.1}M", n as f64 / 1_000_000.0),
+    };
 }
 
 fn compact(v: &Value) -> String {
@@ -561,32 +593,7 @@ fn clip(s: &str, max: usize) -> String {
     cut
 }
 
-fn render_table(rows: &[Vec<String>], out: &mut String) {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let pad = widths[c] - cell.chars().count();
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad + 2));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-}
-
+#[cfg(test)]
+mod list_tests;
 #[cfg(test)]
 mod tests;

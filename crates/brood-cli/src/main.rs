@@ -5,6 +5,7 @@
 
 mod agents;
 mod render;
+mod table;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::runtime::session::{ModelSource, Session, SessionOptions};

@@ -1,6 +1,6 @@
 //! Tests of `brood agents` against real ledgers in temporary workspaces.
 use super::*;
-use brood::ledger::{LedgerOptions, NewRun, UsageDelta};
+use brood::ledger::{LedgerOptions, NewRun, RunId, UsageDelta};
 use serde_json::json;
 use tempfile::TempDir;
 
@@ -88,11 +88,11 @@ async fn list_shows_the_current_session_as_a_table_tree_or_json() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[0].starts_with("ID") && lines[0].contains("TOKENS"));
-    assert!(lines[1].starts_with(&short_id(&parent)));
+    assert!(lines[1].starts_with(short_id(parent.as_str())));
     assert!(lines[1].contains("planner") && lines[1].contains("completed"));
     assert!(lines[1].contains("2.2k"), "{}", lines[1]);
     assert!(lines[2].contains("digger") && lines[2].contains("running"));
-    assert!(!out.contains(&short_id(&prior)));
+    assert!(!out.contains(short_id(prior.as_str())));
 
     let (_, out, _) = exec(
         AgentsCmd::List {

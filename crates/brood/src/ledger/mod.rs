@@ -26,6 +26,7 @@ mod reader;
 mod schema;
 mod spill;
 mod store;
+mod summary;
 mod types;
 mod writer;
 
@@ -34,6 +35,7 @@ pub use export::{Export, ExportedRun, EXPORT_SCHEMA};
 pub use maintenance::LedgerMaintenance;
 pub use reader::LedgerReader;
 pub use schema::SCHEMA_VERSION;
+pub use summary::{RunSummaries, RunSummary, SUMMARY_OBJECTIVE_CHARS};
 pub use types::{
     CancelOutcome, Durability, EventKind, EventRecord, LedgerOptions, LedgerStats, ListFilter,
     ListedRun, NewRun, PruneReport, RecoveryReport, RunDetail, RunId, RunRecord, RunStatus,
@@ -375,6 +377,11 @@ impl Ledger {
     /// Listing of this session's runs (or all, with `include_archived`).
     pub async fn list_runs(&self, filter: ListFilter) -> Result<Vec<ListedRun>, LedgerError> {
         self.read(move |r| r.list_runs(filter)).await
+    }
+
+    /// The same listing as [`RunSummaries`] (see [`LedgerReader::list_summaries`]).
+    pub async fn list_summaries(&self, filter: ListFilter) -> Result<RunSummaries, LedgerError> {
+        self.read(move |r| r.list_summaries(filter)).await
     }
 
     /// One run with its events.

@@ -3,14 +3,13 @@
 //! A reader has its own read-only connection; in WAL mode it never blocks the writer
 //! and sees every transaction committed before each query started.
 
-use std::collections::HashSet;
-
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::boot::{self, Liveness};
 use super::error::{LedgerError, SqlContext};
 use super::ops::validate_id;
 use super::store::{to_time, LedgerPaths};
+use super::summary::{RunSummaries, SummaryBuilder, SUMMARY_COLUMNS, SUMMARY_COLUMNS_WITH_SESSION};
 use super::types::{
     EventKind, EventRecord, ListFilter, ListedRun, RunDetail, RunId, RunRecord, RunStatus,
     TranscriptEntry, TranscriptSlice,
@@ -107,50 +106,95 @@ impl LedgerReader {
     ///
     /// A listing leaves out each run's result: `result` is `None` in every listed
     /// record. [`LedgerReader::run`] / [`LedgerReader::get_run`] return it.
+    /// [`LedgerReader::list_summaries`] lists the same runs with fewer fields, at a
+    /// fraction of the cost.
     pub fn list_runs(&self, filter: ListFilter) -> Result<Vec<ListedRun>, LedgerError> {
-        let current: HashSet<String> = self.current_sessions()?.into_iter().collect();
-        if filter.include_archived {
-            let count = self.count("SELECT COUNT(*) FROM runs", [])?;
-            let sql = format!("SELECT {LIST_COLUMNS} FROM runs ORDER BY created_at, id");
-            let mut listed = Vec::with_capacity(count);
-            self.list_into(&sql, [], &current, &mut listed)?;
-            return Ok(listed);
-        }
-        let mut count = 0;
-        for session in &current {
-            count += self.count("SELECT COUNT(*) FROM runs WHERE session_id = ?1", [session])?;
-        }
-        let mut listed = Vec::with_capacity(count);
-        // Served in order by the index runs_by_session_order (schema v3): no sort.
-        let sql = format!(
-            "SELECT {LIST_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
-        );
-        for session in &current {
-            self.list_into(&sql, [session], &current, &mut listed)?;
-        }
-        if current.len() > 1 {
+        let current = self.current_sessions()?;
+        let mut listed = Vec::with_capacity(self.listing_size(filter, &current)?);
+        self.scan_listing(filter, LIST_COLUMNS, &current, |row| {
+            let run = run_from_row(row)?;
+            listed.push(ListedRun {
+                from_prior_session: !current.contains(&run.session_id),
+                run,
+            });
+            Ok(())
+        })?;
+        if !filter.include_archived && current.len() > 1 {
             listed
                 .sort_by(|a, b| (a.run.created_at, &a.run.id).cmp(&(b.run.created_at, &b.run.id)));
         }
         Ok(listed)
     }
 
-    /// Append the rows of a listing query to `out` (each record built in place).
-    fn list_into<P: rusqlite::Params>(
+    /// The runs [`LedgerReader::list_runs`] lists, in the same order, as
+    /// [`RunSummaries`]: what a table of runs shows (ids, names, role and type, status,
+    /// times, usage, the start of the objective), with the strings of all runs in one
+    /// buffer. `brood agents list` uses it for its table and tree.
+    pub fn list_summaries(&self, filter: ListFilter) -> Result<RunSummaries, LedgerError> {
+        let current = self.current_sessions()?;
+        // Without prior sessions, every listed run is current: no session to compare.
+        let compare = filter.include_archived.then_some(current.as_slice());
+        let mut summaries = SummaryBuilder::new(compare);
+        let columns = if filter.include_archived {
+            SUMMARY_COLUMNS_WITH_SESSION
+        } else {
+            SUMMARY_COLUMNS
+        };
+        self.scan_listing(filter, columns, &current, |row| summaries.push(row))?;
+        if !filter.include_archived && current.len() > 1 {
+            summaries.sort();
+        }
+        Ok(summaries.finish())
+    }
+
+    /// How many runs a listing has (a capacity hint).
+    fn listing_size(&self, filter: ListFilter, current: &[String]) -> Result<usize, LedgerError> {
+        if filter.include_archived {
+            return self.count("SELECT COUNT(*) FROM runs", []);
+        }
+        let mut count = 0;
+        for session in current {
+            count += self.count("SELECT COUNT(*) FROM runs WHERE session_id = ?1", [session])?;
+        }
+        Ok(count)
+    }
+
+    /// Hand each row of a listing (`columns` of `runs`) to `each`: every run ordered by
+    /// (created, id) with `include_archived`, otherwise the runs of each current session
+    /// in turn, each session's in that order (several sessions need a merge after).
+    fn scan_listing<F>(
         &self,
-        sql: &str,
-        params: P,
-        current: &HashSet<String>,
-        out: &mut Vec<ListedRun>,
-    ) -> Result<(), LedgerError> {
+        filter: ListFilter,
+        columns: &str,
+        current: &[String],
+        mut each: F,
+    ) -> Result<(), LedgerError>
+    where
+        F: FnMut(&Row<'_>) -> rusqlite::Result<()>,
+    {
+        if filter.include_archived {
+            let sql = format!("SELECT {columns} FROM runs ORDER BY created_at, id");
+            return self.scan(&sql, [], &mut each);
+        }
+        // Served in order by the index runs_by_session_order (schema v3): no sort.
+        let sql =
+            format!("SELECT {columns} FROM runs WHERE session_id = ?1 ORDER BY created_at, id");
+        for session in current {
+            self.scan(&sql, [session], &mut each)?;
+        }
+        Ok(())
+    }
+
+    /// Step through the rows of one listing query.
+    fn scan<P, F>(&self, sql: &str, params: P, each: &mut F) -> Result<(), LedgerError>
+    where
+        P: rusqlite::Params,
+        F: FnMut(&Row<'_>) -> rusqlite::Result<()>,
+    {
         let mut st = self.conn.prepare_cached(sql).ctx("listing runs")?;
         let mut rows = st.query(params).ctx("listing runs")?;
         while let Some(row) = rows.next().ctx("listing runs")? {
-            let run = run_from_row(row).ctx("listing runs")?;
-            out.push(ListedRun {
-                from_prior_session: !current.contains(&run.session_id),
-                run,
-            });
+            each(row).ctx("listing runs")?;
         }
         Ok(())
     }
