@@ -454,3 +454,53 @@ async fn names_are_unique_among_live_runs() {
     assert_eq!(names, ["w", "w-2"]);
     session.close().await;
 }
+
+#[tokio::test]
+async fn many_unnamed_children_get_unique_names_that_start_over_once_free() {
+    let ws = workspace("");
+    let wide: Vec<String> = (0..30).map(|i| format!("wide {i}")).collect();
+    let model = ScriptedModel::new()
+        .on(
+            "parent: wide",
+            vec![
+                ScriptStep::tool_call("task", json!({ "prompts": wide })),
+                ScriptStep::text("done"),
+            ],
+        )
+        .on(
+            "parent: again",
+            vec![
+                ScriptStep::tool_call("task", json!({"prompts": ["again 0", "again 1"]})),
+                ScriptStep::text("done"),
+            ],
+        )
+        .otherwise(vec![ScriptStep::text(report("named"))]);
+    let session = session_with(ws.path(), std::sync::Arc::new(model), Some(limits(40, 40))).await;
+    let names_under = |root: &str| {
+        let mut names: Vec<String> = session
+            .supervisor()
+            .snapshot()
+            .into_iter()
+            .filter(|r| r.parent_id.as_deref() == Some(root))
+            .map(|r| r.name)
+            .collect();
+        names.sort();
+        names
+    };
+    let first = session
+        .run("parent: wide", None, CancellationToken::new())
+        .await
+        .unwrap();
+    let mut want: Vec<String> = std::iter::once("general".to_string())
+        .chain((2..=30).map(|n| format!("general-{n}")))
+        .collect();
+    want.sort();
+    assert_eq!(names_under(&first.run_id), want);
+    // All thirty have ended: the bare name and the low suffixes are free again.
+    let second = session
+        .run("parent: again", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(names_under(&second.run_id), ["general", "general-2"]);
+    session.close().await;
+}
