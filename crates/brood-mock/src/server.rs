@@ -356,11 +356,17 @@ async fn respond(
                 return resp;
             }
             MockReply::Sse { chunks, done } => {
-                let mut parts: Vec<Bytes> = chunks.iter().map(event).collect();
-                if done {
-                    parts.push(Bytes::from_static(b"data: [DONE]\n\n"));
+                // The whole answer is ready: one piece, as a server that has it all
+                // sends it (one write, not one per event; the client still parses
+                // every event). `Raw` keeps each piece apart.
+                let mut body = Vec::new();
+                for chunk in &chunks {
+                    body.extend_from_slice(&event(chunk));
                 }
-                let s = stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>));
+                if done {
+                    body.extend_from_slice(b"data: [DONE]\n\n");
+                }
+                let s = stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(body)) });
                 return sse(s, guard);
             }
             MockReply::Raw { parts } => {
