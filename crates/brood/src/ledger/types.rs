@@ -20,7 +20,9 @@ impl RunId {
     /// A fresh id. Pass it in [`NewRun::id`] when the caller needs the id before the
     /// run is written.
     pub fn new() -> Self {
-        RunId(uuid::Uuid::new_v4().hyphenated().to_string())
+        // Version 7: ordered by creation within the process, so runs created in the
+        // same millisecond still list in creation order (`ORDER BY created_at, id`).
+        RunId(uuid::Uuid::now_v7().hyphenated().to_string())
     }
     pub fn as_str(&self) -> &str {
         &self.0
