@@ -226,8 +226,9 @@ fn render_list(runs: &RunSummaries, all: bool, tree: bool, now: DateTime<Utc>, o
         header.push("SESSION");
     }
     let mut table = Table::new(&header, runs.len());
+    let width = id_width(runs.iter().map(|r| r.id));
     let mut row = |indent: usize, r: RunSummary<'_>| {
-        table.cell(short_id(r.id));
+        table.cell(short_id(r.id, width));
         table.cell_with(|cell| {
             if indent > 0 {
                 for _ in 1..indent {
@@ -536,8 +537,31 @@ fn display_name(r: &RunRecord) -> String {
 }
 
 /// The first 8 characters of an id (any unique prefix is accepted back).
-fn short_id(id: &str) -> &str {
-    id.char_indices().nth(8).map_or(id, |(end, _)| &id[..end])
+/// How many leading characters tell the listed ids apart, at least 8 (git-style).
+/// Run ids are UUIDv7, which start with their creation time: ids made in the same
+/// minute share their first 8 characters, so a fixed 8 printed one short id for a
+/// whole fan-out. Every short id shown is a prefix `brood agents show` resolves.
+fn id_width<'a>(ids: impl Iterator<Item = &'a str>) -> usize {
+    let mut ids: Vec<&str> = ids.collect();
+    ids.sort_unstable();
+    let shared = ids
+        .windows(2)
+        .map(|w| {
+            w[0].chars()
+                .zip(w[1].chars())
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    (shared + 1).max(8)
+}
+
+/// The first `width` characters of `id` (all of it when shorter).
+fn short_id(id: &str, width: usize) -> &str {
+    id.char_indices()
+        .nth(width)
+        .map_or(id, |(end, _)| &id[..end])
 }
 
 fn age(t: DateTime<Utc>, now: DateTime<Utc>) -> String {

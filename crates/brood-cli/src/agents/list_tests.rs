@@ -20,6 +20,7 @@ fn reference_list(runs: &[ListedRun], all: bool, tree: bool, now: DateTime<Utc>)
     if all {
         table[0].push("SESSION".to_string());
     }
+    let width = id_width(runs.iter().map(|l| l.run.id.as_str()));
     for (indent, listed) in rows {
         let r = &listed.run;
         let name = display_name(r);
@@ -34,7 +35,7 @@ fn reference_list(runs: &[ListedRun], all: bool, tree: bool, now: DateTime<Utc>)
             n => format!("{:.1}M", n as f64 / 1_000_000.0),
         };
         let mut row = vec![
-            r.id.as_str().chars().take(8).collect(),
+            short_id(r.id.as_str(), width).to_string(),
             name,
             r.role.clone().unwrap_or_else(|| "-".into()),
             r.status.to_string(),

@@ -88,11 +88,13 @@ async fn list_shows_the_current_session_as_a_table_tree_or_json() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[0].starts_with("ID") && lines[0].contains("TOKENS"));
-    assert!(lines[1].starts_with(short_id(parent.as_str())));
+    let width = id_width([parent.as_str(), child.as_str()].into_iter());
+    assert!(lines[1].starts_with(short_id(parent.as_str(), width)));
     assert!(lines[1].contains("planner") && lines[1].contains("completed"));
     assert!(lines[1].contains("2.2k"), "{}", lines[1]);
     assert!(lines[2].contains("digger") && lines[2].contains("running"));
-    assert!(!out.contains(short_id(prior.as_str())));
+    // The prior session's run ("old work") is not listed.
+    assert!(!out.contains("old work"), "{out}");
 
     let (_, out, _) = exec(
         AgentsCmd::List {
@@ -129,12 +131,28 @@ async fn list_shows_the_current_session_as_a_table_tree_or_json() {
     assert_eq!(runs[2]["from_prior_session"], false);
 }
 
+/// The shortest prefix of `id` no other of `others` shares.
+fn short_len(id: &RunId, others: &[&RunId]) -> usize {
+    let shared = others
+        .iter()
+        .map(|o| {
+            id.as_str()
+                .chars()
+                .zip(o.as_str().chars())
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    shared + 1
+}
+
 #[tokio::test]
 async fn show_transcript_cancel_export_and_prune() {
     let (ws, _session, prior, parent, child) = populated().await;
     let (code, out, _) = exec(
         AgentsCmd::Show {
-            id: parent.as_str()[..6].to_string(),
+            id: parent.as_str()[..short_len(&parent, &[&prior, &child])].to_string(),
             json: false,
         },
         ws.path(),
@@ -269,4 +287,52 @@ fn an_empty_workspace_lists_nothing_and_creates_nothing() {
     assert_eq!(code, 0);
     assert!(out.contains("\"runs\": []"));
     assert!(!ws.path().join(".brood").exists());
+}
+
+#[tokio::test]
+async fn runs_made_in_the_same_minute_get_distinct_short_ids_that_resolve() {
+    let ws = TempDir::new().unwrap();
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            ledger
+                .create_run(NewRun::new(format!("fan {i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    ledger.flush().await.unwrap();
+    let (code, out, _) = exec(
+        AgentsCmd::List {
+            all: false,
+            json: false,
+            tree: false,
+        },
+        ws.path(),
+    );
+    assert_eq!(code, 0, "{out}");
+    let shown: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(shown.len(), 5, "{out}");
+    let distinct: std::collections::HashSet<&&str> = shown.iter().collect();
+    assert_eq!(distinct.len(), 5, "short ids repeat:\n{out}");
+    for (short, id) in shown.iter().zip(&ids) {
+        assert!(
+            id.as_str().starts_with(short),
+            "{short} is not a prefix of {id}"
+        );
+        let (code, out, err) = exec(
+            AgentsCmd::Show {
+                id: short.to_string(),
+                json: false,
+            },
+            ws.path(),
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(id.as_str()), "{out}");
+    }
 }
