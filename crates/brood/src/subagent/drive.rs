@@ -628,7 +628,7 @@ async fn finish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
         result_tx,
     } = d;
     drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-    sup.inner.recorder.finish(&result).await;
+    sup.inner.recorder.finish_queued(&result);
     sup.inner.board.set_status(&ctx.run_id, result.status);
     if *background {
         let cap = sup.inner.env.settings.context_cap_bytes;

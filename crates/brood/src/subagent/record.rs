@@ -94,21 +94,29 @@ impl Recorder {
 
     /// The terminal record, with the whole result; resolves once on disk.
     pub async fn finish(&self, r: &ChildResult) {
-        let run = RunId::from_string(&r.agent_id);
-        let result = serde_json::to_value(r).unwrap_or(Value::Null);
-        let reason = r.reason.clone().unwrap_or_default();
-        let change = match r.status {
-            LiveStatus::Completed => Transition::Completed { result },
-            LiveStatus::Failed => Transition::Failed {
-                error: r.error.clone().unwrap_or(reason),
-                result: Some(result),
-            },
-            LiveStatus::Interrupted => Transition::Interrupted { reason },
-            _ => Transition::Cancelled { reason },
-        };
-        if self.ledger.transition(&run, change).await.is_err() {
+        let durable = self
+            .ledger
+            .transition(&RunId::from_string(&r.agent_id), terminal(r));
+        if durable.await.is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The terminal record, queued now (ordered before everything recorded after it)
+    /// and committed at once, without waiting for the commit: what a parent does
+    /// next with the result is recorded after it, and a crash before the commit
+    /// leaves the run interrupted, never a later record without it. A refused
+    /// write is counted.
+    pub fn finish_queued(&self, r: &ChildResult) {
+        let durable = self
+            .ledger
+            .transition(&RunId::from_string(&r.agent_id), terminal(r));
+        let dropped = self.dropped.clone();
+        tokio::spawn(async move {
+            if durable.await.is_err() {
+                dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        });
     }
 
     /// Progress writes the ledger refused so far (shown by the CLI; never silent).
@@ -224,6 +232,7 @@ impl Recorder {
 
     /// Prior sessions' runs, for `agent_list {include_archived}`.
     pub async fn archived_runs(&self) -> Result<Vec<Value>, String> {
+        self.ledger.flush().await.map_err(|e| e.to_string())?;
         let runs = self
             .ledger
             .list_runs(ListFilter {
@@ -240,12 +249,30 @@ impl Recorder {
 
     /// A slice of a run's transcript.
     pub async fn transcript(&self, id: &str, from: u64, limit: u64) -> Result<Value, String> {
+        // Read this session's own writes: a child's last messages may still be
+        // queued when its result has already been delivered.
+        self.ledger.flush().await.map_err(|e| e.to_string())?;
         let slice = self
             .ledger
             .transcript(&RunId::from_string(id), from, limit as usize)
             .await
             .map_err(|e| e.to_string())?;
         serde_json::to_value(slice).map_err(|e| e.to_string())
+    }
+}
+
+/// The terminal transition for a settled result (the result rides along).
+fn terminal(r: &ChildResult) -> Transition {
+    let result = serde_json::to_value(r).unwrap_or(Value::Null);
+    let reason = r.reason.clone().unwrap_or_default();
+    match r.status {
+        LiveStatus::Completed => Transition::Completed { result },
+        LiveStatus::Failed => Transition::Failed {
+            error: r.error.clone().unwrap_or(reason),
+            result: Some(result),
+        },
+        LiveStatus::Interrupted => Transition::Interrupted { reason },
+        _ => Transition::Cancelled { reason },
     }
 }
 
