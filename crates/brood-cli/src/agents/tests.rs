@@ -4,6 +4,18 @@ use brood::ledger::{LedgerOptions, NewRun, RunId, UsageDelta};
 use serde_json::json;
 use tempfile::TempDir;
 
+/// `brood agents list` (no flags) in `ws`.
+fn list(ws: &Path) -> (i32, String, String) {
+    exec(
+        AgentsCmd::List {
+            all: false,
+            json: false,
+            tree: false,
+        },
+        ws,
+    )
+}
+
 fn exec(cmd: AgentsCmd, ws: &Path) -> (i32, String, String) {
     let (mut out, mut err) = (String::new(), String::new());
     let code = execute(&cmd, ws, &mut out, &mut err);
@@ -76,14 +88,7 @@ async fn populated() -> (TempDir, Ledger, RunId, RunId, RunId) {
 #[tokio::test]
 async fn list_shows_the_current_session_as_a_table_tree_or_json() {
     let (ws, _session, prior, parent, child) = populated().await;
-    let (code, out, _) = exec(
-        AgentsCmd::List {
-            all: false,
-            json: false,
-            tree: false,
-        },
-        ws.path(),
-    );
+    let (code, out, _) = list(ws.path());
     assert_eq!(code, 0);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
@@ -303,14 +308,7 @@ async fn runs_made_in_the_same_minute_get_distinct_short_ids_that_resolve() {
         );
     }
     ledger.flush().await.unwrap();
-    let (code, out, _) = exec(
-        AgentsCmd::List {
-            all: false,
-            json: false,
-            tree: false,
-        },
-        ws.path(),
-    );
+    let (code, out, _) = list(ws.path());
     assert_eq!(code, 0, "{out}");
     let shown: Vec<&str> = out
         .lines()
