@@ -241,12 +241,7 @@ impl Writer {
             };
             let mut batch = vec![first];
             let max = self.max_batch.max(1);
-            while batch.len() < max {
-                match rx.try_recv() {
-                    Ok(op) => batch.push(op),
-                    Err(_) => break,
-                }
-            }
+            take_waiting(&rx, &mut batch, max);
             // Nobody waits on a batch of progress alone: let it linger a moment, so
             // the awaited operation that usually follows (a spawn, a terminal record)
             // joins it instead of waiting behind its fsync. An awaited op ends the
@@ -255,21 +250,12 @@ impl Writer {
                 let until = Instant::now() + LINGER;
                 while batch.len() < max {
                     let left = until.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(left) {
-                        Ok(op) => {
-                            let awaited = op.awaited();
-                            batch.push(op);
-                            if awaited {
-                                while batch.len() < max {
-                                    match rx.try_recv() {
-                                        Ok(op) => batch.push(op),
-                                        Err(_) => break,
-                                    }
-                                }
-                                break;
-                            }
-                        }
-                        Err(_) => break,
+                    let Ok(op) = rx.recv_timeout(left) else { break };
+                    let awaited = op.awaited();
+                    batch.push(op);
+                    if awaited {
+                        take_waiting(&rx, &mut batch, max);
+                        break;
                     }
                 }
             }
@@ -515,6 +501,16 @@ fn in_savepoint<T>(
             run("ROLLBACK TO op", "rolling back a savepoint")?;
             run("RELEASE op", "releasing a savepoint")?;
             Err(e)
+        }
+    }
+}
+
+/// Move the ops already queued into `batch`, up to `max` in all.
+fn take_waiting(rx: &Receiver<Op>, batch: &mut Vec<Op>, max: usize) {
+    while batch.len() < max {
+        match rx.try_recv() {
+            Ok(op) => batch.push(op),
+            Err(_) => break,
         }
     }
 }
