@@ -275,21 +275,24 @@ async fn chat(
     let guard = FlightGuard::new(&inner);
     // Checked here, parsed only when a handler or test looks (see `MockRequest`).
     let not_json = serde_json::from_slice::<serde::de::IgnoredAny>(&raw).err();
+    let headers = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let (path, raw) = (uri.path().to_string(), raw.to_vec());
+    // Only the arrival number and the push happen under the lock.
     let request = {
         let mut captured = lock(&inner.captured);
         let request = Arc::new(MockRequest::new(
             captured.len(),
-            uri.path().to_string(),
-            headers
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_ascii_lowercase(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            raw.to_vec(),
+            path,
+            headers,
+            raw,
             arrived,
         ));
         captured.push(request.clone());
