@@ -31,10 +31,16 @@ impl Serialize for Body<'_> {
         m.serialize_entry("model", &r.model)?;
         m.serialize_entry("stream", &self.stream)?;
         if self.stream {
-            m.serialize_entry("stream_options", &StreamOptions)?;
+            m.serialize_entry(
+                "stream_options",
+                &StreamOptions {
+                    include_usage: true,
+                },
+            )?;
         }
         if !r.tools.is_empty() {
-            m.serialize_entry("tools", &Tools(&r.tools))?;
+            let tools: Vec<Tool<'_>> = r.tools.iter().map(Tool::of).collect();
+            m.serialize_entry("tools", &tools)?;
             if let Some(choice) = &r.tool_choice {
                 m.serialize_entry("tool_choice", &Choice(choice))?;
             }
@@ -65,49 +71,35 @@ impl Serialize for Body<'_> {
 }
 
 /// `{"include_usage": true}`: usage on the final chunk.
-struct StreamOptions;
-
-impl Serialize for StreamOptions {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry("include_usage", &true)?;
-        m.end()
-    }
-}
-
-struct Tools<'a>(&'a [ToolSpec]);
-
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for t in self.0 {
-            seq.serialize_element(&Tool(t))?;
-        }
-        seq.end()
-    }
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
-struct Tool<'a>(&'a ToolSpec);
-
-impl Serialize for Tool<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("type", "function")?;
-        m.serialize_entry("function", &Function(self.0))?;
-        m.end()
-    }
+#[derive(Serialize)]
+struct Tool<'a> {
+    r#type: &'static str,
+    function: Function<'a>,
 }
 
-struct Function<'a>(&'a ToolSpec);
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
 
-impl Serialize for Function<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("name", &self.0.name)?;
-        m.serialize_entry("description", &self.0.description)?;
-        m.serialize_entry("parameters", &self.0.parameters)?;
-        m.end()
+impl<'a> Tool<'a> {
+    fn of(t: &'a ToolSpec) -> Self {
+        Tool {
+            r#type: "function",
+            function: Function {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        }
     }
 }
 
@@ -123,21 +115,16 @@ impl Serialize for Choice<'_> {
             ToolChoice::Named(name) => {
                 let mut m = s.serialize_map(Some(2))?;
                 m.serialize_entry("type", "function")?;
-                m.serialize_entry("function", &Named(name))?;
+                m.serialize_entry("function", &Named { name })?;
                 m.end()
             }
         }
     }
 }
 
-struct Named<'a>(&'a str);
-
-impl Serialize for Named<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry("name", self.0)?;
-        m.end()
-    }
+#[derive(Serialize)]
+struct Named<'a> {
+    name: &'a str,
 }
 
 /// The system prompt (when there is one) as the first message, then the
@@ -152,7 +139,10 @@ impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(None)?;
         if !self.system.is_empty() {
-            seq.serialize_element(&System(self.system))?;
+            seq.serialize_element(&System {
+                role: "system",
+                content: self.system,
+            })?;
         }
         for message in self.messages {
             seq.serialize_element(&Wire {
@@ -164,15 +154,10 @@ impl Serialize for Messages<'_> {
     }
 }
 
-struct System<'a>(&'a str);
-
-impl Serialize for System<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("role", "system")?;
-        m.serialize_entry("content", self.0)?;
-        m.end()
-    }
+#[derive(Serialize)]
+struct System<'a> {
+    role: &'static str,
+    content: &'a str,
 }
 
 /// One message in the wire format.
@@ -198,7 +183,8 @@ impl Serialize for Wire<'_> {
                 m.serialize_entry("reasoning_content", r)?;
             }
             if !msg.tool_calls.is_empty() {
-                m.serialize_entry("tool_calls", &Calls(&msg.tool_calls))?;
+                let calls: Vec<Call<'_>> = msg.tool_calls.iter().map(Call::of).collect();
+                m.serialize_entry("tool_calls", &calls)?;
             }
         }
         if let Some(id) = &msg.tool_call_id {
@@ -208,45 +194,36 @@ impl Serialize for Wire<'_> {
     }
 }
 
-struct Calls<'a>(&'a [ToolCall]);
-
-impl Serialize for Calls<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for c in self.0 {
-            seq.serialize_element(&Call(c))?;
-        }
-        seq.end()
-    }
-}
-
 /// `{"id", "type": "function", "function": {"name", "arguments"}}`; empty arguments
 /// are sent as `"{}"` (servers refuse an empty string).
-struct Call<'a>(&'a ToolCall);
-
-impl Serialize for Call<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("id", &self.0.id)?;
-        m.serialize_entry("type", "function")?;
-        m.serialize_entry("function", &CallFunction(self.0))?;
-        m.end()
-    }
+#[derive(Serialize)]
+struct Call<'a> {
+    id: &'a str,
+    r#type: &'static str,
+    function: CallFunction<'a>,
 }
 
-struct CallFunction<'a>(&'a ToolCall);
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
 
-impl Serialize for CallFunction<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let args = if self.0.arguments.trim().is_empty() {
+impl<'a> Call<'a> {
+    fn of(c: &'a ToolCall) -> Self {
+        let arguments = if c.arguments.trim().is_empty() {
             "{}"
         } else {
-            self.0.arguments.as_str()
+            c.arguments.as_str()
         };
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("name", &self.0.name)?;
-        m.serialize_entry("arguments", args)?;
-        m.end()
+        Call {
+            id: &c.id,
+            r#type: "function",
+            function: CallFunction {
+                name: &c.name,
+                arguments,
+            },
+        }
     }
 }
 
