@@ -51,3 +51,19 @@ async fn an_invalid_queued_transition_is_counted_and_writes_nothing() {
     assert_eq!(detail.run.status, RunStatus::Pending);
     assert_eq!(detail.events.len(), 1);
 }
+
+#[tokio::test]
+async fn the_ledgers_own_reads_see_what_it_queued() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let a = ledger.create_run(NewRun::new("a")).await.unwrap();
+    // Neither is awaited: both would linger in the writer's queue for a while.
+    ledger.queue_transition(&a, Transition::Running).unwrap();
+    ledger
+        .append_message(&a, "user", serde_json::json!("hello"))
+        .unwrap();
+    let detail = ledger.get_run(&a).await.unwrap();
+    assert_eq!(detail.run.status, RunStatus::Running);
+    let slice = ledger.transcript(&a, 0, 10).await.unwrap();
+    assert_eq!(slice.entries.len(), 1);
+}

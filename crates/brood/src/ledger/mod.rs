@@ -359,12 +359,16 @@ impl Ledger {
     }
 
     /// Run a read on a fresh reader in a blocking task (needs a Tokio runtime), e.g.
-    /// `ledger.read(move |r| r.transcript(&id, 0, 50)).await`.
+    /// `ledger.read(move |r| r.transcript(&id, 0, 50)).await`. It reads this ledger's
+    /// own writes: everything queued before the call (fire-and-forget progress, a
+    /// child's queued terminal record) is committed first.
     pub async fn read<T, F>(&self, f: F) -> Result<T, LedgerError>
     where
         T: Send + 'static,
         F: FnOnce(&LedgerReader) -> Result<T, LedgerError> + Send + 'static,
     {
+        // A writer that has stopped cannot flush; the read still shows what is on disk.
+        let _ = self.flush().await;
         let paths = self.paths.clone();
         let current = Current::Session(self.session_id.clone());
         tokio::task::spawn_blocking(move || f(&LedgerReader::open(paths, current)?))

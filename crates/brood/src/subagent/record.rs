@@ -232,7 +232,6 @@ impl Recorder {
 
     /// Prior sessions' runs, for `agent_list {include_archived}`.
     pub async fn archived_runs(&self) -> Result<Vec<Value>, String> {
-        self.ledger.flush().await.map_err(|e| e.to_string())?;
         let runs = self
             .ledger
             .list_runs(ListFilter {
@@ -249,9 +248,6 @@ impl Recorder {
 
     /// A slice of a run's transcript.
     pub async fn transcript(&self, id: &str, from: u64, limit: u64) -> Result<Value, String> {
-        // Read this session's own writes: a child's last messages may still be
-        // queued when its result has already been delivered.
-        self.ledger.flush().await.map_err(|e| e.to_string())?;
         let slice = self
             .ledger
             .transcript(&RunId::from_string(id), from, limit as usize)
