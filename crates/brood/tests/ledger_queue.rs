@@ -1,8 +1,10 @@
 //! Operations nobody waits for: a queued (fire-and-forget) transition is ordered
 //! before everything queued after it and lands with the next group commit; an
-//! invalid one is refused and counted, never written.
+//! invalid one is refused and counted, never written. Numbering stays gap-free
+//! around refused ops and when another writer touched the run.
 
-use brood::ledger::{EventKind, Ledger, LedgerOptions, NewRun, RunStatus, Transition};
+use brood::ledger::{EventKind, Ledger, LedgerOptions, NewRun, RunStatus, Transition, UsageDelta};
+use serde_json::json;
 use tempfile::TempDir;
 
 fn open(ws: &TempDir) -> Ledger {
@@ -66,4 +68,108 @@ async fn the_ledgers_own_reads_see_what_it_queued() {
     assert_eq!(detail.run.status, RunStatus::Running);
     let slice = ledger.transcript(&a, 0, 10).await.unwrap();
     assert_eq!(slice.entries.len(), 1);
+}
+
+#[tokio::test]
+async fn refused_ops_in_a_batch_leave_no_gap_in_the_numbering() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let a = ledger.create_run(NewRun::new("a")).await.unwrap();
+    let failed_before = ledger.stats().ops_failed;
+    // Nothing awaited in between: all of it lands in one group commit.
+    ledger
+        .append_event(&a, EventKind::ModelRequest, json!({"n": 1}))
+        .unwrap();
+    ledger
+        .queue_transition(&a, Transition::Completed { result: json!("x") })
+        .unwrap();
+    ledger.append_message(&a, "user", json!("one")).unwrap();
+    ledger.queue_transition(&a, Transition::Running).unwrap();
+    ledger
+        .add_usage(
+            &a,
+            UsageDelta {
+                steps: 1,
+                ..UsageDelta::default()
+            },
+        )
+        .unwrap();
+    ledger
+        .append_event(&a, EventKind::ModelResponse, json!({"n": 2}))
+        .unwrap();
+    ledger
+        .append_message(&a, "assistant", json!("two"))
+        .unwrap();
+    ledger.flush().await.unwrap();
+    assert_eq!(ledger.stats().ops_failed, failed_before + 1);
+
+    let detail = ledger.get_run(&a).await.unwrap();
+    let seqs: Vec<u64> = detail.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+    let kinds: Vec<EventKind> = detail.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            EventKind::Spawned,
+            EventKind::ModelRequest,
+            EventKind::Started,
+            EventKind::Usage,
+            EventKind::ModelResponse
+        ]
+    );
+    assert_eq!(detail.run.status, RunStatus::Running);
+    assert_eq!(detail.run.steps, 1);
+    let slice = ledger.transcript(&a, 0, 10).await.unwrap();
+    let seqs: Vec<u64> = slice.entries.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![0, 1]);
+}
+
+#[tokio::test]
+async fn a_run_another_writer_appended_to_loses_nothing() {
+    // Each session writes its own runs; should a second writer touch one anyway, the
+    // owner's next records still land, numbered after it.
+    let ws = TempDir::new().unwrap();
+    let owner = open(&ws);
+    let a = owner.create_run(NewRun::new("a")).await.unwrap();
+    owner.mark_running(&a).await.unwrap();
+    owner.append_message(&a, "user", json!("first")).unwrap();
+    owner.flush().await.unwrap();
+    let other = open(&ws);
+    other
+        .append_event(&a, EventKind::ModelRequest, json!({"by": "other"}))
+        .unwrap();
+    other.append_message(&a, "user", json!("second")).unwrap();
+    other.flush().await.unwrap();
+
+    let failed_before = owner.stats().ops_failed;
+    owner
+        .append_event(&a, EventKind::ModelResponse, json!({"by": "owner"}))
+        .unwrap();
+    owner
+        .append_message(&a, "assistant", json!("third"))
+        .unwrap();
+    owner.complete(&a, json!("done")).await.unwrap();
+    assert_eq!(owner.stats().ops_failed, failed_before);
+
+    let detail = owner.get_run(&a).await.unwrap();
+    let kinds: Vec<EventKind> = detail.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            EventKind::Spawned,
+            EventKind::Started,
+            EventKind::ModelRequest,
+            EventKind::ModelResponse,
+            EventKind::Completed
+        ]
+    );
+    let seqs: Vec<u64> = detail.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+    let slice = owner.transcript(&a, 0, 10).await.unwrap();
+    let texts: Vec<String> = slice
+        .entries
+        .iter()
+        .map(|e| e.content.to_string())
+        .collect();
+    assert_eq!(texts, vec!["\"first\"", "\"second\"", "\"third\""]);
 }

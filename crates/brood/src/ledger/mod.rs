@@ -21,6 +21,7 @@ mod boot;
 mod error;
 mod export;
 mod maintenance;
+mod memo;
 mod ops;
 mod reader;
 mod schema;
@@ -110,6 +111,7 @@ impl Ledger {
             cap_bytes: options.transcript_cap_bytes,
             max_batch: options.max_batch,
             counters: Arc::clone(&counters),
+            memo: Default::default(),
         };
         let handle = std::thread::Builder::new()
             .name("brood-ledger-writer".into())

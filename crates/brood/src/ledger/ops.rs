@@ -2,11 +2,16 @@
 //! transaction (the writer's group commit, or a maintenance transaction): create a
 //! run, validate and apply a status transition, append an event, a transcript message
 //! or usage. Every state change appends its event in the same transaction.
+//!
+//! The writer passes what it already knows of a run ([`RunFacts`] from its memo) so
+//! an op can skip its lookups; `None` reads them from the database. Each op returns
+//! the run's facts after it, for the memo.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::error::{LedgerError, SqlContext};
+use super::memo::RunFacts;
 use super::spill;
 use super::store::LedgerPaths;
 use super::types::{EventKind, NewRun, RunId, RunStatus, Transition, UsageDelta};
@@ -53,17 +58,20 @@ pub(crate) fn status_of(conn: &Connection, run: &str) -> Result<RunStatus, Ledge
     })
 }
 
-/// Insert a run in `Pending` with its `spawned` event (seq 0).
+/// Insert a run in `Pending` with its `spawned` event (seq 0). `parent` is what the
+/// caller knows of the run's parent, if anything.
 pub(crate) fn insert_run(
     conn: &Connection,
     author: &Author<'_>,
     id: &RunId,
     run: &NewRun,
     at: i64,
-) -> Result<(), LedgerError> {
-    let (root_id, depth) = match &run.parent_id {
-        None => (id.as_str().to_string(), 0u32),
-        Some(parent) => {
+    parent_facts: Option<&RunFacts>,
+) -> Result<RunFacts, LedgerError> {
+    let (root_id, depth) = match (&run.parent_id, parent_facts) {
+        (None, _) => (id.as_str().to_string(), 0u32),
+        (Some(_), Some(p)) => (p.root_id.clone(), p.depth + 1),
+        (Some(parent), None) => {
             let row: Option<(String, u32)> = conn
                 .prepare_cached("SELECT root_id, depth FROM runs WHERE id = ?1")
                 .and_then(|mut st| {
@@ -77,13 +85,6 @@ pub(crate) fn insert_run(
             (root, depth + 1)
         }
     };
-    let exists: Option<i64> = conn
-        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
-        .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)).optional())
-        .ctx("checking for a duplicate run id")?;
-    if exists.is_some() {
-        return Err(LedgerError::DuplicateRun { id: id.to_string() });
-    }
     let workspace = run.workspace.as_deref().unwrap_or(author.workspace);
     conn.prepare_cached(
         "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
@@ -94,7 +95,7 @@ pub(crate) fn insert_run(
         st.execute(params![
             id.as_str(),
             run.parent_id.as_ref().map(RunId::as_str),
-            root_id,
+            root_id.as_str(),
             depth,
             author.session_id,
             author.boot_id,
@@ -109,7 +110,18 @@ pub(crate) fn insert_run(
             at,
         ])
     })
-    .ctx("inserting a run")?;
+    .map_err(|e| match &e {
+        // The primary key: a run with this id is already recorded.
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            LedgerError::DuplicateRun { id: id.to_string() }
+        }
+        _ => LedgerError::Sqlite {
+            context: "inserting a run".into(),
+            detail: e.to_string(),
+        },
+    })?;
     let mut payload = serde_json::Map::new();
     payload.insert("depth".into(), json!(depth));
     let optional = [
@@ -129,8 +141,51 @@ pub(crate) fn insert_run(
         }
     }
     let payload = Value::Object(payload);
-    insert_event(conn, id.as_str(), EventKind::Spawned, &payload, at)?;
-    Ok(())
+    insert_event_at(conn, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
+    Ok(RunFacts {
+        status: RunStatus::Pending,
+        next_event: 1,
+        next_message: 0,
+        root_id,
+        depth,
+    })
+}
+
+/// The facts of `run` as the database has them (`UnknownRun` when absent).
+pub(crate) fn read_facts(conn: &Connection, run: &str) -> Result<RunFacts, LedgerError> {
+    let row: Option<(String, String, u32)> = conn
+        .prepare_cached("SELECT status, root_id, depth FROM runs WHERE id = ?1")
+        .and_then(|mut st| {
+            st.query_row([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .ctx("reading a run")?;
+    let (status, root_id, depth) = row.ok_or_else(|| LedgerError::UnknownRun {
+        id: run.to_string(),
+    })?;
+    let status = status.parse().map_err(|detail| LedgerError::Sqlite {
+        context: format!("reading the status of run {run}"),
+        detail,
+    })?;
+    Ok(RunFacts {
+        status,
+        next_event: next_seq(conn, "events", run)?,
+        next_message: next_seq(conn, "transcripts", run)?,
+        root_id,
+        depth,
+    })
+}
+
+/// The facts of `run`: `known` when given, else read.
+fn facts_of(
+    conn: &Connection,
+    run: &str,
+    known: Option<&RunFacts>,
+) -> Result<RunFacts, LedgerError> {
+    match known {
+        Some(f) => Ok(f.clone()),
+        None => read_facts(conn, run),
+    }
 }
 
 /// Validate `change` against the run's current status, apply it and append its event.
@@ -139,8 +194,10 @@ pub(crate) fn transition(
     run: &str,
     change: &Transition,
     at: i64,
-) -> Result<(), LedgerError> {
-    let from = status_of(conn, run)?;
+    known: Option<&RunFacts>,
+) -> Result<RunFacts, LedgerError> {
+    let mut facts = facts_of(conn, run, known)?;
+    let from = facts.status;
     let to = change.target();
     if !from.can_transition_to(to) {
         return Err(LedgerError::InvalidTransition {
@@ -194,8 +251,17 @@ pub(crate) fn transition(
         .and_then(|mut st| st.execute(params![run, text]))
         .ctx("storing a run's result")?;
     }
-    insert_event(conn, run, EventKind::for_status(to), &payload, at)?;
-    Ok(())
+    insert_event_at(
+        conn,
+        run,
+        facts.next_event,
+        EventKind::for_status(to),
+        &payload,
+        at,
+    )?;
+    facts.status = to;
+    facts.next_event += 1;
+    Ok(facts)
 }
 
 /// Append a progress event (lifecycle kinds are refused: they come with transitions).
@@ -205,14 +271,17 @@ pub(crate) fn append_event(
     kind: EventKind,
     payload: &Value,
     at: i64,
-) -> Result<u64, LedgerError> {
+    known: Option<&RunFacts>,
+) -> Result<RunFacts, LedgerError> {
     if kind.is_lifecycle() {
         return Err(LedgerError::ReservedEventKind {
             kind: kind.as_str().to_string(),
         });
     }
-    status_of(conn, run)?;
-    insert_event(conn, run, kind, payload, at)
+    let mut facts = facts_of(conn, run, known)?;
+    insert_event_at(conn, run, facts.next_event, kind, payload, at)?;
+    facts.next_event += 1;
+    Ok(facts)
 }
 
 /// Add usage to a run's counters and append a `usage` event carrying the delta.
@@ -221,7 +290,8 @@ pub(crate) fn add_usage(
     run: &str,
     delta: &UsageDelta,
     at: i64,
-) -> Result<(), LedgerError> {
+    known: Option<&RunFacts>,
+) -> Result<RunFacts, LedgerError> {
     let changed = conn
         .prepare_cached(
             "UPDATE runs SET steps = steps + ?2, input_tokens = input_tokens + ?3,
@@ -245,27 +315,32 @@ pub(crate) fn add_usage(
     }
     let payload =
         serde_json::to_value(delta).map_err(|e| LedgerError::json("encoding usage", e))?;
-    insert_event(conn, run, EventKind::Usage, &payload, at)?;
-    Ok(())
+    let mut facts = facts_of(conn, run, known)?;
+    insert_event_at(conn, run, facts.next_event, EventKind::Usage, &payload, at)?;
+    facts.next_event += 1;
+    Ok(facts)
+}
+
+/// Where oversized transcript contents go: spill files under `paths`, past `cap_bytes`.
+pub(crate) struct SpillTo<'a> {
+    pub paths: &'a LedgerPaths,
+    pub cap_bytes: usize,
 }
 
 /// Append a transcript message, capping (and spilling) an oversized content.
 pub(crate) fn append_message(
     conn: &Connection,
-    paths: &LedgerPaths,
-    cap_bytes: usize,
+    spill_to: &SpillTo<'_>,
     run: &str,
     role: &str,
-    content: Value,
+    content: &Value,
     at: i64,
-) -> Result<u64, LedgerError> {
-    status_of(conn, run)?;
-    let seq: u64 = conn
-        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM transcripts WHERE run_id = ?1")
-        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
-        .ctx("numbering a transcript message")?;
-    let (spill_abs, spill_rel) = paths.spill_file(run, seq);
-    let capped = spill::cap(content, cap_bytes, &spill_rel);
+    known: Option<&RunFacts>,
+) -> Result<RunFacts, LedgerError> {
+    let mut facts = facts_of(conn, run, known)?;
+    let seq = facts.next_message;
+    let (spill_abs, spill_rel) = spill_to.paths.spill_file(run, seq);
+    let capped = spill::cap(content, spill_to.cap_bytes, &spill_rel);
     let spill_path = match &capped.spill_text {
         Some(text) => {
             spill::write(&spill_abs, text)?;
@@ -273,7 +348,7 @@ pub(crate) fn append_message(
         }
         None => None,
     };
-    let content_text = serde_json::to_string(&capped.content)
+    let content_text = serde_json::to_string(&*capped.content)
         .map_err(|e| LedgerError::json("encoding a transcript message", e))?;
     conn.prepare_cached(
         "INSERT INTO transcripts (run_id, seq, at, role, content, truncated, full_bytes, spill_path)
@@ -292,7 +367,8 @@ pub(crate) fn append_message(
         ])
     })
     .ctx("appending a transcript message")?;
-    Ok(seq)
+    facts.next_message += 1;
+    Ok(facts)
 }
 
 /// Mark every non-terminal run of `boot_id` interrupted with `reason` (and its event).
@@ -351,18 +427,26 @@ pub(crate) fn interrupt_boot(
         .collect())
 }
 
-/// Insert one event row with the next seq of its run.
-fn insert_event(
+/// The seq the next row of `run` in `table` (events or transcripts) gets.
+fn next_seq(conn: &Connection, table: &'static str, run: &str) -> Result<u64, LedgerError> {
+    let sql = match table {
+        "events" => "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1",
+        _ => "SELECT COALESCE(MAX(seq) + 1, 0) FROM transcripts WHERE run_id = ?1",
+    };
+    conn.prepare_cached(sql)
+        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
+        .ctx("numbering a run's rows")
+}
+
+/// Insert one event row at `seq`.
+fn insert_event_at(
     conn: &Connection,
     run: &str,
+    seq: u64,
     kind: EventKind,
     payload: &Value,
     at: i64,
-) -> Result<u64, LedgerError> {
-    let seq: u64 = conn
-        .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1")
-        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
-        .ctx("numbering an event")?;
+) -> Result<(), LedgerError> {
     let payload_text = serde_json::to_string(payload)
         .map_err(|e| LedgerError::json("encoding an event payload", e))?;
     conn.prepare_cached(
@@ -370,5 +454,5 @@ fn insert_event(
     )
     .and_then(|mut st| st.execute(params![run, seq, at, kind.as_str(), payload_text]))
     .ctx("appending an event")?;
-    Ok(seq)
+    Ok(())
 }

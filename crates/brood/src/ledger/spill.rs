@@ -3,16 +3,17 @@
 //! its full text goes to a spill file: the raw text when the content is a JSON
 //! string, otherwise the content's compact JSON.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::error::LedgerError;
 
-/// A content ready to store.
+/// A content ready to store (borrowed when it was within the cap).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Capped {
-    pub content: Value,
+pub(crate) struct Capped<'a> {
+    pub content: Cow<'a, Value>,
     pub truncated: bool,
     /// Size of the full text (the string's bytes, or the compact JSON's bytes).
     pub full_bytes: u64,
@@ -30,22 +31,31 @@ fn full_text(content: &Value) -> String {
 
 /// Cap `content` to about `cap` bytes. `spill_rel` is where the full text will be,
 /// quoted in the truncation note.
-pub(crate) fn cap(content: Value, cap: usize, spill_rel: &str) -> Capped {
-    let text = full_text(&content);
-    let full_bytes = text.len() as u64;
-    if text.len() <= cap {
+pub(crate) fn cap<'a>(content: &'a Value, cap: usize, spill_rel: &str) -> Capped<'a> {
+    // A string's size is its length: no copy unless it is cut.
+    let (len, json) = match content {
+        Value::String(s) => (s.len(), None),
+        other => {
+            let t = other.to_string();
+            (t.len(), Some(t))
+        }
+    };
+    let full_bytes = len as u64;
+    if len <= cap {
         return Capped {
-            content,
+            content: Cow::Borrowed(content),
             truncated: false,
             full_bytes,
             spill_text: None,
         };
     }
+    let text = json.unwrap_or_else(|| full_text(content));
     let note =
         format!("\n[… truncated by brood: {full_bytes} bytes in all; full text in {spill_rel}]");
     let capped = match content {
-        Value::String(s) => Value::String(format!("{}{note}", prefix(&s, cap))),
-        mut other => {
+        Value::String(s) => Value::String(format!("{}{note}", prefix(s, cap))),
+        other => {
+            let mut other = other.clone();
             let mut lens = Vec::new();
             string_lengths(&other, &mut lens);
             let limit = leaf_limit(lens, cap);
@@ -63,7 +73,7 @@ pub(crate) fn cap(content: Value, cap: usize, spill_rel: &str) -> Capped {
         }
     };
     Capped {
-        content: capped,
+        content: Cow::Owned(capped),
         truncated: true,
         full_bytes,
         spill_text: Some(text),
@@ -146,16 +156,19 @@ mod tests {
 
     #[test]
     fn small_content_is_kept_as_is() {
-        let c = cap(json!({"role": "tool", "content": "ok"}), 100, "x");
+        let msg = json!({"role": "tool", "content": "ok"});
+        let c = cap(&msg, 100, "x");
         assert!(!c.truncated);
-        assert_eq!(c.content, json!({"role": "tool", "content": "ok"}));
+        assert!(matches!(c.content, Cow::Borrowed(_)));
+        assert_eq!(*c.content, msg);
         assert_eq!(c.spill_text, None);
     }
 
     #[test]
     fn long_string_is_cut_on_a_char_boundary_and_spilled_whole() {
         let text = "é".repeat(100); // 200 bytes
-        let c = cap(Value::String(text.clone()), 51, "spill/r-0.txt");
+        let content = Value::String(text.clone());
+        let c = cap(&content, 51, "spill/r-0.txt");
         assert!(c.truncated);
         assert_eq!(c.full_bytes, 200);
         assert_eq!(c.spill_text.as_deref(), Some(text.as_str()));
@@ -169,7 +182,7 @@ mod tests {
     fn object_keeps_its_shape_with_long_leaves_cut() {
         let big = "x".repeat(1000);
         let msg = json!({"role": "tool", "tool_call_id": "c1", "content": big});
-        let c = cap(msg.clone(), 100, "s.txt");
+        let c = cap(&msg, 100, "s.txt");
         assert!(c.truncated);
         assert_eq!(c.content["role"], "tool");
         assert_eq!(c.content["tool_call_id"], "c1");
@@ -183,7 +196,7 @@ mod tests {
     #[test]
     fn several_long_leaves_share_the_budget_and_short_ones_stay_whole() {
         let msg = json!({"a": "y".repeat(500), "b": "short", "c": "z".repeat(900)});
-        let c = cap(msg, 105, "s.txt");
+        let c = cap(&msg, 105, "s.txt");
         assert_eq!(c.content["b"], "short");
         let a = c.content["a"].as_str().unwrap();
         let z = c.content["c"].as_str().unwrap();
@@ -194,7 +207,8 @@ mod tests {
     #[test]
     fn structure_over_the_cap_becomes_a_text_preview() {
         let nums: Vec<u64> = (0..10_000).collect();
-        let c = cap(json!(nums), 100, "s.txt");
+        let content = json!(nums);
+        let c = cap(&content, 100, "s.txt");
         assert!(c.truncated);
         let s = c.content.as_str().unwrap();
         assert!(s.starts_with("[0,1,2,3"));

@@ -1,8 +1,10 @@
 //! The single writer: a dedicated OS thread that owns the read-write connection and
 //! applies queued operations with *group commit*: it takes everything waiting in its
 //! channel (up to `max_batch`), applies each operation in its own savepoint (so one
-//! rejected operation does not undo the others), commits once, and only then answers
-//! the callers that wait for durability ([`Durable`]).
+//! rejected operation does not undo the others; an op of one statement needs none, as
+//! SQLite backs out a failed statement by itself), commits once, and only then answers
+//! the callers that wait for durability ([`Durable`]). It keeps a [`Memo`] of the
+//! live runs it writes so their ops skip their lookups.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +20,7 @@ use tokio::sync::oneshot;
 
 use super::error::{LedgerError, SqlContext};
 use super::maintenance;
+use super::memo::{Memo, RunFacts};
 use super::ops::{self, Author};
 use super::store::{now_ms, LedgerPaths};
 use super::types::{
@@ -225,6 +228,7 @@ pub(crate) struct Writer {
     pub cap_bytes: usize,
     pub max_batch: usize,
     pub counters: Arc<Counters>,
+    pub memo: Memo,
 }
 
 impl Writer {
@@ -296,9 +300,14 @@ impl Writer {
                     cap_bytes: self.cap_bytes,
                 };
                 for op in batch {
-                    if let Some(reply) =
-                        ctx.apply(&mut tx, op, &mut settles, &mut tally, &mut spills)
-                    {
+                    if let Some(reply) = ctx.apply(
+                        &mut tx,
+                        &mut self.memo,
+                        op,
+                        &mut settles,
+                        &mut tally,
+                        &mut spills,
+                    ) {
                         shutdown = Some(reply);
                     }
                 }
@@ -312,6 +321,8 @@ impl Writer {
                 self.counters.add(&tally);
             }
             Err(_) => {
+                // What the memo learned from this batch was never committed.
+                self.memo.clear();
                 let lost = tally.ops_committed;
                 self.counters.add(&LedgerStats {
                     ops_failed: tally.ops_failed + lost,
@@ -359,6 +370,7 @@ impl ApplyCtx<'_> {
     fn apply(
         &self,
         tx: &mut Transaction<'_>,
+        memo: &mut Memo,
         op: Op,
         settles: &mut Vec<Settle>,
         tally: &mut LedgerStats,
@@ -366,8 +378,14 @@ impl ApplyCtx<'_> {
     ) -> Option<Reply<()>> {
         match op {
             Op::CreateRun { id, run, at, reply } => {
-                let r = in_savepoint(tx, |c| ops::insert_run(c, &self.author, &id, &run, at))
-                    .map(|()| id);
+                let parent = run.parent_id.as_ref().and_then(|p| memo.get(p.as_str()));
+                let r = in_savepoint(tx, |c| {
+                    ops::insert_run(c, &self.author, &id, &run, at, parent)
+                })
+                .map(|facts| {
+                    memo.put(id.as_str(), facts);
+                    id
+                });
                 count(tally, &r, |t| {
                     t.runs_created += 1;
                     t.events_written += 1;
@@ -380,7 +398,9 @@ impl ApplyCtx<'_> {
                 at,
                 reply,
             } => {
-                let r = in_savepoint(tx, |c| ops::transition(c, run.as_str(), &change, at));
+                let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
+                    ops::transition(c, run.as_str(), &change, at, known)
+                });
                 count(tally, &r, |t| {
                     t.transitions += 1;
                     t.events_written += 1;
@@ -393,8 +413,8 @@ impl ApplyCtx<'_> {
                 payload,
                 at,
             } => {
-                let r = in_savepoint(tx, |c| {
-                    ops::append_event(c, run.as_str(), kind, &payload, at)
+                let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
+                    ops::append_event(c, run.as_str(), kind, &payload, at, known)
                 });
                 count(tally, &r, |t| t.events_written += 1);
             }
@@ -404,24 +424,31 @@ impl ApplyCtx<'_> {
                 content,
                 at,
             } => {
-                let r = in_savepoint(tx, |c| {
+                let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
                     ops::append_message(
                         c,
-                        self.paths,
-                        self.cap_bytes,
+                        &ops::SpillTo {
+                            paths: self.paths,
+                            cap_bytes: self.cap_bytes,
+                        },
                         run.as_str(),
                         &role,
-                        content,
+                        &content,
                         at,
+                        known,
                     )
                 });
                 count(tally, &r, |t| t.transcript_entries_written += 1);
             }
             Op::Usage { run, delta, at } => {
-                let r = in_savepoint(tx, |c| ops::add_usage(c, run.as_str(), &delta, at));
+                let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
+                    ops::add_usage(c, run.as_str(), &delta, at, known)
+                });
                 count(tally, &r, |t| t.events_written += 1);
             }
             Op::RequestCancel { run, at, reply } => {
+                // Maintenance changes runs behind the memo's back.
+                memo.clear();
                 let r = in_savepoint(tx, |c| {
                     maintenance::request_cancel(
                         c,
@@ -440,6 +467,7 @@ impl ApplyCtx<'_> {
                 settle(settles, reply, r);
             }
             Op::TakeCancelRequests { reply } => {
+                memo.clear();
                 let r = in_savepoint(tx, |c| {
                     maintenance::take_cancel_requests(c, self.author.boot_id)
                 });
@@ -447,6 +475,7 @@ impl ApplyCtx<'_> {
                 settle(settles, reply, r);
             }
             Op::Prune { cutoff_ms, reply } => {
+                memo.clear();
                 let r = in_savepoint(tx, |c| maintenance::prune(c, self.paths, cutoff_ms));
                 count(tally, &r, |_| {});
                 // Spill files go once the deletion is committed.
@@ -475,6 +504,39 @@ fn count<T>(
         }
         Err(_) => tally.ops_failed += 1,
     }
+}
+
+/// How many statements an op on a known run makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Statements {
+    /// One: SQLite backs a failed statement out by itself, no savepoint needed.
+    One,
+    /// Several: in a savepoint, so a failure undoes all of them.
+    Several,
+}
+
+/// Apply an op on `run` with what the memo knows of it, and remember the result. When
+/// the memo does not know the run, or the op fails with what it knew (the memo could
+/// only be stale if something else wrote the run), the run is read from the database
+/// and the op tried once more that way, so a stale memo never loses a record.
+fn write_run(
+    tx: &mut Transaction<'_>,
+    memo: &mut Memo,
+    run: &str,
+    statements: Statements,
+    f: impl Fn(&Connection, Option<&RunFacts>) -> Result<RunFacts, LedgerError>,
+) -> Result<(), LedgerError> {
+    let fast = match memo.get(run) {
+        Some(known) if statements == Statements::One => f(tx, Some(known)).ok(),
+        Some(known) => in_savepoint(tx, |c| f(c, Some(known))).ok(),
+        None => None,
+    };
+    let facts = match fast {
+        Some(facts) => facts,
+        None => in_savepoint(tx, |c| f(c, None))?,
+    };
+    memo.put(run, facts);
+    Ok(())
 }
 
 fn in_savepoint<T>(
