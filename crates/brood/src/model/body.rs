@@ -87,7 +87,8 @@ struct Tool<'a> {
 struct Function<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a serde_json::Value,
+    /// Rendered once per schema, copied as is.
+    parameters: &'a serde_json::value::RawValue,
 }
 
 impl<'a> Tool<'a> {
@@ -97,7 +98,7 @@ impl<'a> Tool<'a> {
             function: Function {
                 name: &t.name,
                 description: &t.description,
-                parameters: &t.parameters,
+                parameters: t.parameters.rendered(),
             },
         }
     }

@@ -22,8 +22,10 @@
 //! [`record::Recorder`] / [`record::Replayer`] (`--record` / `--replay`).
 
 mod error;
+mod schema;
 
 pub use error::ModelError;
+pub use schema::Schema;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -97,10 +99,9 @@ pub struct ToolCall {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// Shared: a schema never changes, and every request of every run that has
-    /// the tool carries it (a deep copy per request was a visible share of a
-    /// child's CPU).
-    pub parameters: std::sync::Arc<serde_json::Value>,
+    /// Shared and rendered once (see [`Schema`]): every request of every run that
+    /// has the tool carries it.
+    pub parameters: Schema,
 }
 
 /// How the model may use tools in one step.

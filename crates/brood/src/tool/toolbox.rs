@@ -38,7 +38,7 @@ fn spec_of(tool: &dyn Tool) -> ToolSpec {
     ToolSpec {
         name: tool.name().to_string(),
         description: tool.description().to_string(),
-        parameters: std::sync::Arc::new(tool.schema()),
+        parameters: tool.schema().into(),
     }
 }
 
