@@ -80,6 +80,19 @@ impl MockRequest {
         })
     }
 
+    /// Whether the body is JSON (`Some(error)` when not). The common fields are
+    /// parsed in the same pass, so a well-formed request is scanned once.
+    pub(crate) fn check_json(&self) -> Option<serde_json::Error> {
+        match serde_json::from_slice::<Head>(&self.raw) {
+            Ok(head) => {
+                let _ = self.head.set(head);
+                None
+            }
+            // Not the usual shape (or not JSON at all): tell which.
+            Err(_) => serde_json::from_slice::<serde::de::IgnoredAny>(&self.raw).err(),
+        }
+    }
+
     /// The value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();

@@ -273,8 +273,6 @@ async fn chat(
     // A reply's latency counts from here, the moment the whole request is in.
     let arrived = Instant::now();
     let guard = FlightGuard::new(&inner);
-    // Checked here, parsed only when a handler or test looks (see `MockRequest`).
-    let not_json = serde_json::from_slice::<serde::de::IgnoredAny>(&raw).err();
     let headers = headers
         .iter()
         .map(|(k, v)| {
@@ -298,6 +296,8 @@ async fn chat(
         captured.push(request.clone());
         request
     };
+    // Checked (with the common fields parsed in the same pass) outside the lock.
+    let not_json = request.check_json();
     inner.count.send_modify(|c| *c += 1);
     if let Some(e) = not_json {
         let body = json!({"error": {"message": format!("brood-mock: body is not JSON: {e}")}});
