@@ -351,9 +351,12 @@ impl Model for OpenAiProvider {
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
         request.check()?;
-        let body = serde_json::to_vec(&self.body(request)).map_err(|e| ModelError::Protocol {
+        let body = self.body(request);
+        let mut buf = Vec::with_capacity(body.size_hint());
+        serde_json::to_writer(&mut buf, &body).map_err(|e| ModelError::Protocol {
             detail: format!("cannot serialize the request: {e}"),
         })?;
+        let body = buf;
         let body = bytes::Bytes::from(body);
         let policy = self.config.retry_policy();
         let run = retry(&policy, on_event, |_| {
