@@ -262,6 +262,25 @@ impl Answer {
                 first = false;
             }
         }
+        out.extend(self.stream_chunks_tail(model));
+        out
+    }
+}
+
+impl Answer {
+    /// The finish chunk and, with [`UsagePlacement::FinalChunk`] and usage, the
+    /// usage chunk — the end of [`Answer::stream_chunks`].
+    pub(crate) fn stream_chunks_tail(&self, model: &str) -> Vec<Value> {
+        let chunk = |delta: Value, finish: Value| {
+            json!({
+                "id": "chatcmpl-mock",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            })
+        };
+        let mut out = Vec::with_capacity(2);
         let mut finish = chunk(json!({}), json!(self.reason()));
         if let Some(t) = &self.timings {
             finish["timings"] = t.clone();

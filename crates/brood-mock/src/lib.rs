@@ -49,6 +49,7 @@
 
 mod answer;
 mod clock;
+mod render;
 mod request;
 mod server;
 

@@ -328,14 +328,14 @@ async fn respond(
                 std::future::pending::<()>().await;
             }
             MockReply::Answer(a) => {
-                reply = if req.stream() {
-                    MockReply::Sse {
-                        chunks: a.stream_chunks(req.model()),
-                        done: true,
-                    }
-                } else {
-                    MockReply::Json(a.to_json(req.model()))
-                };
+                if !req.stream() {
+                    return axum::Json(a.to_json(req.model())).into_response();
+                }
+                // Rendered straight to bytes (the same events as `stream_chunks`).
+                let mut body = crate::render::sse_body(&a, req.model());
+                body.extend_from_slice(b"data: [DONE]\n\n");
+                let s = stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(body)) });
+                return sse(s, guard);
             }
             MockReply::Json(v) => return axum::Json(v).into_response(),
             MockReply::Status {
