@@ -6,12 +6,18 @@
 //! they continue the last call. Servers that repeat `id` and `function.name` in every
 //! fragment (llama.cpp) or several calls that all claim `index: 0` with distinct ids
 //! are assembled without duplicates.
+//!
+//! A chunk of the common shape is read typed ([`super::chunk::read_common`]); any
+//! other chunk, and a whole completion, is read as a `serde_json::Value` and turned
+//! into the same [`Delta`].
 
+use super::chunk::{Delta, Fragment};
 use super::retry::{classify_status, ErrorContext};
 use super::{
     EventFn, FinishReason, Message, ModelError, ModelResponse, Role, StreamEvent, ToolCall, Usage,
 };
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// Whether the stream said it is over (`[DONE]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +45,21 @@ pub(crate) struct Assembler {
     usage: Option<Usage>,
     chunks: usize,
     done: bool,
+    /// Tests only: read every chunk as a `Value` (to check both readers agree).
+    value_only: bool,
 }
 
 impl Assembler {
     pub(crate) fn new() -> Assembler {
         Assembler::default()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn value_only() -> Assembler {
+        Assembler {
+            value_only: true,
+            ..Assembler::default()
+        }
     }
 
     /// Chunks received so far.
@@ -98,6 +114,18 @@ impl Assembler {
         if data.is_empty() {
             return Ok(ChunkOutcome::Continue);
         }
+        if !self.value_only {
+            if let Some(chunk) = super::chunk::read_common(data) {
+                self.chunks += 1;
+                if let Some(delta) = chunk.delta {
+                    self.apply(delta, on_event);
+                }
+                if let Some(r) = chunk.finish {
+                    self.finish = Some(FinishReason::parse(&r));
+                }
+                return Ok(ChunkOutcome::Continue);
+            }
+        }
         let v: Value = serde_json::from_str(data).map_err(|e| ModelError::Protocol {
             detail: format!(
                 "stream chunk #{} is not JSON ({e}): {}",
@@ -114,7 +142,7 @@ impl Assembler {
         }
         if let Some(choice) = pick_choice(&v) {
             if let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) {
-                self.apply(delta, false, on_event);
+                self.apply(delta_of(delta, false), on_event);
             }
             // Some servers send `"finish_reason": ""` on every chunk but the last.
             if let Some(r) = choice
@@ -128,53 +156,29 @@ impl Assembler {
         Ok(ChunkOutcome::Continue)
     }
 
-    /// Apply a delta (streaming) or a whole message (`whole`: each tool call in the
-    /// array is its own call even without index or id).
-    fn apply(&mut self, delta: &Value, whole: bool, on_event: EventFn<'_>) {
-        let reasoning = delta
-            .get("reasoning_content")
-            .or_else(|| delta.get("reasoning"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !reasoning.is_empty() {
-            self.reasoning.push_str(reasoning);
+    /// Apply a delta (streaming) or a whole message.
+    fn apply(&mut self, delta: Delta<'_>, on_event: EventFn<'_>) {
+        if !delta.reasoning.is_empty() {
+            self.reasoning.push_str(&delta.reasoning);
             on_event(StreamEvent::ReasoningDelta {
-                text: reasoning.to_string(),
+                text: delta.reasoning.into_owned(),
             });
         }
-        let content = content_text(delta.get("content"));
-        if !content.is_empty() {
-            self.content.push_str(&content);
-            on_event(StreamEvent::TextDelta { text: content });
+        if !delta.content.is_empty() {
+            self.content.push_str(&delta.content);
+            on_event(StreamEvent::TextDelta {
+                text: delta.content.into_owned(),
+            });
         }
-        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for (pos, fragment) in calls.iter().enumerate() {
-                let index = if whole {
-                    Some(pos as u64)
-                } else {
-                    fragment.get("index").and_then(Value::as_u64)
-                };
-                self.tool_fragment(fragment, index, on_event);
-            }
+        for fragment in delta.calls {
+            self.tool_fragment(fragment, on_event);
         }
     }
 
-    fn tool_fragment(&mut self, f: &Value, index: Option<u64>, on_event: EventFn<'_>) {
-        let id = f
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let function = f.get("function");
-        let name = function
-            .and_then(|x| x.get("name"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let args = match function.and_then(|x| x.get("arguments")) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
-        let pos = self.slot(index, id);
+    fn tool_fragment(&mut self, f: Fragment<'_>, on_event: EventFn<'_>) {
+        let id = f.id.as_deref();
+        let name = f.name.as_deref();
+        let pos = self.slot(f.index, id);
         let call = &mut self.calls[pos];
         let mut new_id = None;
         if let Some(id) = id {
@@ -196,10 +200,14 @@ impl Assembler {
         }
         // Some servers resend the complete arguments at the end: appending them to an
         // already complete JSON value could only corrupt it.
-        let repeat = !args.is_empty()
-            && args == call.arguments
+        let repeat = !f.arguments.is_empty()
+            && f.arguments == call.arguments
             && serde_json::from_str::<Value>(&call.arguments).is_ok();
-        let args = if repeat { String::new() } else { args };
+        let args = if repeat {
+            String::new()
+        } else {
+            f.arguments.into_owned()
+        };
         call.arguments.push_str(&args);
         if new_id.is_some() || new_name.is_some() || !args.is_empty() {
             on_event(StreamEvent::ToolCallDelta {
@@ -316,7 +324,7 @@ pub(crate) fn parse_completion(
             detail: format!("response has no choices[0].message: {}", preview(&text)),
         })?;
     let mut a = Assembler::new();
-    a.apply(message, true, on_event);
+    a.apply(delta_of(message, true), on_event);
     a.finish = pick_choice(&v)
         .and_then(|c| c.get("finish_reason"))
         .and_then(Value::as_str)
@@ -386,15 +394,65 @@ pub(crate) fn parse_usage(usage: Option<&Value>, timings: Option<&Value>) -> Opt
     }
 }
 
+/// A delta (streaming) or a whole message (`whole`: each tool call in the array is
+/// its own call even without index or id) read from a `Value`.
+fn delta_of(delta: &Value, whole: bool) -> Delta<'_> {
+    let reasoning = delta
+        .get("reasoning_content")
+        .or_else(|| delta.get("reasoning"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let calls = delta
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .enumerate()
+                .map(|(pos, f)| {
+                    let function = f.get("function");
+                    Fragment {
+                        index: if whole {
+                            Some(pos as u64)
+                        } else {
+                            f.get("index").and_then(Value::as_u64)
+                        },
+                        id: non_empty(f.get("id")),
+                        name: non_empty(function.and_then(|x| x.get("name"))),
+                        arguments: match function.and_then(|x| x.get("arguments")) {
+                            Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+                            Some(Value::Null) | None => Cow::Borrowed(""),
+                            Some(other) => Cow::Owned(other.to_string()),
+                        },
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Delta {
+        reasoning: Cow::Borrowed(reasoning),
+        content: content_text(delta.get("content")),
+        calls,
+    }
+}
+
+/// A string field that is there and not empty.
+fn non_empty(v: Option<&Value>) -> Option<Cow<'_, str>> {
+    v.and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(Cow::Borrowed)
+}
+
 /// `content` as text: a string, or the `text` of an array of parts.
-fn content_text(content: Option<&Value>) -> String {
+fn content_text(content: Option<&Value>) -> Cow<'_, str> {
     match content {
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
         Some(Value::Array(parts)) => parts
             .iter()
             .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => String::new(),
+            .collect::<String>()
+            .into(),
+        _ => Cow::Borrowed(""),
     }
 }
 

@@ -367,7 +367,7 @@ mod tests {
     fn the_size_hint_covers_the_body_without_overshooting_much() {
         let mut messages = conversation();
         messages.push(Message::user(
-            &"a line of code with \"quotes\"\n".repeat(200),
+            "a line of code with \"quotes\"\n".repeat(200),
         ));
         for r in [
             request(Vec::new()),

@@ -343,6 +343,7 @@ pub fn emit_response_events(response: &ModelResponse, on_event: EventFn<'_>) {
 
 mod assemble;
 mod body;
+mod chunk;
 pub mod openai;
 pub mod preset;
 pub mod record;
