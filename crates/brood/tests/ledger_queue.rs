@@ -3,16 +3,12 @@
 //! invalid one is refused and counted, never written. Numbering stays gap-free
 //! around refused ops and when another writer touched the run.
 
-use brood::ledger::{EventKind, Ledger, LedgerOptions, NewRun, RunStatus, Transition, UsageDelta};
+use brood::ledger::{EventKind, Ledger, NewRun, RunStatus, Transition, UsageDelta};
 use serde_json::json;
 use tempfile::TempDir;
 
-fn open(ws: &TempDir) -> Ledger {
-    match Ledger::open(ws.path(), LedgerOptions::default()) {
-        Ok(l) => l,
-        Err(e) => panic!("opening the ledger: {e}"),
-    }
-}
+mod ledger_common;
+use ledger_common::open;
 
 #[tokio::test]
 async fn a_queued_transition_lands_before_what_is_awaited_after_it() {

@@ -1,0 +1,228 @@
+//! The ledger across sessions and processes: cancel requests reach the live owner,
+//! two live sessions leave each other alone, closing interrupts what is unfinished
+//! (with the same event a transition writes), prune deletes only whole finished
+//! trees, export is versioned.
+
+use std::time::Duration;
+
+use brood::ledger::{
+    CancelOutcome, EventKind, Ledger, LedgerError, NewRun, RunId, RunStatus, EXPORT_SCHEMA,
+};
+use serde_json::json;
+use tempfile::TempDir;
+
+mod ledger_common;
+use ledger_common::{named, open};
+
+#[tokio::test]
+async fn prune_deletes_only_whole_finished_trees_past_the_cutoff() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let done_root = ledger.create_run(named("done")).await.unwrap();
+    let done_child = ledger
+        .create_run(NewRun {
+            parent_id: Some(done_root.clone()),
+            ..named("done-child")
+        })
+        .await
+        .unwrap();
+    let busy_root = ledger.create_run(named("busy")).await.unwrap();
+    let busy_child = ledger
+        .create_run(NewRun {
+            parent_id: Some(busy_root.clone()),
+            ..named("busy-child")
+        })
+        .await
+        .unwrap();
+    for id in [&done_root, &done_child, &busy_root] {
+        ledger.mark_running(id).await.unwrap();
+        ledger.complete(id, json!("ok")).await.unwrap();
+    }
+    ledger.mark_running(&busy_child).await.unwrap();
+
+    // Nothing ended an hour ago.
+    let none = ledger.prune(Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(none.runs, 0);
+
+    let report = ledger.prune(Duration::ZERO).await.unwrap();
+    assert_eq!(report.runs, 2);
+    assert_eq!(report.events, 6); // spawned, started, completed × 2
+    let reader = ledger.reader().unwrap();
+    assert!(matches!(
+        reader.run(&done_root),
+        Err(LedgerError::UnknownRun { .. })
+    ));
+    assert!(reader.events(&done_child).unwrap().is_empty());
+    // The tree with a running child is kept whole, finished root included.
+    assert_eq!(reader.run(&busy_root).unwrap().status, RunStatus::Completed);
+    assert_eq!(reader.run(&busy_child).unwrap().status, RunStatus::Running);
+}
+
+#[tokio::test]
+async fn cancel_requests_reach_the_live_owner_once() {
+    let ws = TempDir::new().unwrap();
+    let owner = open(&ws);
+    let id = owner.create_run(named("r")).await.unwrap();
+    owner.mark_running(&id).await.unwrap();
+    assert!(owner.take_cancel_requests().await.unwrap().is_empty());
+
+    // From outside (as `brood agents cancel` does): the owner is alive, so ask it.
+    let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
+    let outcome = cli.request_cancel(&id).unwrap();
+    assert_eq!(
+        outcome,
+        CancelOutcome::Requested {
+            run_id: id.clone(),
+            boot_id: owner.boot_id().to_string()
+        }
+    );
+    // Nothing was marked: the owner decides.
+    assert_eq!(
+        owner.reader().unwrap().run(&id).unwrap().status,
+        RunStatus::Running
+    );
+    assert_eq!(
+        owner.take_cancel_requests().await.unwrap(),
+        vec![id.clone()]
+    );
+    assert!(owner.take_cancel_requests().await.unwrap().is_empty());
+
+    // A second session does not get the first one's requests.
+    let other = open(&ws);
+    owner.request_cancel(&id).await.unwrap();
+    assert!(other.take_cancel_requests().await.unwrap().is_empty());
+    assert_eq!(
+        owner.take_cancel_requests().await.unwrap(),
+        vec![id.clone()]
+    );
+
+    owner.cancel(&id, "cancel requested").await.unwrap();
+    assert!(matches!(
+        cli.request_cancel(&id),
+        Err(LedgerError::InvalidTransition {
+            from: RunStatus::Cancelled,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn two_live_ledgers_never_interrupt_each_other() {
+    let ws = TempDir::new().unwrap();
+    let first = open(&ws);
+    let id = first.create_run(named("r")).await.unwrap();
+    first.mark_running(&id).await.unwrap();
+
+    let second = open(&ws);
+    assert!(second.recovery().interrupted.is_empty());
+    assert!(second
+        .recovery()
+        .live_boots
+        .contains(&first.boot_id().to_string()));
+    let theirs = second.create_run(named("theirs")).await.unwrap();
+    second.mark_running(&theirs).await.unwrap();
+    let reader = second.reader().unwrap();
+    assert_eq!(reader.run(&id).unwrap().status, RunStatus::Running);
+
+    // The first ledger goes away; its own close marks its run, not the other's.
+    let lock = first.boot_lock_path();
+    assert!(lock.exists());
+    drop(first);
+    assert!(!lock.exists());
+    let r = reader.run(&id).unwrap();
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert_eq!(reader.run(&theirs).unwrap().status, RunStatus::Running);
+    let third = open(&ws);
+    assert!(third.recovery().interrupted.is_empty());
+    assert_eq!(reader.run(&theirs).unwrap().status, RunStatus::Running);
+}
+
+#[tokio::test]
+async fn export_is_versioned_and_carries_events() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let a = ledger.create_run(named("a")).await.unwrap();
+    ledger.mark_running(&a).await.unwrap();
+    ledger.complete(&a, json!({"summary": "s"})).await.unwrap();
+    let b = ledger.create_run(named("b")).await.unwrap();
+    let export = ledger.reader().unwrap().export().unwrap();
+    assert_eq!(export.schema, EXPORT_SCHEMA);
+    let json = serde_json::to_value(&export).unwrap();
+    assert_eq!(json["schema"], "brood.runs.v1");
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["id"], a.as_str());
+    assert_eq!(runs[0]["status"], "completed");
+    assert_eq!(runs[0]["result"], json!({"summary": "s"}));
+    assert_eq!(runs[0]["input_tokens"], 0);
+    let kinds: Vec<&str> = runs[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, vec!["spawned", "started", "completed"]);
+    assert_eq!(runs[1]["id"], b.as_str());
+    assert_eq!(runs[1]["events"].as_array().unwrap().len(), 1);
+    assert!(runs[0].get("from_prior_session").is_none());
+    // It reads back.
+    let back: brood::ledger::Export = serde_json::from_value(json).unwrap();
+    assert_eq!(back, export);
+}
+
+#[tokio::test]
+async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writes() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let pending = ledger.create_run(named("pending")).await.unwrap();
+    let queued = ledger.create_run(named("queued")).await.unwrap();
+    ledger.mark_queued(&queued).await.unwrap();
+    let running = ledger.create_run(named("running")).await.unwrap();
+    ledger.mark_running(&running).await.unwrap();
+    for step in 0..3 {
+        ledger
+            .append_event(&running, EventKind::ModelRequest, json!({ "step": step }))
+            .unwrap();
+    }
+    let done = ledger.create_run(named("done")).await.unwrap();
+    ledger.mark_running(&done).await.unwrap();
+    ledger.complete(&done, json!({"ok": true})).await.unwrap();
+    ledger.flush().await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let before: Vec<(RunId, Vec<u64>, Option<chrono::DateTime<chrono::Utc>>)> =
+        [&pending, &queued, &running, &done]
+            .into_iter()
+            .map(|id| {
+                let events = reader.events(id).unwrap();
+                let seqs = events.iter().map(|e| e.seq).collect();
+                (id.clone(), seqs, reader.run(id).unwrap().started_at)
+            })
+            .collect();
+    ledger.close().await.unwrap();
+
+    for ((id, seqs_before, started), from) in before.iter().zip(["pending", "queued", "running"]) {
+        let run = reader.run(id).unwrap();
+        assert_eq!(run.status, RunStatus::Interrupted, "{from}");
+        assert_eq!(
+            run.status_reason.as_deref(),
+            Some("session ended before the run finished")
+        );
+        assert!(run.ended_at.is_some());
+        assert_eq!(&run.started_at, started, "started_at is kept");
+        let events = reader.events(id).unwrap();
+        // Exactly one new event, numbered right after the run's last one.
+        assert_eq!(events.len(), seqs_before.len() + 1, "{from}");
+        let last = events.last().unwrap();
+        assert_eq!(last.seq, *seqs_before.last().unwrap() + 1);
+        assert_eq!(last.kind, EventKind::Interrupted);
+        assert_eq!(
+            last.payload,
+            json!({"from": from, "reason": "session ended before the run finished"})
+        );
+        assert_eq!(last.at, run.ended_at.unwrap());
+    }
+    // The finished run is untouched.
+    let (done_id, done_seqs, _) = &before[3];
+    assert_eq!(reader.run(done_id).unwrap().status, RunStatus::Completed);
+    assert_eq!(reader.events(done_id).unwrap().len(), done_seqs.len());
+}
