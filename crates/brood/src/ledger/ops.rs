@@ -141,7 +141,7 @@ pub(crate) fn insert_run(
         }
     }
     let payload = Value::Object(payload);
-    insert_event_at(conn, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
+    insert_event_value(conn, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
     Ok(RunFacts {
         status: RunStatus::Pending,
         next_event: 1,
@@ -206,33 +206,22 @@ pub(crate) fn transition(
             to,
         });
     }
-    let (reason, result, error, payload) = match change {
-        Transition::Queued | Transition::Running => (None, None, None, json!({"from": from})),
-        Transition::Completed { result } => (
-            None,
-            Some(result.clone()),
-            None,
-            json!({"from": from, "result": result}),
-        ),
-        Transition::Failed { error, result } => (
-            Some(error.clone()),
-            result.clone(),
-            Some(error.clone()),
-            json!({"from": from, "error": error, "result": result}),
-        ),
-        Transition::Cancelled { reason } | Transition::Interrupted { reason } => (
-            Some(reason.clone()),
-            None,
-            None,
-            json!({"from": from, "reason": reason}),
-        ),
+    let (reason, result, error) = match change {
+        Transition::Queued | Transition::Running => (None, None, None),
+        Transition::Completed { result } => (None, Some(result), None),
+        Transition::Failed { error, result } => (Some(error), result.as_ref(), Some(error)),
+        Transition::Cancelled { reason } | Transition::Interrupted { reason } => {
+            (Some(reason), None, None)
+        }
     };
-    let result_text = match &result {
+    // The result is encoded once, for its row and inside the event.
+    let result_text = match result {
         Some(v) => Some(
             serde_json::to_string(v).map_err(|e| LedgerError::json("encoding a run result", e))?,
         ),
         None => None,
     };
+    let payload = transition_payload(from, change, result_text.as_deref())?;
     let started = (to == RunStatus::Running).then_some(at);
     let ended = to.is_terminal().then_some(at);
     conn.prepare_cached(
@@ -243,7 +232,7 @@ pub(crate) fn transition(
     )
     .and_then(|mut st| st.execute(params![run, to.as_str(), reason, started, ended, error]))
     .ctx("updating a run's status")?;
-    if let Some(text) = result_text {
+    if let Some(text) = &result_text {
         conn.prepare_cached(
             "INSERT INTO run_results (run_id, result) VALUES (?1, ?2)
              ON CONFLICT (run_id) DO UPDATE SET result = excluded.result",
@@ -264,6 +253,43 @@ pub(crate) fn transition(
     Ok(facts)
 }
 
+/// A transition's event payload, as JSON text: `{"from"}`, plus `"result"` for
+/// `completed`, `"error"` and `"result"` (or `null`) for `failed`, `"reason"` for
+/// `cancelled`/`interrupted` — the result spliced in from its encoded text instead of
+/// copied into a `Value` and encoded a second time.
+fn transition_payload(
+    from: RunStatus,
+    change: &Transition,
+    result_text: Option<&str>,
+) -> Result<String, LedgerError> {
+    let text = |s: &str| {
+        serde_json::to_string(s).map_err(|e| LedgerError::json("encoding an event payload", e))
+    };
+    let mut p = String::with_capacity(48 + result_text.map_or(0, str::len));
+    p.push_str("{\"from\":\"");
+    p.push_str(from.as_str());
+    p.push('"');
+    match change {
+        Transition::Queued | Transition::Running => {}
+        Transition::Completed { .. } => {
+            p.push_str(",\"result\":");
+            p.push_str(result_text.unwrap_or("null"));
+        }
+        Transition::Failed { error, .. } => {
+            p.push_str(",\"error\":");
+            p.push_str(&text(error)?);
+            p.push_str(",\"result\":");
+            p.push_str(result_text.unwrap_or("null"));
+        }
+        Transition::Cancelled { reason } | Transition::Interrupted { reason } => {
+            p.push_str(",\"reason\":");
+            p.push_str(&text(reason)?);
+        }
+    }
+    p.push('}');
+    Ok(p)
+}
+
 /// Append a progress event (lifecycle kinds are refused: they come with transitions).
 pub(crate) fn append_event(
     conn: &Connection,
@@ -279,7 +305,7 @@ pub(crate) fn append_event(
         });
     }
     let mut facts = facts_of(conn, run, known)?;
-    insert_event_at(conn, run, facts.next_event, kind, payload, at)?;
+    insert_event_value(conn, run, facts.next_event, kind, payload, at)?;
     facts.next_event += 1;
     Ok(facts)
 }
@@ -316,7 +342,7 @@ pub(crate) fn add_usage(
     let payload =
         serde_json::to_value(delta).map_err(|e| LedgerError::json("encoding usage", e))?;
     let mut facts = facts_of(conn, run, known)?;
-    insert_event_at(conn, run, facts.next_event, EventKind::Usage, &payload, at)?;
+    insert_event_value(conn, run, facts.next_event, EventKind::Usage, &payload, at)?;
     facts.next_event += 1;
     Ok(facts)
 }
@@ -438,8 +464,8 @@ fn next_seq(conn: &Connection, table: &'static str, run: &str) -> Result<u64, Le
         .ctx("numbering a run's rows")
 }
 
-/// Insert one event row at `seq`.
-fn insert_event_at(
+/// Insert one event row at `seq` with a payload value.
+fn insert_event_value(
     conn: &Connection,
     run: &str,
     seq: u64,
@@ -447,12 +473,76 @@ fn insert_event_at(
     payload: &Value,
     at: i64,
 ) -> Result<(), LedgerError> {
-    let payload_text = serde_json::to_string(payload)
+    let text = serde_json::to_string(payload)
         .map_err(|e| LedgerError::json("encoding an event payload", e))?;
+    insert_event_at(conn, run, seq, kind, &text, at)
+}
+
+/// Insert one event row at `seq` with its payload's JSON text.
+fn insert_event_at(
+    conn: &Connection,
+    run: &str,
+    seq: u64,
+    kind: EventKind,
+    payload_text: &str,
+    at: i64,
+) -> Result<(), LedgerError> {
     conn.prepare_cached(
         "INSERT INTO events (run_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
     )
     .and_then(|mut st| st.execute(params![run, seq, at, kind.as_str(), payload_text]))
     .ctx("appending an event")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_payloads_read_as_the_objects_they_stand_for() {
+        let result = json!({"final_text": "a \"quoted\"\nline ✓", "n": [1, 2]});
+        let cases = [
+            (Transition::Running, json!({"from": "pending"})),
+            (
+                Transition::Completed {
+                    result: result.clone(),
+                },
+                json!({"from": "pending", "result": result}),
+            ),
+            (
+                Transition::Failed {
+                    error: "boom \"x\"".into(),
+                    result: Some(result.clone()),
+                },
+                json!({"from": "pending", "error": "boom \"x\"", "result": result}),
+            ),
+            (
+                Transition::Failed {
+                    error: "boom".into(),
+                    result: None,
+                },
+                json!({"from": "pending", "error": "boom", "result": null}),
+            ),
+            (
+                Transition::Cancelled {
+                    reason: "by \\ user".into(),
+                },
+                json!({"from": "pending", "reason": "by \\ user"}),
+            ),
+        ];
+        for (change, want) in cases {
+            let text = match &change {
+                Transition::Completed { result } => Some(result.to_string()),
+                Transition::Failed {
+                    result: Some(r), ..
+                } => Some(r.to_string()),
+                _ => None,
+            };
+            let got = transition_payload(RunStatus::Pending, &change, text.as_deref()).unwrap();
+            // Same object, and the same text the value would encode to (key order kept).
+            assert_eq!(serde_json::from_str::<Value>(&got).unwrap(), want);
+            assert_eq!(got, want.to_string());
+        }
+    }
 }
