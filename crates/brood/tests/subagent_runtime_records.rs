@@ -350,6 +350,50 @@ async fn the_ledger_keeps_every_lifecycle_and_transcript_and_handle_read_slices_
 }
 
 #[tokio::test]
+async fn handle_read_reads_only_the_callers_own_sub_agents() {
+    let ws = workspace("");
+    let refused = "is not the handle, id or name of one of your sub-agents";
+    let model = ScriptedModel::new()
+        .on(
+            "parent:",
+            vec![
+                ScriptStep::tool_call("task", json!({"prompts": ["peek one", "peek two"]})),
+                // Another session's run, or a made-up id: not this run's to read.
+                ScriptStep::tool_call(
+                    "handle_read",
+                    json!({"handle": "transcript:0123456789abcdef"}),
+                ),
+                ScriptStep::text("parent fine"),
+            ],
+        )
+        .on("peek one", vec![ScriptStep::text(report("one"))])
+        .on(
+            "peek two",
+            vec![
+                // Its sibling, by the name `task` gave it.
+                ScriptStep::tool_call("handle_read", json!({"handle": "general"})),
+                ScriptStep::text(report("two")),
+            ],
+        );
+    let probe = Probe::new(model);
+    let session = session_with(ws.path(), probe.arc(), None).await;
+    let out = session
+        .run("parent: peek", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.final_text, "parent fine");
+    let two = probe.requests_for("peek two");
+    let sibling = tool_results(&two[1]).last().copied().unwrap_or_default();
+    assert!(sibling.contains(refused), "{sibling}");
+    let parent = probe.requests_for("parent:");
+    let task = last_tool_json(&parent[1]);
+    assert_eq!(task["results"][0]["name"], "general", "{task}");
+    let other = tool_results(&parent[2]).last().copied().unwrap_or_default();
+    assert!(other.contains(refused), "{other}");
+    session.close().await;
+}
+
+#[tokio::test]
 async fn many_children_remembering_at_once_each_note_lands_once() {
     let ws = workspace("[memory]\nenabled = true\n");
     let n = 12;

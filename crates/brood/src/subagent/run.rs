@@ -506,6 +506,12 @@ impl Supervisor {
         self.inner.board.lookup(key)
     }
 
+    /// Find a run below `ancestor` (its children, their children, …) by id, unique id
+    /// prefix, or name.
+    pub fn lookup_descendant(&self, ancestor: &str, key: &str) -> Option<String> {
+        self.inner.board.lookup_descendant(ancestor, key)
+    }
+
     /// Cancel every run of the session and wait until their records are final.
     pub async fn shutdown(&self) {
         for run in self.snapshot() {

@@ -323,24 +323,14 @@ impl Board {
     /// Find a child of `parent` by id, live name (else any name), or unique id prefix.
     pub fn lookup_child(&self, parent: &str, key: &str) -> Option<String> {
         let reg = self.lock();
-        let children: Vec<&Entry> = reg
-            .runs
-            .values()
-            .filter(|e| e.parent_id.as_deref() == Some(parent))
-            .collect();
-        if let Some(e) = children.iter().find(|e| e.id == key) {
-            return Some(e.id.clone());
-        }
-        let by_name: Vec<&&Entry> = children.iter().filter(|e| e.name == key).collect();
-        if let Some(e) = by_name
-            .iter()
-            .find(|e| !e.status.is_terminal())
-            .or(by_name.first())
-        {
-            return Some(e.id.clone());
-        }
-        let by_prefix: Vec<&&Entry> = children.iter().filter(|e| e.id.starts_with(key)).collect();
-        (by_prefix.len() == 1).then(|| by_prefix[0].id.clone())
+        lookup_where(&reg, key, |e| e.parent_id.as_deref() == Some(parent))
+    }
+
+    /// Find a run below `ancestor` (a child, a grandchild, …) by id, live name (else
+    /// any name), or unique id prefix.
+    pub fn lookup_descendant(&self, ancestor: &str, key: &str) -> Option<String> {
+        let reg = self.lock();
+        lookup_where(&reg, key, |e| descends_from(&reg, e, ancestor))
     }
 
     pub fn snapshot(&self) -> Vec<RunSnapshot> {
@@ -399,6 +389,37 @@ impl Board {
         }
         stale.into_iter().map(|(id, _)| id).collect()
     }
+}
+
+/// A run among those `keep` accepts, by id, live name (else any name), or unique id
+/// prefix.
+fn lookup_where(reg: &Registry, key: &str, keep: impl Fn(&Entry) -> bool) -> Option<String> {
+    let runs: Vec<&Entry> = reg.runs.values().filter(|e| keep(e)).collect();
+    if let Some(e) = runs.iter().find(|e| e.id == key) {
+        return Some(e.id.clone());
+    }
+    let by_name: Vec<&&Entry> = runs.iter().filter(|e| e.name == key).collect();
+    if let Some(e) = by_name
+        .iter()
+        .find(|e| !e.status.is_terminal())
+        .or(by_name.first())
+    {
+        return Some(e.id.clone());
+    }
+    let by_prefix: Vec<&&Entry> = runs.iter().filter(|e| e.id.starts_with(key)).collect();
+    (by_prefix.len() == 1).then(|| by_prefix[0].id.clone())
+}
+
+/// Whether `e` sits below `ancestor` in the tree.
+fn descends_from(reg: &Registry, e: &Entry, ancestor: &str) -> bool {
+    let mut parent = e.parent_id.as_deref();
+    while let Some(p) = parent {
+        if p == ancestor {
+            return true;
+        }
+        parent = reg.runs.get(p).and_then(|x| x.parent_id.as_deref());
+    }
+    false
 }
 
 /// A window in words: whole seconds, or milliseconds below a second.

@@ -519,8 +519,8 @@ impl Tool for ReadTool {
         "handle_read"
     }
     fn description(&self) -> &str {
-        "Read a slice of a sub-agent's transcript by its handle, for detail its capped \
-result left out."
+        "Read a slice of the transcript of one of your sub-agents (or of theirs) by its \
+handle, for detail its capped result left out."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<ReadArgs>()
@@ -532,7 +532,19 @@ result left out."
         let a: ReadArgs = parse_args("handle_read", args)?;
         let b = &self.0;
         let key = a.handle.strip_prefix("transcript:").unwrap_or(&a.handle);
-        let id = b.sup.lookup(key).unwrap_or_else(|| key.to_string());
+        // Only the transcripts of the caller's own sub-agents (and theirs): a sibling's
+        // or another session's conversation is not this run's to read.
+        let Some(id) = b.sup.lookup_descendant(&b.ctx.run_id, key) else {
+            return Err(ToolError::InvalidArguments {
+                tool: "handle_read".into(),
+                detail: format!(
+                    "'{}' is not the handle, id or name of one of your sub-agents (or of \
+                     theirs); agent_list shows them and each result carries its \
+                     transcript_handle",
+                    a.handle
+                ),
+            });
+        };
         let limit = a.limit.unwrap_or(20).clamp(1, 200);
         let slice = b
             .sup
