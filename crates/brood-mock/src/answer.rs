@@ -217,15 +217,7 @@ impl Answer {
     /// pieces, content pieces, tool-call fragments, the finish chunk and, with
     /// [`UsagePlacement::FinalChunk`], a usage chunk.
     pub fn stream_chunks(&self, model: &str) -> Vec<Value> {
-        let chunk = |delta: Value, finish: Value| {
-            json!({
-                "id": "chatcmpl-mock",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            })
-        };
+        let chunk = |delta: Value, finish: Value| chunk_value(model, delta, finish);
         let mut out = vec![chunk(
             json!({"role": "assistant", "content": ""}),
             Value::Null,
@@ -271,15 +263,7 @@ impl Answer {
     /// The finish chunk and, with [`UsagePlacement::FinalChunk`] and usage, the
     /// usage chunk — the end of [`Answer::stream_chunks`].
     pub(crate) fn stream_chunks_tail(&self, model: &str) -> Vec<Value> {
-        let chunk = |delta: Value, finish: Value| {
-            json!({
-                "id": "chatcmpl-mock",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            })
-        };
+        let chunk = |delta: Value, finish: Value| chunk_value(model, delta, finish);
         let mut out = Vec::with_capacity(2);
         let mut finish = chunk(json!({}), json!(self.reason()));
         if let Some(t) = &self.timings {
@@ -305,6 +289,17 @@ impl Answer {
         }
         out
     }
+}
+
+/// One streamed chunk carrying `delta` (and `finish` as its finish reason).
+fn chunk_value(model: &str, delta: Value, finish: Value) -> Value {
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
 }
 
 /// Split `s` into pieces of `n` characters (0: one piece; empty string: none).
