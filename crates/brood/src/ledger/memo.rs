@@ -2,12 +2,13 @@
 //! next event and transcript numbers, plus its root and depth for its children. With
 //! them the hot operations (an event, a message, a transition, a child's creation)
 //! skip the lookups they would otherwise make before every write — about half the
-//! statements a child costs. The memo only ever holds what this writer committed or
-//! is committing; it is forgotten whenever that could stop being true (a batch that
-//! failed to commit, a maintenance operation), and then the ops read the database as
-//! before. A run leaves the memo when it ends.
+//! statements a child costs. The memo only ever holds what this writer wrote, or read,
+//! inside its own transactions; it is forgotten whenever that could stop being true (a
+//! batch that failed to commit, a maintenance operation), and then the ops read the
+//! database as before. A run leaves the memo when it ends.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::types::RunStatus;
 
@@ -19,7 +20,8 @@ pub(crate) struct RunFacts {
     pub next_event: u64,
     /// The seq the run's next transcript message gets.
     pub next_message: u64,
-    pub root_id: String,
+    /// Shared: the facts are copied for every op, the root id never changes.
+    pub root_id: Arc<str>,
     pub depth: u32,
 }
 

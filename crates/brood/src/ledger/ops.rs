@@ -7,6 +7,8 @@
 //! an op can skip its lookups; `None` reads them from the database. Each op returns
 //! the run's facts after it, for the memo.
 
+use std::sync::Arc;
+
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
@@ -69,7 +71,7 @@ pub(crate) fn insert_run(
     parent_facts: Option<&RunFacts>,
 ) -> Result<RunFacts, LedgerError> {
     let (root_id, depth) = match (&run.parent_id, parent_facts) {
-        (None, _) => (id.as_str().to_string(), 0u32),
+        (None, _) => (Arc::from(id.as_str()), 0u32),
         (Some(_), Some(p)) => (p.root_id.clone(), p.depth + 1),
         (Some(parent), None) => {
             let row: Option<(String, u32)> = conn
@@ -82,7 +84,7 @@ pub(crate) fn insert_run(
             let (root, depth) = row.ok_or_else(|| LedgerError::UnknownRun {
                 id: parent.to_string(),
             })?;
-            (root, depth + 1)
+            (Arc::from(root), depth + 1)
         }
     };
     let workspace = run.workspace.as_deref().unwrap_or(author.workspace);
@@ -95,7 +97,7 @@ pub(crate) fn insert_run(
         st.execute(params![
             id.as_str(),
             run.parent_id.as_ref().map(RunId::as_str),
-            root_id.as_str(),
+            &*root_id,
             depth,
             author.session_id,
             author.boot_id,
@@ -169,9 +171,9 @@ pub(crate) fn read_facts(conn: &Connection, run: &str) -> Result<RunFacts, Ledge
     })?;
     Ok(RunFacts {
         status,
-        next_event: next_seq(conn, "events", run)?,
-        next_message: next_seq(conn, "transcripts", run)?,
-        root_id,
+        next_event: next_seq(conn, Numbered::Events, run)?,
+        next_message: next_seq(conn, Numbered::Transcripts, run)?,
+        root_id: Arc::from(root_id),
         depth,
     })
 }
@@ -453,11 +455,20 @@ pub(crate) fn interrupt_boot(
         .collect())
 }
 
-/// The seq the next row of `run` in `table` (events or transcripts) gets.
-fn next_seq(conn: &Connection, table: &'static str, run: &str) -> Result<u64, LedgerError> {
+/// The tables whose rows are numbered per run.
+#[derive(Clone, Copy)]
+enum Numbered {
+    Events,
+    Transcripts,
+}
+
+/// The seq the next row of `run` in `table` gets.
+fn next_seq(conn: &Connection, table: Numbered, run: &str) -> Result<u64, LedgerError> {
     let sql = match table {
-        "events" => "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1",
-        _ => "SELECT COALESCE(MAX(seq) + 1, 0) FROM transcripts WHERE run_id = ?1",
+        Numbered::Events => "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1",
+        Numbered::Transcripts => {
+            "SELECT COALESCE(MAX(seq) + 1, 0) FROM transcripts WHERE run_id = ?1"
+        }
     };
     conn.prepare_cached(sql)
         .and_then(|mut st| st.query_row([run], |r| r.get(0)))
