@@ -305,19 +305,7 @@ impl Board {
     /// Find a run by id, unique id prefix, or live name.
     pub fn lookup(&self, key: &str) -> Option<String> {
         let reg = self.lock();
-        if reg.runs.contains_key(key) {
-            return Some(key.to_string());
-        }
-        let by_name: Vec<&Entry> = reg.runs.values().filter(|e| e.name == key).collect();
-        if let Some(e) = by_name
-            .iter()
-            .find(|e| !e.status.is_terminal())
-            .or(by_name.first())
-        {
-            return Some(e.id.clone());
-        }
-        let by_prefix: Vec<&String> = reg.runs.keys().filter(|k| k.starts_with(key)).collect();
-        (by_prefix.len() == 1).then(|| by_prefix[0].clone())
+        lookup_where(&reg, key, |_| true)
     }
 
     /// Find a child of `parent` by id, live name (else any name), or unique id prefix.
@@ -394,10 +382,10 @@ impl Board {
 /// A run among those `keep` accepts, by id, live name (else any name), or unique id
 /// prefix.
 fn lookup_where(reg: &Registry, key: &str, keep: impl Fn(&Entry) -> bool) -> Option<String> {
-    let runs: Vec<&Entry> = reg.runs.values().filter(|e| keep(e)).collect();
-    if let Some(e) = runs.iter().find(|e| e.id == key) {
+    if let Some(e) = reg.runs.get(key).filter(|e| keep(e)) {
         return Some(e.id.clone());
     }
+    let runs: Vec<&Entry> = reg.runs.values().filter(|e| keep(e)).collect();
     let by_name: Vec<&&Entry> = runs.iter().filter(|e| e.name == key).collect();
     if let Some(e) = by_name
         .iter()
