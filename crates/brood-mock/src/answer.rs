@@ -165,7 +165,7 @@ impl Answer {
         crate::MockReply::Stall { chunks }
     }
 
-    fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match &self.finish_reason {
             Some(r) => r.clone(),
             None if self.tool_calls.is_empty() => "stop".into(),
@@ -215,101 +215,14 @@ impl Answer {
 
     /// The streaming chunks (without the final `[DONE]`): a role chunk, reasoning
     /// pieces, content pieces, tool-call fragments, the finish chunk and, with
-    /// [`UsagePlacement::FinalChunk`], a usage chunk.
+    /// [`UsagePlacement::FinalChunk`], a usage chunk — the events the server sends
+    /// (`render.rs`), read back as values.
     pub fn stream_chunks(&self, model: &str) -> Vec<Value> {
-        let chunk = |delta: Value, finish: Value| chunk_value(model, delta, finish);
-        let mut out = vec![chunk(
-            json!({"role": "assistant", "content": ""}),
-            Value::Null,
-        )];
-        if let Some(r) = &self.reasoning {
-            for piece in split(r, self.fragment_chars) {
-                out.push(chunk(json!({"reasoning_content": piece}), Value::Null));
-            }
-        }
-        for piece in split(&self.content, self.fragment_chars) {
-            out.push(chunk(json!({"content": piece}), Value::Null));
-        }
-        for (i, call) in self.tool_calls.iter().enumerate() {
-            let mut first = true;
-            let mut pieces = split(&call.arguments, self.fragment_chars);
-            pieces.insert(0, String::new());
-            for piece in pieces {
-                let mut frag = Map::new();
-                if !self.omit_index {
-                    frag.insert("index".into(), json!(i));
-                }
-                let mut function = Map::new();
-                if first || self.repeat_id_and_name {
-                    frag.insert("id".into(), json!(call.id));
-                    frag.insert("type".into(), json!("function"));
-                    function.insert("name".into(), json!(call.name));
-                }
-                function.insert("arguments".into(), json!(piece));
-                frag.insert("function".into(), Value::Object(function));
-                out.push(chunk(
-                    json!({"tool_calls": [Value::Object(frag)]}),
-                    Value::Null,
-                ));
-                first = false;
-            }
-        }
-        out.extend(self.stream_chunks_tail(model));
-        out
+        let body = crate::render::sse_body(self, model);
+        String::from_utf8_lossy(&body)
+            .split("\n\n")
+            .filter_map(|event| event.strip_prefix("data: "))
+            .filter_map(|json| serde_json::from_str(json).ok())
+            .collect()
     }
-}
-
-impl Answer {
-    /// The finish chunk and, with [`UsagePlacement::FinalChunk`] and usage, the
-    /// usage chunk — the end of [`Answer::stream_chunks`].
-    pub(crate) fn stream_chunks_tail(&self, model: &str) -> Vec<Value> {
-        let chunk = |delta: Value, finish: Value| chunk_value(model, delta, finish);
-        let mut out = Vec::with_capacity(2);
-        let mut finish = chunk(json!({}), json!(self.reason()));
-        if let Some(t) = &self.timings {
-            finish["timings"] = t.clone();
-        }
-        match (&self.usage, self.usage_placement) {
-            (Some(u), UsagePlacement::FinishChunk) => {
-                finish["usage"] = u.clone();
-                out.push(finish);
-            }
-            (Some(u), UsagePlacement::FinalChunk) => {
-                out.push(finish);
-                out.push(json!({
-                    "id": "chatcmpl-mock",
-                    "object": "chat.completion.chunk",
-                    "created": 0,
-                    "model": model,
-                    "choices": [],
-                    "usage": u,
-                }));
-            }
-            (None, _) => out.push(finish),
-        }
-        out
-    }
-}
-
-/// One streamed chunk carrying `delta` (and `finish` as its finish reason).
-fn chunk_value(model: &str, delta: Value, finish: Value) -> Value {
-    json!({
-        "id": "chatcmpl-mock",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    })
-}
-
-/// Split `s` into pieces of `n` characters (0: one piece; empty string: none).
-fn split(s: &str, n: usize) -> Vec<String> {
-    if s.is_empty() {
-        return Vec::new();
-    }
-    if n == 0 {
-        return vec![s.to_string()];
-    }
-    let chars: Vec<char> = s.chars().collect();
-    chars.chunks(n).map(|c| c.iter().collect()).collect()
 }

@@ -1,10 +1,13 @@
-//! An answer's SSE body rendered straight to bytes: the same events as
-//! [`Answer::stream_chunks`] (byte for byte, tested), written from typed structs into
-//! one buffer instead of building a `serde_json::Value` per chunk and printing it.
-//! Every streamed answer of a benchmark goes through here, and the mock shares the
-//! machine with what it measures, so its cost is kept small.
+//! An answer's SSE body, rendered straight to bytes: the chunks are written from typed
+//! structs into one buffer instead of building a `serde_json::Value` per chunk and
+//! printing it (only the last one or two, which carry usage and timings, are values).
+//! Every streamed answer goes through here ([`Answer::stream_chunks`] reads these
+//! events back), and the mock shares the machine with what it benchmarks, so its cost
+//! is kept small.
 
-use crate::answer::Answer;
+use serde_json::{json, Value};
+
+use crate::answer::{Answer, UsagePlacement};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -102,11 +105,39 @@ pub(crate) fn sse_body(answer: &Answer, model: &str) -> Vec<u8> {
         }
     }
     // The last one or two chunks carry the rare parts (usage, timings): as values.
-    let chunks = answer.stream_chunks_tail(model);
-    for c in chunks {
+    for c in tail(answer, model) {
         out.extend_from_slice(format!("data: {c}\n\n").as_bytes());
     }
     out
+}
+
+/// The finish chunk and, with [`UsagePlacement::FinalChunk`] and usage, a usage chunk.
+fn tail(answer: &Answer, model: &str) -> Vec<Value> {
+    let chunk = |choices: Value| {
+        json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": choices,
+        })
+    };
+    let mut finish = chunk(json!([{"index": 0, "delta": {}, "finish_reason": answer.reason()}]));
+    if let Some(t) = &answer.timings {
+        finish["timings"] = t.clone();
+    }
+    match (&answer.usage, answer.usage_placement) {
+        (Some(u), UsagePlacement::FinishChunk) => {
+            finish["usage"] = u.clone();
+            vec![finish]
+        }
+        (Some(u), UsagePlacement::FinalChunk) => {
+            let mut last = chunk(json!([]));
+            last["usage"] = u.clone();
+            vec![finish, last]
+        }
+        (None, _) => vec![finish],
+    }
 }
 
 /// `s` in pieces of `n` characters (0: one piece; empty: none), as slices.
@@ -157,44 +188,94 @@ mod erased {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn by_values(a: &Answer, model: &str) -> Vec<u8> {
-        let mut out = Vec::new();
-        for c in a.stream_chunks(model) {
-            out.extend_from_slice(format!("data: {c}\n\n").as_bytes());
-        }
-        out
+    fn deltas(chunks: &[Value]) -> Vec<&Value> {
+        chunks
+            .iter()
+            .filter_map(|c| c["choices"].get(0))
+            .map(|c| &c["delta"])
+            .collect()
     }
 
     #[test]
-    fn renders_the_same_bytes_as_the_chunk_values() {
-        let answers = [
-            Answer::text("hello there, a \"quoted\" line\nand é accents ✓ over pieces"),
-            Answer::text(""),
-            Answer::text("whole").fragment(0),
-            Answer::text("x")
-                .reasoning("thinking about it")
-                .usage(json!({"prompt_tokens": 3, "completion_tokens": 1})),
-            Answer::new()
-                .tool_call("task", json!({"prompts": ["a", "b"]}))
-                .usage(json!({"prompt_tokens": 3}))
-                .usage_on_finish_chunk()
-                .timings(json!({"prompt_n": 3})),
-            Answer::new()
-                .tool_call("grep", json!({"pattern": "x"}))
-                .llama_style(),
-            Answer::new()
-                .tool_call("grep", json!({"pattern": "x"}))
-                .without_index(),
-        ];
-        for a in &answers {
-            let fast = sse_body(a, "m-1");
-            assert_eq!(
-                String::from_utf8_lossy(&fast),
-                String::from_utf8_lossy(&by_values(a, "m-1")),
-                "{a:?}"
-            );
-        }
+    fn text_and_reasoning_stream_in_pieces_after_a_role_chunk() {
+        let text = "hello there, a \"quoted\" line\nand é accents ✓";
+        let chunks = Answer::text(text)
+            .reasoning("thinking")
+            .stream_chunks("m-1");
+        assert!(chunks
+            .iter()
+            .all(|c| c["model"] == "m-1" && c["object"] == "chat.completion.chunk"));
+        let d = deltas(&chunks);
+        assert_eq!(*d[0], json!({"role": "assistant", "content": ""}));
+        let reasoning: String = d
+            .iter()
+            .filter_map(|d| d["reasoning_content"].as_str())
+            .collect();
+        assert_eq!(reasoning, "thinking");
+        let pieces: Vec<&str> = d[1..]
+            .iter()
+            .filter_map(|d| d["content"].as_str())
+            .collect();
+        assert_eq!(pieces.concat(), text);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 8), "{pieces:?}");
+        assert_eq!(
+            chunks.last().unwrap()["choices"][0]["finish_reason"],
+            "stop"
+        );
+        let whole = Answer::text("whole text").fragment(0).stream_chunks("m");
+        assert_eq!(deltas(&whole)[1]["content"], "whole text");
+    }
+
+    #[test]
+    fn tool_fragments_follow_each_dialect() {
+        let call = |a: Answer| a.tool_call("grep", json!({"pattern": "a long pattern"}));
+        let frags = |a: Answer| -> Vec<Value> {
+            deltas(&a.stream_chunks("m"))
+                .into_iter()
+                .filter_map(|d| d["tool_calls"].get(0).cloned())
+                .collect()
+        };
+        let plain = frags(call(Answer::new()));
+        assert_eq!(plain[0]["id"], "call_0");
+        assert_eq!(plain[0]["function"]["name"], "grep");
+        assert!(plain[1..]
+            .iter()
+            .all(|f| f.get("id").is_none() && f["function"].get("name").is_none()));
+        assert!(plain.iter().all(|f| f["index"] == 0));
+        let args: String = plain
+            .iter()
+            .filter_map(|f| f["function"]["arguments"].as_str())
+            .collect();
+        assert_eq!(args, json!({"pattern": "a long pattern"}).to_string());
+        let llama = frags(call(Answer::new()).llama_style());
+        assert!(llama
+            .iter()
+            .all(|f| f["id"] == "call_0" && f["function"]["name"] == "grep"));
+        let bare = frags(call(Answer::new()).without_index());
+        assert!(bare.iter().all(|f| f.get("index").is_none()));
+        let last = call(Answer::new()).stream_chunks("m");
+        assert_eq!(
+            last.last().unwrap()["choices"][0]["finish_reason"],
+            "tool_calls"
+        );
+    }
+
+    #[test]
+    fn usage_and_timings_go_where_the_answer_says() {
+        let usage = json!({"prompt_tokens": 3});
+        let final_chunk = Answer::text("x").usage(usage.clone()).stream_chunks("m");
+        let last = final_chunk.last().unwrap();
+        assert_eq!(last["choices"], json!([]));
+        assert_eq!(last["usage"], usage);
+        let on_finish = Answer::text("x")
+            .usage(usage.clone())
+            .usage_on_finish_chunk()
+            .timings(json!({"prompt_n": 3}))
+            .stream_chunks("m");
+        let last = on_finish.last().unwrap();
+        assert_eq!(last["choices"][0]["finish_reason"], "stop");
+        assert_eq!(last["usage"], usage);
+        assert_eq!(last["timings"]["prompt_n"], 3);
     }
 }
