@@ -6,7 +6,9 @@
 use super::result::ChildResult;
 use super::supervisor::LiveStatus;
 use crate::agent::AgentEvent;
-use crate::ledger::{EventKind, Ledger, ListFilter, NewRun, RunId, Transition, UsageDelta};
+use crate::ledger::{
+    EventKind, Ledger, LedgerError, ListFilter, NewRun, RunId, Transition, UsageDelta,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,8 +72,8 @@ impl Recorder {
             LiveStatus::Running => Transition::Running,
             _ => return,
         };
-        if self.ledger.transition(&run, change).await.is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.ledger.transition(&run, change).await {
+            self.count(&e);
         }
     }
 
@@ -97,31 +99,41 @@ impl Recorder {
         let durable = self
             .ledger
             .transition(&RunId::from_string(&r.agent_id), terminal(r));
-        if durable.await.is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = durable.await {
+            self.count(&e);
         }
     }
 
     /// The terminal record, queued now (ordered before everything recorded after it)
-    /// and committed at once, without waiting for the commit: what a parent does
-    /// next with the result is recorded after it, and a crash before the commit
-    /// leaves the run interrupted, never a later record without it. A refused
-    /// write is counted.
+    /// and committed with the next group commit (within the writer's linger, ~1 ms),
+    /// without waiting for it: what a parent does next with the result is recorded
+    /// after it, and a crash before the commit leaves the run interrupted, never a
+    /// later record without it. It does not make the writer commit at once, so the
+    /// ends of a fan-out's children share commits instead of forcing one each. A
+    /// failed write is counted (see [`Recorder::write_failures`]).
     pub fn finish_queued(&self, r: &ChildResult) {
-        let durable = self
+        if self
             .ledger
-            .transition(&RunId::from_string(&r.agent_id), terminal(r));
-        let dropped = self.dropped.clone();
-        tokio::spawn(async move {
-            if durable.await.is_err() {
-                dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        });
+            .queue_transition(&RunId::from_string(&r.agent_id), terminal(r))
+            .is_err()
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
-    /// Progress writes the ledger refused so far (shown by the CLI; never silent).
+    /// Writes that failed so far (shown by the CLI; never silent): those that never
+    /// reached the writer, and those the writer could not apply or commit (it counts
+    /// them itself: queued writes — progress, `running`, terminal records — fail
+    /// there, where nobody waits).
     pub fn write_failures(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.dropped.load(Ordering::Relaxed) + self.ledger.stats().ops_failed
+    }
+
+    /// Count a failed write once: the writer already counted those it saw.
+    fn count(&self, e: &LedgerError) {
+        if matches!(e, LedgerError::WriterStopped) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// A message sent to a running child (`agent_eval` with `message`).
