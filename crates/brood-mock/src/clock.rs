@@ -6,8 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -36,20 +35,44 @@ impl Ord for Alarm {
     }
 }
 
+/// The alarms and whether the clock was dropped, under one lock.
+#[derive(Default)]
+struct State {
+    alarms: BinaryHeap<Reverse<Alarm>>,
+    order: u64,
+    closed: bool,
+}
+
+/// What the server and the clock thread share. The thread is woken only when a new
+/// alarm is due before every pending one (or the clock is dropped): a fan-out's
+/// alarms come in deadline order, so one wake-up a burst instead of one an alarm.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The server's alarm clock. Dropping it ends its thread (pending waits then return
 /// at once).
 pub(crate) struct Clock {
-    tx: Mutex<mpsc::Sender<(Instant, oneshot::Sender<()>)>>,
+    shared: Arc<Shared>,
 }
 
 impl Clock {
     /// Start the clock's thread.
     pub(crate) fn start(name: String) -> std::io::Result<Clock> {
-        let (tx, rx) = mpsc::channel::<(Instant, oneshot::Sender<()>)>();
+        let shared = Arc::new(Shared::default());
+        let theirs = shared.clone();
         std::thread::Builder::new()
             .name(name)
-            .spawn(move || ring(rx))?;
-        Ok(Clock { tx: Mutex::new(tx) })
+            .spawn(move || ring(&theirs))?;
+        Ok(Clock { shared })
     }
 
     /// Wait until `at` (returns at once when it is past or the clock is gone).
@@ -58,39 +81,71 @@ impl Clock {
             return;
         }
         let (wake, woken) = oneshot::channel();
-        let sent = {
-            let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-            tx.send((at, wake)).is_ok()
+        let earliest = {
+            let mut state = self.shared.lock();
+            if state.closed {
+                return;
+            }
+            state.order += 1;
+            let order = state.order;
+            state.alarms.push(Reverse(Alarm { at, order, wake }));
+            state.alarms.peek().is_some_and(|a| a.0.order == order)
         };
-        if sent {
-            let _ = woken.await;
+        if earliest {
+            self.shared.changed.notify_one();
         }
+        let _ = woken.await;
     }
 }
 
-/// The clock thread: keep the alarms in deadline order, sleep until the next one
-/// (or a new alarm), fire every alarm that is due.
-fn ring(rx: mpsc::Receiver<(Instant, oneshot::Sender<()>)>) {
-    let mut alarms: BinaryHeap<Reverse<Alarm>> = BinaryHeap::new();
-    let mut order = 0u64;
-    loop {
-        let now = Instant::now();
-        while alarms.peek().is_some_and(|a| a.0.at <= now) {
-            if let Some(Reverse(a)) = alarms.pop() {
-                let _ = a.wake.send(());
-            }
-        }
-        let next = match alarms.peek() {
-            Some(a) => rx.recv_timeout(a.0.at.saturating_duration_since(now)),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+impl Drop for Clock {
+    fn drop(&mut self) {
+        let alarms = {
+            let mut state = self.shared.lock();
+            state.closed = true;
+            std::mem::take(&mut state.alarms)
         };
-        match next {
-            Ok((at, wake)) => {
-                order += 1;
-                alarms.push(Reverse(Alarm { at, order, wake }));
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
+        self.shared.changed.notify_one();
+        // Dropping the senders lets every pending wait return.
+        drop(alarms);
+    }
+}
+
+/// The clock thread: sleep until the earliest alarm (or a new earlier one), fire
+/// every alarm that is due — outside the lock — and go on until the clock is dropped.
+fn ring(shared: &Shared) {
+    let mut due = Vec::new();
+    let mut state = shared.lock();
+    loop {
+        if state.closed {
+            return;
         }
+        let now = Instant::now();
+        while state.alarms.peek().is_some_and(|a| a.0.at <= now) {
+            if let Some(Reverse(a)) = state.alarms.pop() {
+                due.push(a.wake);
+            }
+        }
+        if !due.is_empty() {
+            drop(state);
+            for wake in due.drain(..) {
+                let _ = wake.send(());
+            }
+            state = shared.lock();
+            continue;
+        }
+        state = match state.alarms.peek().map(|a| a.0.at) {
+            Some(at) => {
+                let wait = at.saturating_duration_since(now);
+                match shared.changed.wait_timeout(state, wait) {
+                    Ok((s, _)) => s,
+                    Err(p) => p.into_inner().0,
+                }
+            }
+            None => match shared.changed.wait(state) {
+                Ok(s) => s,
+                Err(p) => p.into_inner(),
+            },
+        };
     }
 }

@@ -165,6 +165,46 @@ fn delays_count_from_arrival_and_add_up() {
 }
 
 #[test]
+fn a_shorter_delay_is_not_held_behind_a_longer_one_already_waiting() {
+    // The first request waits 3 s; the second, sent while the clock sleeps towards
+    // that deadline, waits 50 ms and must be answered then, not at the 3 s alarm.
+    let server = MockServer::start(|req| {
+        let ms = if req.seq == 0 { 3000 } else { 50 };
+        MockReply::text("ok").after(std::time::Duration::from_millis(ms))
+    });
+    let body = json!({"model": "m", "messages": [], "stream": false});
+    let addr = server.addr();
+    let slow_body = body.clone();
+    let slow = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let text = slow_body.to_string();
+        write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    });
+    while server.request_count() == 0 {
+        std::thread::yield_now();
+    }
+    let (status, _) = post(&server, "/v1/chat/completions", &body);
+    let answered = std::time::Instant::now();
+    assert!(status.contains("200"), "{status}");
+    let second = server.captured()[1].arrived;
+    let waited = answered.duration_since(second);
+    assert!(
+        waited >= std::time::Duration::from_millis(50)
+            && waited < std::time::Duration::from_millis(1500),
+        "the 50 ms reply came {waited:?} after its arrival"
+    );
+    assert!(slow.join().unwrap().contains("200"));
+}
+
+#[test]
 fn the_quick_fields_agree_with_the_whole_body_and_bad_json_gets_a_400() {
     let server = MockServer::start(|req| {
         // A handler reads the quick fields before anyone parsed the whole body.
