@@ -173,35 +173,23 @@ fn a_shorter_delay_is_not_held_behind_a_longer_one_already_waiting() {
         MockReply::text("ok").after(std::time::Duration::from_millis(ms))
     });
     let body = json!({"model": "m", "messages": [], "stream": false});
-    let addr = server.addr();
-    let slow_body = body.clone();
-    let slow = std::thread::spawn(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        let text = slow_body.to_string();
-        write!(
-            s,
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-            text.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| post(&server, "/v1/chat/completions", &body));
+        while server.request_count() == 0 {
+            std::thread::yield_now();
+        }
+        let (status, _) = post(&server, "/v1/chat/completions", &body);
+        let answered = std::time::Instant::now();
+        assert!(status.contains("200"), "{status}");
+        let second = server.captured()[1].arrived;
+        let waited = answered.duration_since(second);
+        assert!(
+            waited >= std::time::Duration::from_millis(50)
+                && waited < std::time::Duration::from_millis(1500),
+            "the 50 ms reply came {waited:?} after its arrival"
+        );
+        assert!(slow.join().unwrap().0.contains("200"));
     });
-    while server.request_count() == 0 {
-        std::thread::yield_now();
-    }
-    let (status, _) = post(&server, "/v1/chat/completions", &body);
-    let answered = std::time::Instant::now();
-    assert!(status.contains("200"), "{status}");
-    let second = server.captured()[1].arrived;
-    let waited = answered.duration_since(second);
-    assert!(
-        waited >= std::time::Duration::from_millis(50)
-            && waited < std::time::Duration::from_millis(1500),
-        "the 50 ms reply came {waited:?} after its arrival"
-    );
-    assert!(slow.join().unwrap().contains("200"));
 }
 
 #[test]
