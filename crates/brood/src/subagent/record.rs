@@ -1,7 +1,7 @@
-//! What the ledger hears about runs: spawns, terminal records and `queued`
-//! (awaited until durable), `running` (queued in order, not waited for), and every
-//! agent event as progress (batched by the ledger's group commit). The only place
-//! the sub-agent layer talks to the ledger.
+//! What the ledger hears about runs: spawns, the root's terminal record and `queued`
+//! (awaited until durable), `running` and children's terminal records (queued in
+//! order, not waited for), and every agent event as progress (batched by the
+//! ledger's group commit). The only place the sub-agent layer talks to the ledger.
 
 use super::result::ChildResult;
 use super::supervisor::LiveStatus;
