@@ -110,7 +110,7 @@ fn read_file_spec() -> ToolSpec {
     builtin_toolbox()
         .specs()
         .into_iter()
-        .find(|s| s.name == "read_file")
+        .find(|s| &*s.name == "read_file")
         .unwrap()
 }
 

@@ -194,7 +194,7 @@ fn always_delegate(
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    let can = req.tools.iter().any(|t| t.name == "task");
+    let can = req.tools.iter().any(|t| &*t.name == "task");
     let step = ScriptedModel::step_index(req);
     let message = if can && step == 0 {
         let mut m = Message::assistant("");

@@ -97,8 +97,10 @@ pub struct ToolCall {
 /// A tool as the model sees it: name, description, JSON schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
+    /// Shared like the schema: every step of every run that has the tool copies
+    /// its spec into the request, so a copy is three reference counts, not text.
+    pub name: std::sync::Arc<str>,
+    pub description: std::sync::Arc<str>,
     /// Shared and rendered once (see [`Schema`]): every request of every run that
     /// has the tool carries it.
     pub parameters: Schema,
@@ -173,12 +175,12 @@ impl ModelRequest {
             if self.tools.is_empty() {
                 "it offers no tools".to_string()
             } else {
-                let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+                let names: Vec<&str> = self.tools.iter().map(|t| &*t.name).collect();
                 format!("it offers: {}", names.join(", "))
             }
         };
         match &self.tool_choice {
-            Some(ToolChoice::Named(name)) if !self.tools.iter().any(|t| &t.name == name) => {
+            Some(ToolChoice::Named(name)) if !self.tools.iter().any(|t| *t.name == **name) => {
                 Err(ModelError::InvalidRequest {
                     detail: format!(
                         "tool_choice names the tool '{name}', which this request does not \

@@ -123,6 +123,8 @@ pub struct OpenAiProvider {
     config: ProviderConfig,
     client: reqwest::Client,
     endpoint: String,
+    /// `endpoint`, parsed once (not once per request).
+    endpoint_url: reqwest::Url,
     models_url: String,
     timeout_secs: u64,
 }
@@ -156,8 +158,16 @@ impl OpenAiProvider {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let endpoint = format!("{base}/chat/completions");
+        let endpoint_url = reqwest::Url::parse(&endpoint).map_err(|e| {
+            ModelError::Config(format!(
+                "base URL '{}' of provider '{}' does not make a chat-completions URL: {e}",
+                config.base_url, config.name
+            ))
+        })?;
         Ok(OpenAiProvider {
-            endpoint: format!("{base}/chat/completions"),
+            endpoint,
+            endpoint_url,
             models_url: format!("{base}/models"),
             timeout_secs: clamp_api_timeout(Some(config.api_timeout_secs)),
             config,
@@ -226,7 +236,7 @@ impl OpenAiProvider {
         let ctx = self.context(&self.endpoint, model);
         let mut rb = self
             .client
-            .post(&self.endpoint)
+            .post(self.endpoint_url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.clone());
         if self.config.stream {

@@ -369,7 +369,7 @@ fn differences(recorded: &ModelRequest, got: &ModelRequest) -> String {
         let names = |r: &ModelRequest| {
             r.tools
                 .iter()
-                .map(|t| t.name.as_str())
+                .map(|t| &*t.name)
                 .collect::<Vec<_>>()
                 .join(", ")
         };

@@ -29,15 +29,15 @@ impl SpecCache {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(spec.name.clone(), spec.clone());
+            .insert(spec.name.to_string(), spec.clone());
         spec
     }
 }
 
 fn spec_of(tool: &dyn Tool) -> ToolSpec {
     ToolSpec {
-        name: tool.name().to_string(),
-        description: tool.description().to_string(),
+        name: tool.name().into(),
+        description: tool.description().into(),
         parameters: tool.schema().into(),
     }
 }

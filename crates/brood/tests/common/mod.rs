@@ -124,7 +124,7 @@ pub fn last_tool_json(req: &ModelRequest) -> Value {
 
 /// The names of the tools a request offers.
 pub fn tool_names(req: &ModelRequest) -> Vec<String> {
-    req.tools.iter().map(|t| t.name.clone()).collect()
+    req.tools.iter().map(|t| t.name.to_string()).collect()
 }
 
 /// How many user messages of `req` contain `needle`.

@@ -27,7 +27,7 @@ async fn tools_outside_the_grant_are_not_offered_and_refused() {
     }
     for hidden in ["write_file", "edit_file", "bash"] {
         assert!(!names.contains(hidden), "{hidden} offered");
-        assert!(tb.specs().iter().all(|s| s.name != hidden));
+        assert!(tb.specs().iter().all(|s| &*s.name != hidden));
     }
     // Not offered, but a tool of that name exists: refused naming the tool and holder.
     match tb
