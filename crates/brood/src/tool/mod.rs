@@ -14,6 +14,7 @@ pub mod fs;
 pub mod jail;
 pub mod memory;
 pub mod sandbox;
+mod schema;
 pub mod search;
 pub mod shell;
 pub mod todo;
@@ -24,6 +25,7 @@ pub use error::ToolError;
 pub use jail::Workspace;
 pub use memory::MemoryFiles;
 pub use sandbox::Sandbox;
+pub use schema::{compact_schema, schema_of};
 pub use toolbox::{SpecCache, Toolbox};
 
 use async_trait::async_trait;
@@ -207,21 +209,6 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
         tool: tool.to_string(),
         detail: e.to_string(),
     })
-}
-
-/// JSON schema of `T` (derived with `schemars`), as a tool's `schema()`.
-pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
-    let settings = schemars::gen::SchemaSettings::draft07().with(|s| {
-        s.inline_subschemas = true;
-        s.meta_schema = None;
-    });
-    let schema = settings.into_generator().into_root_schema_for::<T>();
-    let mut v = serde_json::to_value(schema).unwrap_or_else(|_| serde_json::json!({}));
-    if let Some(obj) = v.as_object_mut() {
-        obj.remove("title");
-        obj.remove("$schema");
-    }
-    v
 }
 
 /// Run blocking work (file system, walks, process waits) off the async threads.
