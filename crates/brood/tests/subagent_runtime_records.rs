@@ -48,7 +48,16 @@ impl Tool for Boom {
 
 /// A supervisor built by hand, so the tool set can be extended.
 fn supervisor(ws: &Path, model: Arc<dyn Model>, tools: ToolFactory) -> Supervisor {
-    let ledger = Arc::new(Ledger::open(ws, LedgerOptions::default()).unwrap());
+    supervisor_with(ws, model, tools, LedgerOptions::default())
+}
+
+fn supervisor_with(
+    ws: &Path,
+    model: Arc<dyn Model>,
+    tools: ToolFactory,
+    options: LedgerOptions,
+) -> Supervisor {
+    let ledger = Arc::new(Ledger::open(ws, options).unwrap());
     Supervisor::new(SupervisorEnv {
         workspace: Arc::new(Workspace::open(ws).unwrap()),
         session_id: ledger.session_id().to_string(),
@@ -526,4 +535,122 @@ async fn agent_list_shows_earlier_sessions_only_when_asked() {
     assert_eq!(old["from_prior_session"], true);
     assert_eq!(old["status"], "completed");
     session.close().await;
+}
+
+/// Holds the ledger's write lock from outside during the parent's first step (the
+/// one that opens the children), and notes when each child's model step starts.
+struct LockDuringSpawn {
+    inner: ScriptedModel,
+    db: std::path::PathBuf,
+    /// The thread holding the lock; it returns when it released it.
+    holder: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<std::time::Instant>>>>,
+    child_steps: Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+}
+
+#[async_trait]
+impl Model for LockDuringSpawn {
+    fn provider_name(&self) -> &str {
+        "lock-during-spawn"
+    }
+    async fn step(
+        &self,
+        request: &brood::model::ModelRequest,
+        on_event: brood::model::EventFn<'_>,
+    ) -> Result<brood::model::ModelResponse, ModelError> {
+        let first = request.messages.first().map(|m| m.content.as_str());
+        let is_parent = first.is_some_and(|t| t.starts_with("parent:"));
+        if is_parent && request.messages.len() == 1 {
+            let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+            let db = self.db.clone();
+            let holder = std::thread::spawn(move || {
+                let conn = rusqlite::Connection::open(db).unwrap();
+                conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+                locked_tx.send(()).unwrap();
+                // The stall every spawn record has to wait out.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let released = std::time::Instant::now();
+                conn.execute_batch("ROLLBACK").unwrap();
+                released
+            });
+            *self.holder.lock().unwrap() = Some(holder);
+            locked_rx.recv().unwrap();
+        } else if !is_parent {
+            self.child_steps
+                .lock()
+                .unwrap()
+                .push(std::time::Instant::now());
+        }
+        self.inner.step(request, on_event).await
+    }
+}
+
+/// The parent opens three children while the ledger is locked from outside for
+/// 300 ms; returns the parent's outcome, when the lock was released and when each
+/// child's model step started.
+async fn open_children_under_a_locked_ledger(
+    options: LedgerOptions,
+) -> (AgentOutcome, std::time::Instant, Vec<std::time::Instant>) {
+    let ws = workspace("");
+    let db = Ledger::open(ws.path(), LedgerOptions::default())
+        .unwrap()
+        .db_path()
+        .to_path_buf();
+    let holder = Arc::new(std::sync::Mutex::new(None));
+    let child_steps = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let model = LockDuringSpawn {
+        inner: ScriptedModel::new()
+            .on(
+                "parent:",
+                vec![
+                    ScriptStep::tool_call("task", json!({"prompts": ["c0", "c1", "c2"]})),
+                    ScriptStep::text("parent fine"),
+                ],
+            )
+            .otherwise(vec![ScriptStep::text(report("child fine"))]),
+        db,
+        holder: holder.clone(),
+        child_steps: child_steps.clone(),
+    };
+    let sup = supervisor_with(ws.path(), Arc::new(model), builtin_plus(Vec::new), options);
+    let (_, outcome) = run_root(&sup, "parent: three").await;
+    sup.shutdown().await;
+    let holder = holder.lock().unwrap().take().expect("the lock was taken");
+    let released = holder.join().unwrap();
+    let steps = child_steps.lock().unwrap().clone();
+    (outcome, released, steps)
+}
+
+#[tokio::test]
+async fn a_child_sends_nothing_before_its_spawn_record_is_on_disk() {
+    let (outcome, released, steps) =
+        open_children_under_a_locked_ledger(LedgerOptions::default()).await;
+    assert_eq!(outcome.final_text, "parent fine");
+    assert_eq!(steps.len(), 3, "each child made its step");
+    for at in steps {
+        assert!(
+            at > released,
+            "a child asked its model {:?} before its spawn could be written",
+            released - at
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_child_whose_spawn_record_failed_never_runs() {
+    // The writer gives up on the lock long before it is released: the spawns fail.
+    let options = LedgerOptions {
+        busy_timeout: std::time::Duration::from_millis(50),
+        ..LedgerOptions::default()
+    };
+    let (outcome, _, steps) = open_children_under_a_locked_ledger(options).await;
+    assert!(steps.is_empty(), "{} children ran unrecorded", steps.len());
+    // The parent heard why and went on.
+    assert_eq!(outcome.final_text, "parent fine");
+    let task_result = outcome
+        .messages
+        .iter()
+        .find(|m| m.role == brood::model::Role::Tool)
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    assert!(task_result.contains("ledger"), "{task_result}");
 }

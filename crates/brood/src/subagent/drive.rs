@@ -10,6 +10,7 @@
 
 use super::contract;
 use super::fork;
+use super::gate::SpawnGate;
 use super::inbox::{Claim, RunInbox};
 use super::result::ChildResult;
 use super::role::Role;
@@ -181,6 +182,8 @@ pub(crate) struct ChildPlan {
     pub claim: Arc<Claim>,
     pub transcript_handle: String,
     pub warnings: Vec<String>,
+    /// Opens once the spawn record is on disk.
+    pub spawned: SpawnGate,
 }
 
 /// Where a child's end goes: its record, its parent (for a background child), and
@@ -214,23 +217,24 @@ fn status_of(ending: &Ending) -> LiveStatus {
     }
 }
 
-pub(crate) async fn record_spawn(sup: &Supervisor, plan: &ChildPlan) -> Result<(), SpawnError> {
+/// Queue the child's spawn record now; the future resolves once it is on disk.
+pub(crate) fn record_spawn(
+    sup: &Supervisor,
+    plan: &ChildPlan,
+) -> impl std::future::Future<Output = Result<(), SpawnError>> + Send + 'static {
     let ctx = &plan.ctx;
-    sup.inner
-        .recorder
-        .spawn(super::record::SpawnRecord {
-            id: &ctx.run_id,
-            parent_id: Some(&plan.parent_id),
-            name: &ctx.name,
-            role: ctx.role.as_str(),
-            agent_type: &ctx.kind_name,
-            objective: &plan.prompt,
-            model: &ctx.model_id,
-            provider: &ctx.provider_name,
-            workspace: sup.inner.env.workspace.root(),
-        })
-        .await
-        .map_err(SpawnError::Ledger)
+    let durable = sup.inner.recorder.spawn(super::record::SpawnRecord {
+        id: &ctx.run_id,
+        parent_id: Some(&plan.parent_id),
+        name: &ctx.name,
+        role: ctx.role.as_str(),
+        agent_type: &ctx.kind_name,
+        objective: &plan.prompt,
+        model: &ctx.model_id,
+        provider: &ctx.provider_name,
+        workspace: sup.inner.env.workspace.root(),
+    });
+    async move { durable.await.map_err(SpawnError::Ledger) }
 }
 
 /// Start the child's task. A panic anywhere in it becomes a failed record.
@@ -239,11 +243,16 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
         let delivery = plan.delivery();
         let ctx = plan.ctx.clone();
         let handle = plan.transcript_handle.clone();
+        let mut gate = plan.spawned.clone();
         let sup2 = sup.clone();
         let outcome = AssertUnwindSafe(drive_child(sup2, plan))
             .catch_unwind()
             .await;
         if let Err(panic) = outcome {
+            // A run whose spawn never reached the disk has no record to end.
+            if !gate.passed().await {
+                return;
+            }
             let detail = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -273,20 +282,33 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
 async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     let inner = &sup.inner;
     let ctx = plan.ctx.clone();
+    let mut gate = plan.spawned.clone();
     // Queue for a running slot; queued time does not count for the heartbeat.
     let permit = match inner.board.try_slot() {
         Some(p) => Some(p),
         None => {
+            if !gate.passed().await {
+                return;
+            }
             inner.board.set_status(&ctx.run_id, LiveStatus::Queued);
             inner.recorder.status(&ctx.run_id, LiveStatus::Queued).await;
             inner.board.acquire_slot(&plan.cancel).await
         }
     };
     let Some(permit) = permit else {
+        if !gate.passed().await {
+            return;
+        }
         let result = settle(&sup, &plan, None, LiveStatus::Cancelled).await;
         finish(&sup, &plan.delivery(), result).await;
         return;
     };
+    // The first context and the toolbox are built while the spawn record commits.
+    let (system, messages, offered) = first_context(&sup, &plan);
+    let toolbox = build_toolbox(&sup, &ctx, offered.is_some());
+    if !gate.passed().await {
+        return;
+    }
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
     ctx.budgets.start();
     inner.board.set_status(&ctx.run_id, LiveStatus::Running);
@@ -294,14 +316,11 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         .recorder
         .status_queued(&ctx.run_id, LiveStatus::Running);
     ctx.progress.pause(false);
-
-    let (system, messages, offered) = first_context(&sup, &plan);
     // The transcript starts with what the child was told (for a fork: the tail;
     // the parent's part is in the parent's transcript).
     if let Some(first) = messages.last() {
         record_message(&sup, &ctx, first);
     }
-    let toolbox = build_toolbox(&sup, &ctx, offered.is_some());
     let spec = AgentSpec {
         run_id: ctx.run_id.clone(),
         system,

@@ -33,6 +33,7 @@ pub mod definition;
 mod drive;
 pub mod evidence;
 pub mod fork;
+mod gate;
 pub mod grant;
 pub mod inbox;
 mod record;

@@ -43,8 +43,12 @@ impl Recorder {
         }
     }
 
-    /// Record a new run; resolves once it is on disk.
-    pub async fn spawn(&self, r: SpawnRecord<'_>) -> Result<(), String> {
+    /// Record a new run: queued to the ledger now (so it is ordered before anything
+    /// the run records later); the returned future resolves once it is on disk.
+    pub fn spawn(
+        &self,
+        r: SpawnRecord<'_>,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static {
         let run = NewRun {
             id: Some(RunId::from_string(r.id)),
             parent_id: r.parent_id.map(RunId::from_string),
@@ -57,11 +61,8 @@ impl Recorder {
             workspace: Some(r.workspace.display().to_string()),
             git_branch: git_branch(r.workspace),
         };
-        self.ledger
-            .create_run(run)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let durable = self.ledger.create_run(run);
+        async move { durable.await.map(|_| ()).map_err(|e| e.to_string()) }
     }
 
     /// `queued` or `running`; resolves once on disk.

@@ -278,6 +278,7 @@ impl Supervisor {
         let claim = Arc::new(Claim::default());
         let progress = inner.board.new_progress();
         let transcript_handle = format!("transcript:{id}");
+        let (settle_spawn, spawned) = super::gate::SpawnGate::new();
         let (id, name) = inner.board.admit(
             Entry {
                 id: id.clone(),
@@ -329,16 +330,21 @@ impl Supervisor {
             claim,
             transcript_handle: transcript_handle.clone(),
             warnings: warnings.clone(),
+            spawned,
         };
-        // The spawn is on disk before the child starts (and before we report it).
-        if let Err(e) = drive::record_spawn(self, &plan).await {
+        // The spawn is on disk before the child does anything that counts and
+        // before we report it; the child prepares its first request meanwhile.
+        let durable = drive::record_spawn(self, &plan);
+        drive::start_child(self.clone(), plan);
+        if let Err(e) = durable.await {
+            let _ = settle_spawn.send(Some(false));
             inner.board.set_status(&id, LiveStatus::Failed);
             return Err(e);
         }
         if background {
             parent.inbox.expect_child(&id);
         }
-        drive::start_child(self.clone(), plan);
+        let _ = settle_spawn.send(Some(true));
         Ok(Opened {
             agent_id: id,
             name,
