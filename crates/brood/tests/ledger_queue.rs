@@ -169,3 +169,48 @@ async fn a_run_another_writer_appended_to_loses_nothing() {
         .collect();
     assert_eq!(texts, vec!["\"first\"", "\"second\"", "\"third\""]);
 }
+
+#[cfg(target_os = "linux")]
+/// Nice values of this process's ledger writer threads.
+fn writer_nice_values() -> Vec<i64> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with("brood-ledger") {
+            continue;
+        }
+        // After the name: state is field 3, nice field 19.
+        if let Some(nice) = stat[close + 1..].split_whitespace().nth(16) {
+            out.push(nice.parse().unwrap());
+        }
+    }
+    out
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_writer_runs_at_its_nice_value_and_still_commits() {
+    let ws = TempDir::new().unwrap();
+    let options = brood::ledger::LedgerOptions {
+        writer_niceness: 7,
+        ..Default::default()
+    };
+    let ledger = Ledger::open(ws.path(), options).unwrap();
+    let a = ledger.create_run(NewRun::new("a")).await.unwrap();
+    // No other test picks 7: this writer is the one at it.
+    assert!(
+        writer_nice_values().contains(&7),
+        "{:?}",
+        writer_nice_values()
+    );
+    let reader = Ledger::open_reader(ws.path()).unwrap();
+    assert_eq!(reader.run(&a).unwrap().status, RunStatus::Pending);
+    drop(ledger);
+    assert!(
+        !writer_nice_values().contains(&7),
+        "the writer ended with its ledger"
+    );
+}

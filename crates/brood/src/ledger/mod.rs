@@ -113,9 +113,13 @@ impl Ledger {
             counters: Arc::clone(&counters),
             memo: Default::default(),
         };
+        let niceness = options.writer_niceness;
         let handle = std::thread::Builder::new()
             .name("brood-ledger-writer".into())
-            .spawn(move || writer.run(rx))
+            .spawn(move || {
+                lower_priority(niceness);
+                writer.run(rx)
+            })
             .map_err(|e| LedgerError::io(&paths.db, e))?;
         Ok(Ledger {
             paths,
@@ -426,6 +430,21 @@ impl Ledger {
             Err(e) => Durable::failed(e),
         }
     }
+}
+
+/// Give the calling thread (only it: on Linux a thread has its own nice value) the
+/// nice value `niceness`, when above 0. Best effort: a refusal leaves it as it was.
+fn lower_priority(niceness: i32) {
+    #[cfg(target_os = "linux")]
+    if niceness > 0 {
+        // SAFETY: plain syscalls on the calling thread's own id; no memory is passed.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, niceness.min(19));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = niceness;
 }
 
 impl Drop for Ledger {

@@ -471,6 +471,12 @@ pub struct LedgerOptions {
     pub busy_timeout: Duration,
     /// Most operations one group commit takes.
     pub max_batch: usize,
+    /// The writer thread's nice value (Linux; 0 leaves it at the process's). The
+    /// writer is bookkeeping: when the machine is busy, the runs it records — their
+    /// requests, tools and parsing — get the CPU first, and the writer catches up in
+    /// the model's latency (batches grow by themselves meanwhile). Awaited writes
+    /// (spawns) still go ahead as soon as a core is free.
+    pub writer_niceness: i32,
 }
 
 impl Default for LedgerOptions {
@@ -481,6 +487,7 @@ impl Default for LedgerOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(10),
             max_batch: 4096,
+            writer_niceness: 5,
         }
     }
 }
