@@ -1,4 +1,5 @@
-//! The HTTP side: a loopback axum server on its own thread and runtime, capturing
+//! The HTTP side: an axum router served over HTTP/1.1 by hyper on loopback, on its
+//! own thread and runtime, capturing
 //! every request and turning the handler's [`MockReply`] into bytes on the wire.
 
 use crate::clock::Clock;
@@ -139,11 +140,7 @@ impl MockServer {
                         }
                     };
                     tokio::select! {
-                        r = axum::serve(listener, app) => {
-                            if let Err(e) = r {
-                                eprintln!("brood-mock: server error: {e}");
-                            }
-                        }
+                        () = serve(listener, app) => {}
                         _ = rx => {}
                     }
                 });
@@ -305,6 +302,31 @@ async fn chat(
     }
     let reply = (inner.handler)(&request);
     respond(reply, &request, arrived, &inner.clock, guard).await
+}
+
+/// Accept connections and serve each with HTTP/1.1, one task per connection. Not
+/// `axum::serve`: that rebuilds the router's state for every connection and sniffs
+/// each one for HTTP/2 — per-request work in a fan-out of fresh connections, done
+/// on the cores the benchmarks share with what they measure.
+async fn serve(listener: tokio::net::TcpListener, app: Router) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors and the like: back off a moment, keep serving.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
 }
 
 /// Turn `reply` into a response. Delays count from `arrived` and are kept by the
