@@ -1,6 +1,6 @@
 //! The HTTP side: an axum router served over HTTP/1.1 by hyper on loopback, on its
-//! own thread and runtime, capturing
-//! every request and turning the handler's [`MockReply`] into bytes on the wire.
+//! own thread and runtime, capturing every request and turning the handler's
+//! [`MockReply`] into bytes on the wire.
 
 use crate::clock::Clock;
 use crate::request::MockRequest;
