@@ -19,8 +19,9 @@ pub struct MockRequest {
     pub path: String,
     /// Header names lowercased, in arrival order.
     pub headers: Vec<(String, String)>,
-    /// The body bytes exactly as received.
-    pub raw: Vec<u8>,
+    /// The body bytes exactly as received (shared, not copied out of the server's
+    /// buffer).
+    pub raw: bytes::Bytes,
     /// When the whole request had arrived; a [`crate::MockReply::Delay`] counts from here.
     pub arrived: Instant,
     body: OnceLock<Value>,
@@ -43,7 +44,7 @@ impl MockRequest {
         seq: usize,
         path: String,
         headers: Vec<(String, String)>,
-        raw: Vec<u8>,
+        raw: bytes::Bytes,
         arrived: Instant,
     ) -> MockRequest {
         MockRequest {

@@ -178,7 +178,7 @@ impl MockServer {
     pub fn raw_requests(&self) -> Vec<Vec<u8>> {
         lock(&self.inner.captured)
             .iter()
-            .map(|r| r.raw.clone())
+            .map(|r| r.raw.to_vec())
             .collect()
     }
 
@@ -279,7 +279,7 @@ async fn chat(
             )
         })
         .collect();
-    let (path, raw) = (uri.path().to_string(), raw.to_vec());
+    let path = uri.path().to_string();
     // Only the arrival number and the push happen under the lock.
     let request = {
         let mut captured = lock(&inner.captured);
