@@ -20,7 +20,6 @@ use landlock::{
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 /// The oldest ABI the sandbox accepts: every way to change a file is handled from v3.
@@ -31,7 +30,7 @@ const WANTED_ABI: ABI = ABI::V5;
 const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Landlock sandboxing for read-only shells. Whether it works is probed once per
-/// instance (a real child process tries to write), not per process.
+/// instance (a thread under the same ruleset tries to write), not per process.
 #[derive(Debug, Default)]
 pub struct Sandbox {
     probed: OnceLock<Result<(), String>>,
@@ -50,14 +49,14 @@ impl Sandbox {
         Sandbox::default()
     }
 
-    /// Whether a read-only shell can run here. Probes on first use (blocking: it
-    /// runs a short child process) and caches the answer in this instance.
+    /// Whether a read-only shell can run here. Probes on first use (blocking: a
+    /// short-lived thread tries to write) and caches the answer in this instance.
     pub fn read_only_shell_available(&self) -> bool {
         self.probe().is_ok()
     }
 
-    /// `Ok` if a sandboxed child really cannot write outside its temp dir and can
-    /// write inside it; otherwise why not. Blocking; cached per instance.
+    /// `Ok` if a thread under the ruleset really cannot write outside its temp dir
+    /// and can write inside it; otherwise why not. Blocking; cached per instance.
     pub fn probe(&self) -> Result<(), String> {
         self.probed.get_or_init(run_probe).clone()
     }
@@ -132,51 +131,57 @@ fn build_ruleset(tmp: &Path) -> Result<RulesetCreated, String> {
     Ok(ruleset)
 }
 
-/// Exit codes of the probe script.
-const PROBE_TMP_WRITE_FAILED: i32 = 3;
-const PROBE_ESCAPED: i32 = 4;
-
-/// Run a child under the ruleset: it must write into its temp dir and must fail to
-/// create a file in another directory.
+/// Apply the ruleset to a thread made for the probe (landlock restricts only the
+/// calling thread, and `no_new_privs` is per thread too; the thread ends with the
+/// probe, so nothing of it stays on the process) and check there what a sandboxed
+/// shell relies on: writing into its temp dir works, creating a file elsewhere is
+/// refused. No child process: forking the whole process for a probe — once per
+/// session — left every page of a library host's heap copy-on-write, so the
+/// session's first fan-out paid a page fault for each page it wrote (half of the
+/// fan-out benchmark's page faults). The real shell calls still restrict a forked
+/// child before `exec` ([`restrict_in_child`]), and landlock domains survive
+/// `exec` by design.
 fn run_probe() -> Result<(), String> {
     let mut prepared = Sandbox::new().prepare()?;
     let outside = PrivateDir::create("brood-probe")
         .map_err(|e| format!("cannot create a probe directory: {e}"))?;
-    let mut ruleset = prepared.take_ruleset();
-    let script = format!(
-        "echo ok > \"$TMPDIR/probe\" || exit {PROBE_TMP_WRITE_FAILED}; \
-         (echo x > \"$1/escaped\") 2>/dev/null && exit {PROBE_ESCAPED}; exit 0"
-    );
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(script)
-        .arg("brood-probe")
-        .arg(outside.path())
-        .env("TMPDIR", prepared.tmpdir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: the closure only calls `restrict_in_child` (no allocation, two syscalls).
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || restrict_in_child(&mut ruleset));
-    }
-    let status = cmd
-        .status()
-        .map_err(|e| format!("landlock could not be applied to a child process: {e}"))?;
-    if outside.path().join("escaped").exists() {
+    let ruleset = prepared
+        .take_ruleset()
+        .ok_or("the probe's ruleset was already used")?;
+    let inside = prepared.tmpdir().join("probe");
+    let escaped = outside.path().join("escaped");
+    let probe = {
+        let escaped = escaped.clone();
+        move || -> Result<(), String> {
+            match ruleset.restrict_self() {
+                Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {}
+                Ok(_) => return Err("the kernel did not enforce the landlock ruleset".into()),
+                Err(e) => return Err(format!("landlock could not be applied: {e}")),
+            }
+            std::fs::write(&inside, b"ok").map_err(|e| {
+                format!("a sandboxed shell could not write to its private temp dir: {e}")
+            })?;
+            match std::fs::write(&escaped, b"x") {
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Ok(()),
+                Err(e) => Err(format!(
+                    "a write outside the temp dir failed, but not as refused: {e}"
+                )),
+                Ok(()) => {
+                    Err("the landlock ruleset did not stop a write outside the temp dir".into())
+                }
+            }
+        }
+    };
+    let verdict = std::thread::Builder::new()
+        .name("brood-sandbox-probe".into())
+        .spawn(probe)
+        .map_err(|e| format!("cannot start the probe thread: {e}"))?
+        .join()
+        .unwrap_or_else(|_| Err("the sandbox probe panicked".into()));
+    if escaped.exists() {
         return Err("the landlock ruleset did not stop a write outside the temp dir".into());
     }
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(PROBE_TMP_WRITE_FAILED) => {
-            Err("a sandboxed shell could not write to its private temp dir".into())
-        }
-        Some(PROBE_ESCAPED) => {
-            Err("the landlock ruleset did not stop a write outside the temp dir".into())
-        }
-        _ => Err(format!("the sandbox probe failed ({status})")),
-    }
+    verdict
 }
 
 /// A directory only the current user can use, removed (with its content) on drop.

@@ -240,3 +240,22 @@ async fn read_only_shell_cannot_write_but_can_read() {
         .unwrap();
     assert_eq!(out, "readable\ntmp\n[exit code: 0]");
 }
+
+#[test]
+fn the_sandbox_probe_leaves_the_calling_process_unrestricted() {
+    let env = Env::new();
+    let sandbox = Sandbox::new();
+    let verdict = sandbox.probe();
+    // The probe applies the ruleset to a thread of its own: whatever it found, this
+    // thread (and the process) can still write anywhere it could before.
+    let mark = env.outside.join("after-probe.txt");
+    std::fs::write(&mark, "still writable").unwrap();
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "still writable");
+    let child = std::thread::spawn({
+        let mark = env.outside.join("after-probe-thread.txt");
+        move || std::fs::write(mark, "x")
+    });
+    child.join().unwrap().unwrap();
+    // The answer is cached: a second ask gives the same without probing again.
+    assert_eq!(sandbox.probe(), verdict);
+}
