@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::{oneshot, watch};
 
+/// Pending connections the listener holds (the benchmarks open up to 1000 at once).
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// Decides the reply to each chat-completions request. Called on the server's thread;
 /// keep it quick (use [`MockReply::Delay`] for latency, never a blocking sleep).
 pub type Handler = Arc<dyn Fn(&MockRequest) -> MockReply + Send + Sync>;
@@ -99,17 +102,25 @@ impl MockServer {
 
     /// Start a server answering with a shared handler.
     pub fn try_start(handler: Handler) -> std::io::Result<MockServer> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
         // Two workers: a fan-out's requests arrive together, and one thread parsing
         // them one after another spread their arrival times (what the benchmarks
         // measure) by the mock's own work.
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .thread_name(format!("brood-mock-{}", addr.port()))
+            .thread_name("brood-mock")
             .enable_all()
             .build()?;
+        // A backlog for a fan-out's worth of simultaneous connections: std's 128
+        // overflowed now and then under 200 children, and a dropped handshake
+        // waits for a retransmission (tens of milliseconds or more) — a stall of the
+        // apparatus, not of what it measures. The kernel caps it at somaxconn.
+        let listener = {
+            let _in_runtime = runtime.enter();
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+            socket.listen(LISTEN_BACKLOG)?
+        };
+        let addr = listener.local_addr()?;
         let inner = Arc::new(Inner {
             handler,
             captured: Mutex::new(Vec::new()),
@@ -132,13 +143,6 @@ impl MockServer {
             .name(format!("brood-mock-{}", addr.port()))
             .spawn(move || {
                 runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            eprintln!("brood-mock: cannot listen: {e}");
-                            return;
-                        }
-                    };
                     tokio::select! {
                         () = serve(listener, app) => {}
                         _ = rx => {}
