@@ -104,7 +104,7 @@ impl Plan {
     fn full() -> Plan {
         Plan {
             fanout_ns: vec![1, 3, 20, 200],
-            fanout_ds: vec![(Duration::from_millis(50), 5), (Duration::from_secs(1), 3)],
+            fanout_ds: vec![(Duration::from_millis(50), 9), (Duration::from_secs(1), 3)],
             spawn_opens: 1000,
             spawn_batches: vec![1, 10],
             memory_children: 1000,

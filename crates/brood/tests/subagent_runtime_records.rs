@@ -626,6 +626,16 @@ async fn a_child_sends_nothing_before_its_spawn_record_is_on_disk() {
         open_children_under_a_locked_ledger(LedgerOptions::default()).await;
     assert_eq!(outcome.final_text, "parent fine");
     assert_eq!(steps.len(), 3, "each child made its step");
+    // The task result is compact JSON (indentation would be tokens on every later step).
+    let task_result = outcome
+        .messages
+        .iter()
+        .find(|m| m.role == brood::model::Role::Tool)
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    let parsed: Value = serde_json::from_str(&task_result).unwrap();
+    assert_eq!(parsed["results"].as_array().map(Vec::len), Some(3));
+    assert_eq!(parsed.to_string(), task_result);
     for at in steps {
         assert!(
             at > released,

@@ -115,8 +115,11 @@ fn child_json(index: Option<usize>, r: &ChildResult, cap: usize) -> serde_json::
     v
 }
 
+/// A tool result as compact JSON: the model reads it as well as an indented one,
+/// and indentation is input tokens paid on every later step of the parent (two
+/// to three thousand for a 200-child `task`).
 fn to_text(v: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    v.to_string()
 }
 
 // ---------------------------------------------------------------- task
