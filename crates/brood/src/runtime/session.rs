@@ -226,7 +226,11 @@ impl Session {
         let roots = self.roots.clone();
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            // No poll at once: requests are addressed to runs of this session, and at
+            // its start there are none yet (an immediate poll only added a commit
+            // to the first run's start).
+            let period = Duration::from_millis(500);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
