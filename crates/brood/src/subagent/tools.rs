@@ -200,31 +200,28 @@ child's failure does not affect the others. Prefer precise questions over broad 
         let opened = futures::future::join_all(opens).await;
         let sup = b.sup.clone();
         let cancel = ctx.cancel.clone();
-        let waits = opened.iter().map(|o| {
+        let cap = b.cap();
+        // Each child's entry is rendered as soon as that child ends, while the others
+        // still run, so only the last one's is left after the last end.
+        let waits = opened.iter().enumerate().map(|(i, o)| {
             let sup = sup.clone();
             let cancel = cancel.clone();
             async move {
                 match o {
-                    Ok(op) => Ok(sup.wait(&op.agent_id, None, &cancel).await),
-                    Err(e) => Err(e.clone()),
+                    Ok(op) => match sup.wait(&op.agent_id, None, &cancel).await {
+                        Some(res) => child_json(Some(i), &res, cap),
+                        None => json!({"index": i, "status": "cancelled"}),
+                    },
+                    Err(e) => json!({"index": i, "status": "failed", "error": e.to_string()}),
                 }
             }
         });
-        let settled = b
+        let results = b
             .yielding(&ctx.cancel, futures::future::join_all(waits))
             .await;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        let results: Vec<serde_json::Value> = settled
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| match r {
-                Ok(Some(res)) => child_json(Some(i), &res, b.cap()),
-                Ok(None) => json!({"index": i, "status": "cancelled"}),
-                Err(e) => json!({"index": i, "status": "failed", "error": e.to_string()}),
-            })
-            .collect();
         Ok(to_text(&json!({ "results": results })))
     }
 }
