@@ -1,5 +1,6 @@
 //! `brood agents cancel` from another process reaches a live session's run: the
-//! request row is picked up by the owning session, which cancels the run.
+//! request row is picked up by the owning session, which cancels the run. And
+//! dropping the future of `Session::run` stops the run it started.
 
 use brood::ledger::{CancelOutcome, Ledger, RunId};
 use brood::model::scripted::{ScriptStep, ScriptedModel};
@@ -125,4 +126,67 @@ impl brood::model::Model for HangAfter {
             other => other,
         }
     }
+}
+
+/// A model whose every step tells the test it began, then never answers; the
+/// step's future says when it is dropped.
+struct Stuck {
+    began: tokio::sync::mpsc::UnboundedSender<()>,
+    dropped: Arc<tokio::sync::Notify>,
+}
+
+struct OnDrop(Arc<tokio::sync::Notify>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
+#[async_trait::async_trait]
+impl brood::model::Model for Stuck {
+    fn provider_name(&self) -> &str {
+        "stuck"
+    }
+    async fn step(
+        &self,
+        _request: &brood::model::ModelRequest,
+        _on_event: brood::model::EventFn<'_>,
+    ) -> Result<brood::model::ModelResponse, brood::model::ModelError> {
+        let _guard = OnDrop(self.dropped.clone());
+        let _ = self.began.send(());
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_run_future_stops_the_run() {
+    // The root runs as a task of the runtime; dropping the caller's future must
+    // still stop it (not leave it running detached).
+    let dir = tempfile::tempdir().unwrap();
+    let (began_tx, mut began) = tokio::sync::mpsc::unbounded_channel();
+    let dropped = Arc::new(tokio::sync::Notify::new());
+    let paths = ConfigPaths {
+        user_dir: None,
+        workspace: dir.path().to_path_buf(),
+    };
+    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default()).unwrap();
+    let mut opts = SessionOptions::new(dir.path(), config);
+    opts.models = ModelSource::Fixed(Arc::new(Stuck {
+        began: began_tx,
+        dropped: dropped.clone(),
+    }));
+    let session = Session::open(opts).await.unwrap();
+    {
+        let run = session.run("parent", None, CancellationToken::new());
+        tokio::select! {
+            _ = run => panic!("a stuck run cannot end"),
+            _ = began.recv() => {}
+        }
+        // `run` is dropped here, mid-step.
+    }
+    tokio::time::timeout(Duration::from_secs(10), dropped.notified())
+        .await
+        .expect("the step in progress was dropped with the run");
+    session.close().await;
 }
