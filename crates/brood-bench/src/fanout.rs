@@ -185,9 +185,11 @@ pub async fn scenario(ns: &[usize], ds: &[(Duration, usize)]) -> Result<Vec<Figu
                 "cpu_ms": runs.iter().map(|r| ms(r.cpu.other)).collect::<Vec<_>>(),
                 "mock_cpu_ms": runs.iter().map(|r| ms(r.cpu.mock)).collect::<Vec<_>>(),
             }));
+            // The goals are the issue's, set for d of 50 ms and 1 s; the quick mode's
+            // shorter d makes the same overhead a larger share, so it shows no goal.
             match n {
-                20 => f = f.goal(Goal::AtMost(1.10)),
-                200 => f = f.goal(Goal::AtMost(1.20)),
+                20 if d >= Duration::from_millis(50) => f = f.goal(Goal::AtMost(1.10)),
+                200 if d >= Duration::from_millis(50) => f = f.goal(Goal::AtMost(1.20)),
                 _ => {}
             }
             let med = |i: usize| {
