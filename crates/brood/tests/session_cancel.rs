@@ -36,14 +36,7 @@ async fn cancel_request_from_outside_cancels_a_live_child() {
                 ScriptStep::text("saw the result"),
             ],
         );
-    let paths = ConfigPaths {
-        user_dir: None,
-        workspace: dir.path().to_path_buf(),
-    };
-    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default()).unwrap();
-    let mut opts = SessionOptions::new(dir.path(), config);
-    opts.models = ModelSource::Fixed(Arc::new(HangAfter { inner: model }));
-    let session = Session::open(opts).await.unwrap();
+    let session = open_with(dir.path(), Arc::new(HangAfter { inner: model })).await;
     let run = {
         let s = &session;
         async move { s.run("parent", None, CancellationToken::new()).await }
@@ -101,6 +94,18 @@ async fn cancel_request_from_outside_cancels_a_live_child() {
         detail.run.status_reason
     );
     session.close().await;
+}
+
+/// A session on workspace `ws` with its default config and `model` for every run.
+async fn open_with(ws: &std::path::Path, model: Arc<dyn brood::model::Model>) -> Session {
+    let paths = ConfigPaths {
+        user_dir: None,
+        workspace: ws.to_path_buf(),
+    };
+    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default()).unwrap();
+    let mut opts = SessionOptions::new(ws, config);
+    opts.models = ModelSource::Fixed(model);
+    Session::open(opts).await.unwrap()
 }
 
 /// Wraps the scripted model: a request whose script step errors with "unreachable"
@@ -166,17 +171,11 @@ async fn dropping_a_run_future_stops_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let (began_tx, mut began) = tokio::sync::mpsc::unbounded_channel();
     let dropped = Arc::new(tokio::sync::Notify::new());
-    let paths = ConfigPaths {
-        user_dir: None,
-        workspace: dir.path().to_path_buf(),
-    };
-    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default()).unwrap();
-    let mut opts = SessionOptions::new(dir.path(), config);
-    opts.models = ModelSource::Fixed(Arc::new(Stuck {
+    let model = Stuck {
         began: began_tx,
         dropped: dropped.clone(),
-    }));
-    let session = Session::open(opts).await.unwrap();
+    };
+    let session = open_with(dir.path(), Arc::new(model)).await;
     {
         let run = session.run("parent", None, CancellationToken::new());
         tokio::select! {

@@ -620,6 +620,16 @@ async fn open_children_under_a_locked_ledger(
     (outcome, released, steps)
 }
 
+/// The text of the parent's first tool result (its `task` call's).
+fn first_tool_result(outcome: &AgentOutcome) -> String {
+    outcome
+        .messages
+        .iter()
+        .find(|m| m.role == brood::model::Role::Tool)
+        .map(|m| m.content.clone())
+        .unwrap_or_default()
+}
+
 #[tokio::test]
 async fn a_child_sends_nothing_before_its_spawn_record_is_on_disk() {
     let (outcome, released, steps) =
@@ -627,12 +637,7 @@ async fn a_child_sends_nothing_before_its_spawn_record_is_on_disk() {
     assert_eq!(outcome.final_text, "parent fine");
     assert_eq!(steps.len(), 3, "each child made its step");
     // The task result is compact JSON (indentation would be tokens on every later step).
-    let task_result = outcome
-        .messages
-        .iter()
-        .find(|m| m.role == brood::model::Role::Tool)
-        .map(|m| m.content.clone())
-        .unwrap_or_default();
+    let task_result = first_tool_result(&outcome);
     let parsed: Value = serde_json::from_str(&task_result).unwrap();
     assert_eq!(parsed["results"].as_array().map(Vec::len), Some(3));
     assert_eq!(parsed.to_string(), task_result);
@@ -656,11 +661,6 @@ async fn a_child_whose_spawn_record_failed_never_runs() {
     assert!(steps.is_empty(), "{} children ran unrecorded", steps.len());
     // The parent heard why and went on.
     assert_eq!(outcome.final_text, "parent fine");
-    let task_result = outcome
-        .messages
-        .iter()
-        .find(|m| m.role == brood::model::Role::Tool)
-        .map(|m| m.content.clone())
-        .unwrap_or_default();
+    let task_result = first_tool_result(&outcome);
     assert!(task_result.contains("ledger"), "{task_result}");
 }
