@@ -122,9 +122,8 @@ impl std::fmt::Debug for ProviderConfig {
 pub struct OpenAiProvider {
     config: ProviderConfig,
     client: reqwest::Client,
-    endpoint: String,
-    /// `endpoint`, parsed once (not once per request).
-    endpoint_url: reqwest::Url,
+    /// The chat-completions URL, parsed once (not once per request).
+    endpoint: reqwest::Url,
     models_url: String,
     timeout_secs: u64,
 }
@@ -158,8 +157,7 @@ impl OpenAiProvider {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
-        let endpoint = format!("{base}/chat/completions");
-        let endpoint_url = reqwest::Url::parse(&endpoint).map_err(|e| {
+        let endpoint = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
             ModelError::Config(format!(
                 "base URL '{}' of provider '{}' does not make a chat-completions URL: {e}",
                 config.base_url, config.name
@@ -167,7 +165,6 @@ impl OpenAiProvider {
         })?;
         Ok(OpenAiProvider {
             endpoint,
-            endpoint_url,
             models_url: format!("{base}/models"),
             timeout_secs: clamp_api_timeout(Some(config.api_timeout_secs)),
             config,
@@ -181,7 +178,7 @@ impl OpenAiProvider {
 
     /// The chat-completions URL.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        self.endpoint.as_str()
     }
 
     /// The JSON body sent for `request`, as a value (see [`super::body`] for the
@@ -233,10 +230,10 @@ impl OpenAiProvider {
         model: &str,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
-        let ctx = self.context(&self.endpoint, model);
+        let ctx = self.context(self.endpoint.as_str(), model);
         let mut rb = self
             .client
-            .post(self.endpoint_url.clone())
+            .post(self.endpoint.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.clone());
         if self.config.stream {
@@ -246,7 +243,7 @@ impl OpenAiProvider {
             .with_headers(rb)
             .send()
             .await
-            .map_err(|e| self.send_error(&self.endpoint, e))?;
+            .map_err(|e| self.send_error(self.endpoint.as_str(), e))?;
         let status = resp.status();
         if !status.is_success() {
             let retry_after = resp
@@ -270,7 +267,7 @@ impl OpenAiProvider {
         })?;
         if bytes.trim_ascii().is_empty() {
             return Err(ModelError::EmptyAnswer {
-                url: self.endpoint.clone(),
+                url: self.endpoint.to_string(),
                 what: "body".to_string(),
             });
         }
