@@ -3,6 +3,22 @@
 
 use thiserror::Error;
 
+/// Most bytes of a model-given argument (a path, a pattern) an error echoes.
+pub const ECHO_MAX_BYTES: usize = 256;
+
+/// `s` as an error may echo it: at most [`ECHO_MAX_BYTES`] (cut on a char
+/// boundary), with a note of how long it was when cut.
+pub fn clip(s: &str) -> String {
+    if s.len() <= ECHO_MAX_BYTES {
+        return s.to_string();
+    }
+    let mut end = ECHO_MAX_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... [{} bytes in all]", &s[..end], s.len())
+}
+
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ToolError {
     #[error("unknown tool '{name}'; available tools: {available}")]
@@ -19,6 +35,14 @@ pub enum ToolError {
         "path '{path}' is outside the workspace ({reason}); use a path inside the workspace root"
     )]
     OutsideWorkspace { path: String, reason: String },
+    /// A path inside the workspace that tools may not read or change (see
+    /// `docs/SECURITY.md`, "File tools").
+    #[error("path '{path}' is protected: {reason}")]
+    Protected { path: String, reason: String },
+    /// A regular file with more than one name: its other names may lie outside the
+    /// workspace, so file tools do not read it.
+    #[error("'{path}' has {links} hard links; file tools; another name may lie outside the workspace, so file tools do not read hard-linked files")]
+    HardLinked { path: String, links: u64 },
     #[error("'{path}' does not exist")]
     NotFound { path: String },
     #[error("{path}: {detail}")]

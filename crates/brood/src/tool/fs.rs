@@ -4,7 +4,7 @@
 //! through the caller's write scopes. Output is capped with a marker that says how
 //! to read more. Writes are atomic: a temp file in the same directory, then a rename.
 
-use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
+use super::{blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -26,12 +26,10 @@ const BINARY_SNIFF_BYTES: usize = 8192;
 /// Turn an I/O error on `path` (as shown to the model) into a [`ToolError`].
 pub(crate) fn io_error(path: &str, e: io::Error) -> ToolError {
     if e.kind() == io::ErrorKind::NotFound {
-        ToolError::NotFound {
-            path: path.to_string(),
-        }
+        ToolError::NotFound { path: clip(path) }
     } else {
         ToolError::Io {
-            path: path.to_string(),
+            path: clip(path),
             detail: e.to_string(),
         }
     }
@@ -40,7 +38,7 @@ pub(crate) fn io_error(path: &str, e: io::Error) -> ToolError {
 /// The error for a path that is a FIFO, socket or device: opening it could block.
 pub(crate) fn not_regular(shown: &str) -> ToolError {
     ToolError::Io {
-        path: shown.to_string(),
+        path: clip(shown),
         detail: "is not a regular file (a pipe, socket or device); file tools only handle \
                  regular files"
             .into(),
@@ -435,6 +433,8 @@ impl Tool for WriteFile {
         blocking(move || {
             let abs = ws.resolve_for_write(&a.path, "write_file", &perms)?;
             let shown = ws.display(&abs);
+            let lock = ws.write_lock(&abs);
+            let _turn = lock.hold();
             let existed = abs.exists();
             write_atomic(&abs, a.content.as_bytes()).map_err(|e| io_error(&shown, e))?;
             Ok(format!(
@@ -503,6 +503,9 @@ impl Tool for EditFile {
         blocking(move || {
             let abs = ws.resolve_for_write(&a.path, "edit_file", &perms)?;
             let shown = ws.display(&abs);
+            // Read, change and replace the file in one turn of its lock.
+            let lock = ws.write_lock(&abs);
+            let _turn = lock.hold();
             let meta = fs::metadata(&abs).map_err(|e| io_error(&shown, e))?;
             if !meta.is_file() {
                 return Err(not_regular(&shown));

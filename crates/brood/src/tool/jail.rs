@@ -13,18 +13,26 @@
 //! Sub-agents that can run arbitrary commands are contained by their shell policy,
 //! not by this check.
 
-use super::{Permissions, ToolError};
+use super::locks::{PathLock, WriteLocks};
+use super::protect::{read_refusal, write_refusal};
+use super::{clip, Permissions, ToolError};
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// How many symlinks one resolution may follow before it is refused (as the kernel's
 /// `ELOOP` limit).
 const MAX_SYMLINK_HOPS: usize = 40;
 
+/// Longest path (in bytes) a tool takes, as the kernel's `PATH_MAX`.
+pub const PATH_MAX_BYTES: usize = 4096;
+
 /// A workspace root. All tool paths resolve inside it.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// Per-path write locks of the session using this workspace (clones share them).
+    writes: Arc<WriteLocks>,
 }
 
 /// Why a resolution failed before it was turned into a [`ToolError`].
@@ -49,7 +57,10 @@ impl Workspace {
                 format!("workspace root {} is not a directory", root.display()),
             ));
         }
-        Ok(Workspace { root })
+        Ok(Workspace {
+            root,
+            writes: Arc::default(),
+        })
     }
 
     /// The canonical root directory.
@@ -60,12 +71,47 @@ impl Workspace {
     /// Resolve `path` (relative to the root, or absolute inside it) to a canonical
     /// path inside the root. The path need not exist (its parent directories need not
     /// either), but every existing part is resolved, symlinks included, and the
-    /// result must stay inside the root. An empty path means the root.
+    /// result must stay inside the root. An empty path means the root. A path tools
+    /// may not read (brood's state) is refused with [`ToolError::Protected`].
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        let resolved = self.resolve_inside(path)?;
+        self.check(path, &resolved, read_refusal)?;
+        Ok(resolved)
+    }
+
+    /// Refuse `resolved` (given as `path`) when `rule` says why.
+    fn check(
+        &self,
+        path: &str,
+        resolved: &Path,
+        rule: fn(&Path) -> Option<&'static str>,
+    ) -> Result<(), ToolError> {
+        let rel = resolved.strip_prefix(&self.root).unwrap_or(resolved);
+        match rule(rel) {
+            Some(why) => Err(ToolError::Protected {
+                path: clip(path),
+                reason: format!("'{}' {why}", clip(&self.display(resolved))),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The jail alone: `path` resolved to a canonical path inside the root.
+    fn resolve_inside(&self, path: &str) -> Result<PathBuf, ToolError> {
+        if path.len() > PATH_MAX_BYTES {
+            return Err(ToolError::InvalidArguments {
+                tool: "path".into(),
+                detail: format!(
+                    "path '{}' is {} bytes, longer than the {PATH_MAX_BYTES} a path may have",
+                    clip(path),
+                    path.len()
+                ),
+            });
+        }
         if path.contains('\0') {
             return Err(ToolError::InvalidArguments {
                 tool: "path".into(),
-                detail: format!("path {path:?} contains a NUL byte"),
+                detail: format!("path {:?} contains a NUL byte", clip(path)),
             });
         }
         let given = Path::new(path);
@@ -77,40 +123,42 @@ impl Workspace {
         match resolve_existing_prefix(&candidate, 0) {
             Ok(resolved) if resolved.starts_with(&self.root) => Ok(resolved),
             Ok(resolved) => Err(ToolError::OutsideWorkspace {
-                path: path.to_string(),
+                path: clip(path),
                 reason: self.outside_reason(given, &resolved),
             }),
             Err(Refusal::Outside(resolved)) => Err(ToolError::OutsideWorkspace {
-                path: path.to_string(),
+                path: clip(path),
                 reason: self.outside_reason(given, &resolved),
             }),
             Err(Refusal::DotDotInNewTail) => Err(ToolError::OutsideWorkspace {
-                path: path.to_string(),
+                path: clip(path),
                 reason: "'..' follows a directory that does not exist, so it cannot be checked"
                     .into(),
             }),
             Err(Refusal::Loop) => Err(ToolError::OutsideWorkspace {
-                path: path.to_string(),
+                path: clip(path),
                 reason: format!("more than {MAX_SYMLINK_HOPS} symlinks to follow"),
             }),
             Err(Refusal::Io(e)) => Err(ToolError::Io {
-                path: path.to_string(),
+                path: clip(path),
                 detail: e.to_string(),
             }),
         }
     }
 
     /// [`resolve`](Self::resolve) for a write by `tool`: additionally the result must
-    /// lie under one of `permissions.write_scopes` (workspace-relative directories)
-    /// when those are set; otherwise [`ToolError::NotGranted`] names the tool, the
-    /// holder and the allowed scopes.
+    /// not be a protected path ([`ToolError::Protected`]), and must lie under one of
+    /// `permissions.write_scopes` (workspace-relative directories) when those are
+    /// set; otherwise [`ToolError::NotGranted`] names the tool, the holder and the
+    /// allowed scopes.
     pub fn resolve_for_write(
         &self,
         path: &str,
         tool: &str,
         permissions: &Permissions,
     ) -> Result<PathBuf, ToolError> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve_inside(path)?;
+        self.check(path, &resolved, write_refusal)?;
         if let Some(scopes) = &permissions.write_scopes {
             let inside = scopes.iter().any(|scope| {
                 scope
@@ -133,12 +181,18 @@ impl Workspace {
                     holder: permissions.holder.clone(),
                     reason: format!(
                         "'{}' is outside the writable scopes; writes are allowed only under: {list}",
-                        self.display(&resolved)
+                        clip(&self.display(&resolved))
                     ),
                 });
             }
         }
         Ok(resolved)
+    }
+
+    /// The write lock of `abs` (a path [`resolve_for_write`](Self::resolve_for_write)
+    /// returned): writers of one file through this workspace take turns.
+    pub(crate) fn write_lock(&self, abs: &Path) -> PathLock {
+        self.writes.of(abs)
     }
 
     /// `abs` relative to the root for tool output (`.` for the root itself); paths

@@ -9,7 +9,9 @@
 //! remember at once without interleaving or losing notes. All three tools have
 //! [`Capability::Memory`]; which of them a role gets is decided by its allowed tools.
 
-use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace};
+use super::{
+    blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace,
+};
 use async_trait::async_trait;
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcherBuilder;
@@ -241,6 +243,16 @@ impl Tool for MemorySearch {
     }
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let a: MemorySearchArgs = parse_args(self.name(), args)?;
+        if a.query.len() > MAX_NOTE_CHARS * 4 {
+            return Err(ToolError::InvalidArguments {
+                tool: self.name().into(),
+                detail: format!(
+                    "query '{}' is {} bytes; a note has at most {MAX_NOTE_CHARS} characters",
+                    clip(&a.query),
+                    a.query.len()
+                ),
+            });
+        }
         if a.query.trim().is_empty() {
             return Err(ToolError::InvalidArguments {
                 tool: self.name().into(),
@@ -253,7 +265,7 @@ impl Tool for MemorySearch {
                 .build(&a.query)
                 .map_err(|e| ToolError::InvalidArguments {
                     tool: self.name().into(),
-                    detail: format!("bad regex: {e}"),
+                    detail: format!("bad regex: {}", clip(&e.to_string())),
                 })?;
             Box::new(move |line: &str| m.is_match(line.as_bytes()).unwrap_or(false))
         } else {
@@ -277,7 +289,7 @@ impl Tool for MemorySearch {
                 }
             }
             if count == 0 {
-                return Ok(format!("no memory lines match '{query}'"));
+                return Ok(format!("no memory lines match '{}'", clip(&query)));
             }
             if count > SEARCH_MAX_RESULTS {
                 out.push_str(&format!(

@@ -12,7 +12,9 @@ pub mod builtin;
 mod error;
 pub mod fs;
 pub mod jail;
+mod locks;
 pub mod memory;
+mod protect;
 pub mod sandbox;
 mod schema;
 pub mod search;
@@ -21,7 +23,7 @@ pub mod todo;
 mod toolbox;
 
 pub use builtin::{builtin_tools, BuiltinOptions};
-pub use error::ToolError;
+pub use error::{clip, ToolError, ECHO_MAX_BYTES};
 pub use jail::Workspace;
 pub use memory::MemoryFiles;
 pub use sandbox::Sandbox;
@@ -205,9 +207,10 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
     tool: &str,
     args: serde_json::Value,
 ) -> Result<T, ToolError> {
+    // serde quotes an offending string value whole: clip it.
     serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments {
         tool: tool.to_string(),
-        detail: e.to_string(),
+        detail: clip(&e.to_string()),
     })
 }
 

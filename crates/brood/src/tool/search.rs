@@ -5,7 +5,9 @@
 //! never leaves the workspace. Results are workspace-relative and capped with a
 //! marker; the walk runs on a blocking thread and stops when the call is cancelled.
 
-use super::{blocking, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace};
+use super::{
+    blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace,
+};
 use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::RegexMatcherBuilder;
@@ -23,6 +25,8 @@ pub const FIND_MAX_RESULTS: usize = 500;
 pub const GREP_MAX_MATCHES: usize = 300;
 /// Most bytes of `grep` output.
 pub const GREP_MAX_BYTES: usize = 64 * 1024;
+/// Longest glob or regex pattern, in bytes.
+pub const PATTERN_MAX_BYTES: usize = 4096;
 /// Matching lines are cut to this many bytes.
 const GREP_MAX_LINE_BYTES: usize = 400;
 
@@ -39,8 +43,24 @@ struct PathGlob {
     by_name: bool,
 }
 
+/// Refuse a pattern longer than [`PATTERN_MAX_BYTES`] before compiling it.
+fn check_pattern(tool: &str, pattern: &str) -> Result<(), ToolError> {
+    if pattern.len() > PATTERN_MAX_BYTES {
+        return Err(ToolError::InvalidArguments {
+            tool: tool.into(),
+            detail: format!(
+                "the pattern '{}' is {} bytes, longer than {PATTERN_MAX_BYTES}; use a shorter one",
+                clip(pattern),
+                pattern.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl PathGlob {
     fn new(tool: &str, pattern: &str) -> Result<Self, ToolError> {
+        check_pattern(tool, pattern)?;
         let pattern = pattern.trim().trim_start_matches("./");
         if pattern.is_empty() {
             return Err(ToolError::InvalidArguments {
@@ -53,7 +73,7 @@ impl PathGlob {
             .build()
             .map_err(|e| ToolError::InvalidArguments {
                 tool: tool.into(),
-                detail: format!("bad glob '{pattern}': {e}"),
+                detail: format!("bad glob '{}': {e}", clip(pattern)),
             })?;
         Ok(PathGlob {
             matcher: glob.compile_matcher(),
@@ -71,15 +91,25 @@ impl PathGlob {
     }
 }
 
-/// A walk of `dir` (a file or directory) as both tools use it.
+/// A walk of `dir` (a file or directory) as both tools use it: `.git` and brood's
+/// state (`.brood/state`, which tools may not read) are not entered.
 fn walk(dir: &Path) -> ignore::Walk {
     WalkBuilder::new(dir)
         .hidden(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git")
+        .filter_entry(|e| e.file_name() != ".git" && !is_brood_state(e.path()))
         .sort_by_file_name(|a, b| a.cmp(b))
         .build()
+}
+
+/// Whether `path` is a `.brood/state` directory (at any depth, as the read rule).
+fn is_brood_state(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "state")
+        && path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == ".brood")
 }
 
 /// The path a glob is matched against: relative to the searched directory, or the
@@ -96,9 +126,7 @@ fn search_root(ws: &Workspace, path: Option<&str>) -> Result<std::path::PathBuf,
     let shown = path.unwrap_or(".");
     let abs = ws.resolve(path.unwrap_or(""))?;
     if !abs.exists() {
-        return Err(ToolError::NotFound {
-            path: shown.to_string(),
-        });
+        return Err(ToolError::NotFound { path: clip(shown) });
     }
     Ok(abs)
 }
@@ -179,7 +207,8 @@ fn find(
     }
     if total == 0 {
         return Ok(format!(
-            "no files match '{pattern}' under {}",
+            "no files match '{}' under {}",
+            clip(pattern),
             ws.display(dir)
         ));
     }
@@ -234,13 +263,14 @@ impl Tool for Grep {
     }
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let a: GrepArgs = parse_args(self.name(), args)?;
+        check_pattern(self.name(), &a.pattern)?;
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(a.case_insensitive.unwrap_or(false))
             .line_terminator(Some(b'\n'))
             .build(&a.pattern)
             .map_err(|e| ToolError::InvalidArguments {
                 tool: self.name().into(),
-                detail: format!("bad regex: {e}"),
+                detail: format!("bad regex: {}", clip(&e.to_string())),
             })?;
         let glob = a
             .glob
@@ -311,7 +341,8 @@ fn grep(
     }
     if count == 0 {
         return Ok(format!(
-            "no matches for /{pattern}/ under {}{}",
+            "no matches for /{}/ under {}{}",
+            clip(pattern),
             ws.display(dir),
             if unreadable > 0 {
                 format!(" ({unreadable} files could not be read)")

@@ -264,6 +264,10 @@ async fn write_scopes_bound_writes() {
                 assert_eq!(holder, "plan");
                 assert!(reason.contains(".brood/plans/"), "{reason}");
             }
+            // `.brood/` outside the plans is protected for every holder.
+            Err(ToolError::Protected { reason, .. }) => {
+                assert!(reason.contains(".brood/plans/"), "{reason}");
+            }
             other => panic!("{name}: {other:?}"),
         }
     }
@@ -310,4 +314,33 @@ async fn special_files_are_refused_instead_of_blocking() {
     .await
     .unwrap();
     assert_eq!(out, "src/one.rs\n");
+}
+
+#[tokio::test]
+async fn fifty_parallel_edits_of_one_file_all_land() {
+    let env = Env::new();
+    let text: String = (0..50).map(|i| format!("marker-{i:02}\n")).collect();
+    env.write("shared.txt", &text);
+    let perms = Permissions::full("tester");
+    let tb = env.toolbox(perms.clone());
+    // One workspace (one session) for every call, as sibling calls of a step share it.
+    let ctx = env.ctx(perms);
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let (tb, ctx) = (tb.clone(), ctx.clone());
+        tasks.push(tokio::spawn(async move {
+            let args = json!({
+                "path": "shared.txt",
+                "old_string": format!("marker-{i:02}\n"),
+                "new_string": format!("edited-{i:02}\n"),
+            });
+            tb.call(&tool_call("edit_file", args), &ctx).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let after = std::fs::read_to_string(env.ws.join("shared.txt")).unwrap();
+    let expected: String = (0..50).map(|i| format!("edited-{i:02}\n")).collect();
+    assert_eq!(after, expected, "an edit was lost");
 }

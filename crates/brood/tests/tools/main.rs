@@ -6,6 +6,7 @@ mod files;
 mod grants;
 mod jail;
 mod memory;
+mod protect;
 mod schemas;
 mod search;
 mod shell;

@@ -1,0 +1,132 @@
+//! Protected paths: what no file tool may read or change, whatever its grant.
+//!
+//! The rules apply to the canonical path (after the [`Workspace`](super::Workspace)
+//! jail resolved `..`, `.` and every symlink), so any spelling of a path —
+//! `./.brood/../.brood/state`, `.git/./hooks`, a trailing `/`, a symlink planted in
+//! the workspace — meets the same rule. A rule matches at any depth, so a nested
+//! repository's `sub/.git/hooks` or a sub-project's `sub/.claude/` is covered too.
+//!
+//! - **Not readable**: `.brood/state/` — brood's ledger, transcripts and spill files.
+//!   A child reads another run's output only through `agent_eval`/`handle_read`.
+//! - **Not writable**: `.brood/` (config, agent definitions, memory, state) except the
+//!   workspace's `.brood/plans/`; `.claude/` (agent definitions, hooks, settings);
+//!   and every `.git/` directory (hooks, config, and the rest of the repository's
+//!   internals). Each is a way to run code or redirect a key at the next start.
+//!   Memory is appended only through `remember`.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path};
+
+/// Brood's directory in a workspace.
+const BROOD: &str = ".brood";
+/// Brood's state directory inside [`BROOD`].
+const STATE: &str = "state";
+/// Plan files inside [`BROOD`], the one writable part of it.
+const PLANS: &str = "plans";
+/// Claude Code's directory (agent definitions, settings with hooks).
+const CLAUDE: &str = ".claude";
+/// A git repository's internals.
+const GIT: &str = ".git";
+
+/// The names of `rel`'s components (a workspace-relative canonical path).
+fn names(rel: &Path) -> Vec<&OsStr> {
+    rel.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `dir` is brood's state directory's name pair (`.brood`, `state`).
+fn is_state_pair(pair: &[&OsStr]) -> bool {
+    pair.len() == 2 && pair[0] == BROOD && pair[1] == STATE
+}
+
+/// Why tools may not read `rel` (workspace-relative, canonical), if they may not.
+pub(crate) fn read_refusal(rel: &Path) -> Option<&'static str> {
+    let names = names(rel);
+    names.windows(2).any(is_state_pair).then_some(
+        "is brood's own state (ledger, transcripts, spill files), which tools cannot \
+         read; a child's result is read with agent_eval or handle_read",
+    )
+}
+
+/// Why tools may not create or change `rel` (workspace-relative, canonical), if
+/// they may not. Reading rules apply as well.
+pub(crate) fn write_refusal(rel: &Path) -> Option<&'static str> {
+    if let Some(why) = read_refusal(rel) {
+        return Some(why);
+    }
+    let names = names(rel);
+    for (i, name) in names.iter().enumerate() {
+        if *name == GIT {
+            return Some(
+                "is inside a .git directory (hooks and config run code); change the \
+                 repository with git commands instead",
+            );
+        }
+        if *name == CLAUDE {
+            return Some(
+                "is inside .claude/ (agent definitions and hooks that run at the next \
+                 start); ask the user to change it",
+            );
+        }
+        if *name == BROOD {
+            let plan_file = i == 0 && names.len() > 2 && names[1] == PLANS;
+            if !plan_file {
+                return Some(
+                    "is inside .brood/ (brood's config, agents, memory and state); only \
+                     plan files under .brood/plans/ may be written, and notes are saved with \
+                     remember",
+                );
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_unreadable_at_any_depth() {
+        for p in [
+            ".brood/state",
+            ".brood/state/brood.db",
+            "sub/.brood/state/x",
+        ] {
+            assert!(read_refusal(Path::new(p)).is_some(), "{p}");
+        }
+        for p in [".brood", ".brood/memory.md", "state/.brood", "src/state"] {
+            assert!(read_refusal(Path::new(p)).is_none(), "{p}");
+        }
+    }
+
+    #[test]
+    fn writes_are_refused_in_protected_dirs_but_plans() {
+        for p in [
+            ".brood",
+            ".brood/config.toml",
+            ".brood/plans",
+            ".brood/agents/x.md",
+            ".claude/settings.json",
+            "a/.claude/agents/x.md",
+            ".git/hooks/pre-commit",
+            ".git/config",
+            "sub/.git/hooks/post-checkout",
+            "sub/.brood/plans/p.md",
+        ] {
+            assert!(write_refusal(Path::new(p)).is_some(), "{p}");
+        }
+        for p in [
+            ".brood/plans/p.md",
+            ".brood/plans/a/b.md",
+            "src/git.rs",
+            ".github/x",
+        ] {
+            assert!(write_refusal(Path::new(p)).is_none(), "{p}");
+        }
+    }
+}
