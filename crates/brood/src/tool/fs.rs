@@ -11,6 +11,7 @@ use serde::Deserialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
 
 /// Most lines `read_file` returns in one call.
 pub const READ_MAX_LINES: usize = 2000;
@@ -18,6 +19,11 @@ pub const READ_MAX_LINES: usize = 2000;
 pub const READ_MAX_BYTES: usize = 256 * 1024;
 /// Longer lines are cut to this many bytes.
 pub const READ_MAX_LINE_BYTES: usize = 2000;
+/// Most bytes `read_file` scans in one call (to reach `start_line` and count the
+/// lines after the window); past it the answer says what was not scanned.
+pub const READ_SCAN_MAX_BYTES: u64 = 256 << 20;
+/// Largest file `edit_file` changes (it holds the file in memory).
+pub const EDIT_MAX_BYTES: u64 = 16 << 20;
 /// Most entries `list_dir` shows.
 pub const LIST_MAX_ENTRIES: usize = 1000;
 /// How much of a file's start is checked for NUL bytes to call it binary.
@@ -160,11 +166,12 @@ impl Tool for ReadFile {
             (None, None) => None,
         };
         let ws = ctx.workspace.clone();
+        let cancel = ctx.cancel.clone();
         let path = a.path;
         blocking(move || {
             let abs = ws.resolve(&path)?;
             let shown = ws.display(&abs);
-            read_numbered(&abs, &shown, start, end)
+            read_numbered(&abs, &shown, start, end, &cancel)
         })
         .await
     }
@@ -176,6 +183,7 @@ fn read_numbered(
     shown: &str,
     start: usize,
     end: Option<usize>,
+    cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
     let meta = fs::metadata(abs).map_err(|e| io_error(shown, e))?;
     if meta.is_dir() {
@@ -239,12 +247,22 @@ fn read_numbered(
         cur.clear();
     };
 
+    let mut scanned = 0u64;
+    let mut scan_cut = false; // stopped at READ_SCAN_MAX_BYTES before the end
     loop {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        if scanned >= READ_SCAN_MAX_BYTES {
+            scan_cut = true;
+            break;
+        }
         let chunk = reader.fill_buf().map_err(|e| io_error(shown, e))?;
         if chunk.is_empty() {
             break;
         }
         let n = chunk.len();
+        scanned += n as u64;
         let mut i = 0;
         while i < n {
             let rest = &chunk[i..];
@@ -271,6 +289,13 @@ fn read_numbered(
             }
         }
         reader.consume(n);
+    }
+    if scan_cut {
+        if cur_nonempty {
+            // The line goes on past the scan: show what was read of it, as cut.
+            finish(line_no, &mut cur, true, &mut out);
+        }
+        return scan_cut_answer(out, shown, start, line_no, shown_last, meta.len());
     }
     // A last line without a trailing newline.
     let total = if cur_nonempty {
@@ -303,6 +328,36 @@ fn read_numbered(
             "[showing lines {start}-{window_end} of {total}]\n"
         ));
     }
+    Ok(out)
+}
+
+/// The answer when the scan stopped at [`READ_SCAN_MAX_BYTES`], in line `line_no`,
+/// having shown lines up to `shown_last` (0: none).
+fn scan_cut_answer(
+    mut out: String,
+    shown: &str,
+    start: usize,
+    line_no: usize,
+    shown_last: usize,
+    len: u64,
+) -> Result<String, ToolError> {
+    let mib = READ_SCAN_MAX_BYTES >> 20;
+    if shown_last == 0 {
+        return Err(ToolError::InvalidArguments {
+            tool: "read_file".into(),
+            detail: format!(
+                "start_line {start} is not within the first {mib} MiB of {shown} ({len} bytes, \
+                 {} lines in them); use grep to find the place, or bash (e.g. tail -c)",
+                line_no - 1
+            ),
+        });
+    }
+    out.push_str(&format!(
+        "[showing lines {start}-{shown_last}; stopped scanning {shown} ({len} bytes) after \
+         {mib} MiB, in line {line_no}, so its lines were not all counted; call read_file with \
+         start_line={} to read on]\n",
+        shown_last + 1
+    ));
     Ok(out)
 }
 
@@ -510,7 +565,17 @@ impl Tool for EditFile {
             if !meta.is_file() {
                 return Err(not_regular(&shown));
             }
-            let bytes = fs::read(&abs).map_err(|e| io_error(&shown, e))?;
+            let file = File::open(&abs).map_err(|e| io_error(&shown, e))?;
+            let bytes = super::memory::read_capped(&file, EDIT_MAX_BYTES)
+                .map_err(|e| io_error(&shown, e))?
+                .ok_or_else(|| ToolError::Io {
+                    path: clip(&shown),
+                    detail: format!(
+                        "is larger than {} MiB; edit_file edits files up to that size - use \
+                         bash (e.g. sed) for larger ones",
+                        EDIT_MAX_BYTES >> 20
+                    ),
+                })?;
             let text = String::from_utf8(bytes).map_err(|_| ToolError::Io {
                 path: shown.clone(),
                 detail: "is not UTF-8 text; edit_file only edits text files".into(),

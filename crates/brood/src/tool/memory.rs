@@ -27,6 +27,8 @@ use std::sync::Arc;
 pub const READ_MAX_BYTES: usize = 64 * 1024;
 /// Most lines `memory_search` returns.
 pub const SEARCH_MAX_RESULTS: usize = 200;
+/// Largest memory file the tools read (a larger one is reported, not read).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// Longest note, in characters.
 pub const MAX_NOTE_CHARS: usize = 1000;
 
@@ -116,20 +118,49 @@ pub fn memory_tools(files: MemoryFiles) -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// The lines of `path` (none if it does not exist).
-fn read_lines(path: &Path, shown: &str) -> Result<Vec<String>, ToolError> {
+/// The lines of `path` (none if it does not exist), or `None` when the file is
+/// larger than [`MAX_FILE_BYTES`] (it is then not read at all).
+fn read_lines(path: &Path, shown: &str) -> Result<Option<Vec<String>>, ToolError> {
     check_regular(path, shown)?;
-    match fs::read(path) {
-        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes)
+    let io_err = |e: io::Error| ToolError::Io {
+        path: clip(shown),
+        detail: e.to_string(),
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
+        Err(e) => return Err(io_err(e)),
+    };
+    let Some(bytes) = read_capped(&file, MAX_FILE_BYTES).map_err(io_err)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        String::from_utf8_lossy(&bytes)
             .lines()
             .map(str::to_string)
-            .collect()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(ToolError::Io {
-            path: shown.to_string(),
-            detail: e.to_string(),
-        }),
+            .collect(),
+    ))
+}
+
+/// All of `file` if it holds at most `cap` bytes, else `None`. Never reads more
+/// than `cap + 1` bytes, whatever the file's size says or becomes.
+pub(crate) fn read_capped(file: &File, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    let len = file.metadata()?.len();
+    if len > cap {
+        return Ok(None);
     }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= cap).then_some(bytes))
+}
+
+/// The note that stands for a memory file too large to read.
+fn too_large(shown: &str) -> String {
+    format!(
+        "[{shown} is larger than {} MiB and was not read; trim it (keep the notes that \
+         still matter)]\n",
+        MAX_FILE_BYTES >> 20
+    )
 }
 
 /// Refuse a memory path that exists but is not a regular file (a FIFO would block).
@@ -178,8 +209,12 @@ impl Tool for MemoryRead {
             let files = files.labelled(&ws)?;
             let mut out = String::new();
             for (label, path, shown) in files {
-                let lines = read_lines(&path, &shown)?;
                 out.push_str(&format!("## {label} ({shown})\n"));
+                let Some(lines) = read_lines(&path, &shown)? else {
+                    out.push_str(&too_large(&shown));
+                    out.push('\n');
+                    continue;
+                };
                 if lines.is_empty() {
                     out.push_str("(empty)\n\n");
                     continue;
@@ -278,8 +313,13 @@ impl Tool for MemorySearch {
             let files = files.labelled(&ws)?;
             let mut out = String::new();
             let mut count = 0usize;
+            let mut notes = String::new();
             for (_, path, shown) in files {
-                for (i, line) in read_lines(&path, &shown)?.iter().enumerate() {
+                let Some(lines) = read_lines(&path, &shown)? else {
+                    notes.push_str(&too_large(&shown));
+                    continue;
+                };
+                for (i, line) in lines.iter().enumerate() {
                     if is_match(line) {
                         count += 1;
                         if count <= SEARCH_MAX_RESULTS {
@@ -289,7 +329,7 @@ impl Tool for MemorySearch {
                 }
             }
             if count == 0 {
-                return Ok(format!("no memory lines match '{}'", clip(&query)));
+                return Ok(format!("{notes}no memory lines match '{}'", clip(&query)));
             }
             if count > SEARCH_MAX_RESULTS {
                 out.push_str(&format!(
@@ -297,6 +337,7 @@ impl Tool for MemorySearch {
                     count - SEARCH_MAX_RESULTS
                 ));
             }
+            out.push_str(&notes);
             Ok(out)
         })
         .await
@@ -363,15 +404,19 @@ impl Tool for Remember {
                 path: shown.clone(),
                 detail: e.to_string(),
             })?;
-            Ok(format!("remembered at {shown}:{n}: {line}"))
+            Ok(match n {
+                Some(n) => format!("remembered at {shown}:{n}: {line}"),
+                None => format!("remembered at the end of {shown}: {line}"),
+            })
         })
         .await
     }
 }
 
 /// Append `line` to `path` under an exclusive `flock`, in one `O_APPEND` write,
-/// starting on a fresh line. Returns the new line's number.
-pub fn append_line(path: &Path, line: &str) -> io::Result<usize> {
+/// starting on a fresh line. Returns the new line's number, or `None` when the file
+/// is larger than [`MAX_FILE_BYTES`] (its lines are not counted).
+pub fn append_line(path: &Path, line: &str) -> io::Result<Option<usize>> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
@@ -381,19 +426,47 @@ pub fn append_line(path: &Path, line: &str) -> io::Result<usize> {
         .create(true)
         .open(path)?;
     let _lock = FileLock::exclusive(&file)?;
-    let mut existing = Vec::new();
-    (&file).read_to_end(&mut existing)?;
+    let len = file.metadata()?.len();
     let mut buf = String::with_capacity(line.len() + 2);
-    if existing.last().is_some_and(|&b| b != b'\n') {
+    let ends_open = len > 0 && last_byte(&file, len)? != b'\n';
+    if ends_open {
         buf.push('\n');
     }
     buf.push_str(line);
     buf.push('\n');
+    // Count the lines before appending (bounded: a file over the cap gets none).
+    let before = if len <= MAX_FILE_BYTES {
+        Some(count_newlines(&file, MAX_FILE_BYTES)? + usize::from(ends_open))
+    } else {
+        None
+    };
     (&file).write_all(buf.as_bytes())?;
     file.sync_data()?;
-    let before = existing.iter().filter(|&&b| b == b'\n').count()
-        + usize::from(existing.last().is_some_and(|&b| b != b'\n'));
-    Ok(before + 1)
+    Ok(before.map(|n| n + 1))
+}
+
+/// The byte at `len - 1` of `file`.
+fn last_byte(file: &File, len: u64) -> io::Result<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 1];
+    file.read_exact_at(&mut b, len - 1)?;
+    Ok(b[0])
+}
+
+/// How many `\n` the first `cap` bytes of `file` hold, read in small pieces.
+fn count_newlines(file: &File, cap: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut at, mut n) = (0u64, 0usize);
+    while at < cap {
+        let got = file.read_at(&mut buf, at)?;
+        if got == 0 {
+            break;
+        }
+        n += buf[..got].iter().filter(|&&b| b == b'\n').count();
+        at += got as u64;
+    }
+    Ok(n)
 }
 
 /// An exclusive advisory lock on an open file, released on drop (and on close).

@@ -11,7 +11,7 @@ use super::{
 use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{sinks::Lossy, BinaryDetection, SearcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
 use ignore::WalkBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -25,6 +25,10 @@ pub const FIND_MAX_RESULTS: usize = 500;
 pub const GREP_MAX_MATCHES: usize = 300;
 /// Most bytes of `grep` output.
 pub const GREP_MAX_BYTES: usize = 64 * 1024;
+/// Files larger than this are not searched by `grep` (it says how many).
+pub const GREP_MAX_FILE_BYTES: u64 = 256 << 20;
+/// Longest line `grep` holds in memory; a file with a longer one is not searched.
+const GREP_MAX_LINE_BUFFER: usize = 1 << 20;
 /// Longest glob or regex pattern, in bytes.
 pub const PATTERN_MAX_BYTES: usize = 4096;
 /// Matching lines are cut to this many bytes.
@@ -252,7 +256,7 @@ impl Tool for Grep {
     }
     fn description(&self) -> &str {
         "Search file contents with a regular expression (ripgrep engine), recursively, \
-         skipping .gitignored and binary files. Output lines are 'path:line: text' with \
+         skipping .gitignored and binary files (it says how many it skipped). Output lines are 'path:line: text' with \
          workspace-relative paths, at most 300 lines; narrow with path or glob when capped."
     }
     fn schema(&self) -> serde_json::Value {
@@ -298,16 +302,15 @@ fn grep(
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
+        .heap_limit(Some(GREP_MAX_LINE_BUFFER))
         .build();
-    let mut out = String::new();
-    let mut count = 0usize;
-    let mut capped = false;
-    let mut unreadable = 0usize;
+    let mut out = Collect::default();
+    let mut skipped = Skipped::default();
     for entry in walk(dir) {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        if capped {
+        if out.capped {
             break;
         }
         let Ok(entry) = entry else { continue };
@@ -319,44 +322,130 @@ fn grep(
                 continue;
             }
         }
-        let shown = ws.display(entry.path());
-        let result = searcher.search_path(
-            matcher,
-            entry.path(),
-            Lossy(|line_no, line| {
-                if count >= GREP_MAX_MATCHES || out.len() >= GREP_MAX_BYTES {
-                    capped = true;
-                    return Ok(false);
-                }
-                let text = line.trim_end_matches(['\n', '\r']);
-                let text = cut(text, GREP_MAX_LINE_BYTES);
-                out.push_str(&format!("{shown}:{line_no}: {text}\n"));
-                count += 1;
-                Ok(true)
-            }),
-        );
-        if result.is_err() {
-            unreadable += 1;
+        let Ok(file) = std::fs::File::open(entry.path()) else {
+            skipped.unreadable += 1;
+            continue;
+        };
+        match file.metadata() {
+            Ok(m) if m.len() > GREP_MAX_FILE_BYTES => {
+                skipped.large += 1;
+                continue;
+            }
+            Ok(m) if m.is_file() => {}
+            _ => {
+                skipped.unreadable += 1;
+                continue;
+            }
+        }
+        out.shown = ws.display(entry.path());
+        out.binary = false;
+        if searcher.search_file(matcher, &file, &mut out).is_err() {
+            skipped.unreadable += 1;
+        }
+        if out.binary {
+            skipped.binary += 1;
         }
     }
-    if count == 0 {
+    let notes = skipped.notes();
+    if out.count == 0 {
         return Ok(format!(
             "no matches for /{}/ under {}{}",
             clip(pattern),
             ws.display(dir),
-            if unreadable > 0 {
-                format!(" ({unreadable} files could not be read)")
-            } else {
+            if notes.is_empty() {
                 String::new()
+            } else {
+                format!(" ({notes})")
             }
         ));
     }
-    if capped {
-        out.push_str(&format!(
-            "[stopped after {count} matching lines; narrow the pattern, path or glob to see the rest]\n"
+    let mut text = out.text;
+    if out.capped {
+        text.push_str(&format!(
+            "[stopped after {} matching lines; narrow the pattern, path or glob to see the rest]\n",
+            out.count
         ));
     }
-    Ok(out)
+    if !notes.is_empty() {
+        text.push_str(&format!("[{notes}]\n"));
+    }
+    Ok(text)
+}
+
+/// Files `grep` did not search, by why.
+#[derive(Default)]
+struct Skipped {
+    binary: usize,
+    large: usize,
+    unreadable: usize,
+}
+
+impl Skipped {
+    /// `N binary file(s) skipped; …`, or nothing when none were skipped.
+    fn notes(&self) -> String {
+        let mut parts = Vec::new();
+        if self.binary > 0 {
+            parts.push(format!(
+                "{} binary file(s) skipped (a NUL byte found)",
+                self.binary
+            ));
+        }
+        if self.large > 0 {
+            parts.push(format!(
+                "{} file(s) over {} MiB skipped (use bash to search them)",
+                self.large,
+                GREP_MAX_FILE_BYTES >> 20
+            ));
+        }
+        if self.unreadable > 0 {
+            parts.push(format!(
+                "{} file(s) could not be read or have a line over {} MiB",
+                self.unreadable,
+                GREP_MAX_LINE_BUFFER >> 20
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The sink of `grep`'s searcher: matching lines as `path:line: text`, capped.
+#[derive(Default)]
+struct Collect {
+    /// The file being searched, as shown.
+    shown: String,
+    text: String,
+    count: usize,
+    capped: bool,
+    /// The file being searched turned out to be binary.
+    binary: bool,
+}
+
+impl Sink for Collect {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        if self.count >= GREP_MAX_MATCHES || self.text.len() >= GREP_MAX_BYTES {
+            self.capped = true;
+            return Ok(false);
+        }
+        let line = String::from_utf8_lossy(mat.bytes());
+        let line = cut(line.trim_end_matches(['\n', '\r']), GREP_MAX_LINE_BYTES);
+        let no = mat.line_number().unwrap_or(0);
+        self.text
+            .push_str(&format!("{}:{no}: {line}\n", self.shown));
+        self.count += 1;
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+
+    fn finish(&mut self, _: &Searcher, finish: &SinkFinish) -> Result<(), Self::Error> {
+        self.binary |= finish.binary_byte_offset().is_some();
+        Ok(())
+    }
 }
 
 /// `s` cut to at most `max` bytes on a char boundary, with a marker when cut.

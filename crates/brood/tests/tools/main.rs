@@ -2,6 +2,7 @@
 //! file and search tools, the shell's process-group kill and read-only sandbox,
 //! permission checks in the toolbox, todo and memory. Shared fixtures live here.
 
+mod bounded;
 mod files;
 mod grants;
 mod jail;

@@ -65,7 +65,10 @@ async fn grep_respects_gitignore_formats_and_caps() {
     let out = call(&env, "grep", json!({"pattern": r"fn\s+main"}))
         .await
         .unwrap();
-    assert_eq!(out, "src/main.rs:2: fn main() {\n");
+    assert_eq!(
+        out,
+        "src/main.rs:2: fn main() {\n[1 binary file(s) skipped (a NUL byte found)]\n"
+    );
     let out = call(
         &env,
         "grep",
@@ -96,8 +99,13 @@ async fn grep_respects_gitignore_formats_and_caps() {
         .await
         .unwrap();
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 301);
+    assert_eq!(
+        lines.len(),
+        302,
+        "300 matches, the cap, the binary file skipped"
+    );
     assert_eq!(lines[0], "many.txt:1: hit 0");
     assert_eq!(lines[299], "many.txt:300: hit 299");
     assert!(lines[300].starts_with("[stopped after 300 matching lines"));
+    assert_eq!(lines[301], "[1 binary file(s) skipped (a NUL byte found)]");
 }
