@@ -1,16 +1,20 @@
-//! File tools: `read_file`, `list_dir`, `write_file` and `edit_file`.
+//! File tools that read: `read_file` and `list_dir` (the writing ones are in
+//! [`edit`](super::edit)).
 //!
-//! Every path goes through the [`Workspace`](super::Workspace) jail; writes also go
-//! through the caller's write scopes. Output is capped with a marker that says how
-//! to read more. Writes are atomic: a temp file in the same directory, then a rename.
+//! Every path goes through the [`Workspace`](super::Workspace) jail and is opened
+//! beneath the root. Output is capped with a marker that says how to read more.
 
-use super::{blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
+pub use super::edit::{EditFile, EditFileArgs, WriteFile, WriteFileArgs, EDIT_MAX_BYTES};
+use super::{
+    blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace,
+};
 use async_trait::async_trait;
+use rustix::fs::{statat, AtFlags, Dir, FileType};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::fd::AsFd;
+use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 /// Most lines `read_file` returns in one call.
@@ -22,8 +26,6 @@ pub const READ_MAX_LINE_BYTES: usize = 2000;
 /// Most bytes `read_file` scans in one call (to reach `start_line` and count the
 /// lines after the window); past it the answer says what was not scanned.
 pub const READ_SCAN_MAX_BYTES: u64 = 256 << 20;
-/// Largest file `edit_file` changes (it holds the file in memory).
-pub const EDIT_MAX_BYTES: u64 = 16 << 20;
 /// Most entries `list_dir` shows.
 pub const LIST_MAX_ENTRIES: usize = 1000;
 /// How much of a file's start is checked for NUL bytes to call it binary.
@@ -49,44 +51,6 @@ pub(crate) fn not_regular(shown: &str) -> ToolError {
                  regular files"
             .into(),
     }
-}
-
-/// Replace `path` with `data` atomically: write a temp file next to it, flush it to
-/// disk, rename it over. Parent directories are created; an existing file keeps its
-/// permissions.
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "cannot write to the root"))?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    fs::create_dir_all(dir)?;
-    if path.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::IsADirectory,
-            "is a directory, not a file",
-        ));
-    }
-    let tmp = dir.join(format!(
-        ".{}.brood-{}.tmp",
-        name.to_string_lossy(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    let result = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        if let Ok(meta) = fs::metadata(path) {
-            f.set_permissions(meta.permissions())?;
-        }
-        f.write_all(data)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// The builtin file tools, fresh instances.
@@ -171,7 +135,7 @@ impl Tool for ReadFile {
         blocking(move || {
             let abs = ws.resolve(&path)?;
             let shown = ws.display(&abs);
-            read_numbered(&abs, &shown, start, end, &cancel)
+            read_numbered(&ws, &abs, &shown, start, end, &cancel)
         })
         .await
     }
@@ -179,24 +143,25 @@ impl Tool for ReadFile {
 
 /// Lines `start..=end` of the file at `abs`, numbered, within the caps.
 fn read_numbered(
+    ws: &Workspace,
     abs: &Path,
     shown: &str,
     start: usize,
     end: Option<usize>,
     cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
-    let meta = fs::metadata(abs).map_err(|e| io_error(shown, e))?;
-    if meta.is_dir() {
+    let opened = ws.open_read(abs, shown)?;
+    if opened.kind == FileType::Directory {
         return Err(ToolError::Io {
-            path: shown.to_string(),
+            path: clip(shown),
             detail: "is a directory; use list_dir to see its entries".into(),
         });
     }
-    if !meta.is_file() {
+    if opened.kind != FileType::RegularFile {
         return Err(not_regular(shown));
     }
-    let file = File::open(abs).map_err(|e| io_error(shown, e))?;
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let file_len = opened.len;
+    let mut reader = BufReader::with_capacity(64 * 1024, opened.file);
     {
         let mut sniff = Vec::with_capacity(BINARY_SNIFF_BYTES);
         reader
@@ -207,7 +172,7 @@ fn read_numbered(
         if sniff.contains(&0) {
             return Err(ToolError::BinaryFile {
                 path: shown.to_string(),
-                bytes: meta.len(),
+                bytes: file_len,
             });
         }
         // Start over from the beginning for the real read.
@@ -295,7 +260,7 @@ fn read_numbered(
             // The line goes on past the scan: show what was read of it, as cut.
             finish(line_no, &mut cur, true, &mut out);
         }
-        return scan_cut_answer(out, shown, start, line_no, shown_last, meta.len());
+        return scan_cut_answer(out, shown, start, line_no, shown_last, file_len);
     }
     // A last line without a trailing newline.
     let total = if cur_nonempty {
@@ -399,34 +364,51 @@ impl Tool for ListDir {
             let path = a.path.unwrap_or_default();
             let abs = ws.resolve(&path)?;
             let shown = ws.display(&abs);
-            list(&abs, &shown)
+            list(&ws, &abs, &shown)
         })
         .await
     }
 }
 
-fn list(abs: &Path, shown: &str) -> Result<String, ToolError> {
-    let meta = fs::metadata(abs).map_err(|e| io_error(shown, e))?;
-    if !meta.is_dir() {
+fn list(ws: &Workspace, abs: &Path, shown: &str) -> Result<String, ToolError> {
+    let opened = ws.open_read(abs, shown)?;
+    if opened.kind != FileType::Directory {
         return Err(ToolError::Io {
-            path: shown.to_string(),
+            path: clip(shown),
             detail: "is a file, not a directory; use read_file to read it".into(),
         });
     }
+    let fd = opened.file.as_fd();
+    let dir = Dir::read_from(fd).map_err(|e| io_error(shown, e.into()))?;
     let mut entries: Vec<(String, String)> = Vec::new();
-    for entry in fs::read_dir(abs).map_err(|e| io_error(shown, e))? {
-        let entry = entry.map_err(|e| io_error(shown, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path: PathBuf = entry.path();
-        let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
-        let is_dir = fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false);
+    for entry in dir {
+        let entry = entry.map_err(|e| io_error(shown, e.into()))?;
+        let raw = entry.file_name();
+        if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
+            continue;
+        }
+        let name = raw.to_string_lossy().into_owned();
+        let kind = match entry.file_type() {
+            FileType::Unknown => statat(fd, raw, AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| FileType::from_raw_mode(st.st_mode))
+                .unwrap_or(FileType::Unknown),
+            k => k,
+        };
+        let is_link = kind == FileType::Symlink;
+        // A symlink counts as a directory when its target is one (as `ls -F`).
+        let is_dir = match kind {
+            FileType::Directory => true,
+            FileType::Symlink => statat(fd, raw, AtFlags::empty())
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            _ => false,
+        };
         let mut line = name.clone();
         if is_dir {
             line.push('/');
         }
         if is_link {
-            if let Ok(target) = fs::read_link(&path) {
-                line.push_str(&format!(" -> {}", target.display()));
+            if let Ok(target) = rustix::fs::readlinkat(fd, raw, Vec::new()) {
+                line.push_str(&format!(" -> {}", target.to_string_lossy()));
             }
         }
         entries.push((name, line));
@@ -448,159 +430,4 @@ fn list(abs: &Path, shown: &str) -> Result<String, ToolError> {
         ));
     }
     Ok(out)
-}
-
-// ---------------------------------------------------------------- write_file
-
-/// `write_file`: create or replace a file.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct WriteFile;
-
-/// Arguments of `write_file`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteFileArgs {
-    /// Path of the file, relative to the workspace root. Missing parent directories are created.
-    pub path: String,
-    /// The complete new content of the file.
-    pub content: String,
-}
-
-#[async_trait]
-impl Tool for WriteFile {
-    fn name(&self) -> &str {
-        "write_file"
-    }
-    fn description(&self) -> &str {
-        "Create a file or replace its whole content. Missing parent directories are created; \
-         the write is atomic. To change part of an existing file prefer edit_file."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<WriteFileArgs>()
-    }
-    fn capability(&self) -> Capability {
-        Capability::Write
-    }
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let a: WriteFileArgs = parse_args(self.name(), args)?;
-        let ws = ctx.workspace.clone();
-        let perms = ctx.permissions.clone();
-        blocking(move || {
-            let abs = ws.resolve_for_write(&a.path, "write_file", &perms)?;
-            let shown = ws.display(&abs);
-            let lock = ws.write_lock(&abs);
-            let _turn = lock.hold();
-            let existed = abs.exists();
-            write_atomic(&abs, a.content.as_bytes()).map_err(|e| io_error(&shown, e))?;
-            Ok(format!(
-                "{} {shown} ({} bytes, {} lines)",
-                if existed { "overwrote" } else { "created" },
-                a.content.len(),
-                a.content.lines().count()
-            ))
-        })
-        .await
-    }
-}
-
-// ---------------------------------------------------------------- edit_file
-
-/// `edit_file`: replace one exact occurrence of a string.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct EditFile;
-
-/// Arguments of `edit_file`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EditFileArgs {
-    /// Path of the file to change, relative to the workspace root.
-    pub path: String,
-    /// The exact text to replace, including whitespace and indentation. It must occur
-    /// exactly once in the file; add surrounding lines to make it unique.
-    pub old_string: String,
-    /// The text to put in its place.
-    pub new_string: String,
-}
-
-#[async_trait]
-impl Tool for EditFile {
-    fn name(&self) -> &str {
-        "edit_file"
-    }
-    fn description(&self) -> &str {
-        "Replace one exact occurrence of old_string with new_string in a file. old_string must \
-         match the file byte for byte (copy it from read_file output without the line-number \
-         prefix) and occur exactly once; if it occurs 0 or several times nothing is changed and \
-         the error says how many matches there were."
-    }
-    fn schema(&self) -> serde_json::Value {
-        schema_of::<EditFileArgs>()
-    }
-    fn capability(&self) -> Capability {
-        Capability::Write
-    }
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let a: EditFileArgs = parse_args(self.name(), args)?;
-        if a.old_string.is_empty() {
-            return Err(ToolError::InvalidArguments {
-                tool: self.name().into(),
-                detail: "old_string is empty; to create a file use write_file".into(),
-            });
-        }
-        if a.old_string == a.new_string {
-            return Err(ToolError::InvalidArguments {
-                tool: self.name().into(),
-                detail: "old_string and new_string are identical; nothing would change".into(),
-            });
-        }
-        let ws = ctx.workspace.clone();
-        let perms = ctx.permissions.clone();
-        blocking(move || {
-            let abs = ws.resolve_for_write(&a.path, "edit_file", &perms)?;
-            let shown = ws.display(&abs);
-            // Read, change and replace the file in one turn of its lock.
-            let lock = ws.write_lock(&abs);
-            let _turn = lock.hold();
-            let meta = fs::metadata(&abs).map_err(|e| io_error(&shown, e))?;
-            if !meta.is_file() {
-                return Err(not_regular(&shown));
-            }
-            let file = File::open(&abs).map_err(|e| io_error(&shown, e))?;
-            let bytes = super::memory::read_capped(&file, EDIT_MAX_BYTES)
-                .map_err(|e| io_error(&shown, e))?
-                .ok_or_else(|| ToolError::Io {
-                    path: clip(&shown),
-                    detail: format!(
-                        "is larger than {} MiB; edit_file edits files up to that size - use \
-                         bash (e.g. sed) for larger ones",
-                        EDIT_MAX_BYTES >> 20
-                    ),
-                })?;
-            let text = String::from_utf8(bytes).map_err(|_| ToolError::Io {
-                path: shown.clone(),
-                detail: "is not UTF-8 text; edit_file only edits text files".into(),
-            })?;
-            let count = text.matches(a.old_string.as_str()).count();
-            match count {
-                0 => return Err(ToolError::EditNoMatch { path: shown }),
-                1 => {}
-                n => {
-                    return Err(ToolError::EditAmbiguous {
-                        path: shown,
-                        count: n,
-                    })
-                }
-            }
-            let at = text.find(a.old_string.as_str()).unwrap_or(0);
-            let line = text[..at].matches('\n').count() + 1;
-            let new_text = text.replacen(a.old_string.as_str(), &a.new_string, 1);
-            write_atomic(&abs, new_text.as_bytes()).map_err(|e| io_error(&shown, e))?;
-            Ok(format!(
-                "edited {shown}: replaced 1 occurrence at line {line} ({} lines -> {} lines)",
-                a.old_string.lines().count().max(1),
-                a.new_string.lines().count()
-            ))
-        })
-        .await
-    }
 }

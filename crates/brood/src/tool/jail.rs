@@ -8,15 +8,22 @@
 //! is re-checked against the root; a path that leaves it is refused with
 //! [`ToolError::OutsideWorkspace`] naming the path and why.
 //!
-//! Limitation: the check happens before the tool opens the path, so a process that
-//! swaps a directory for a symlink in between (a race) is not stopped by the jail.
-//! Sub-agents that can run arbitrary commands are contained by their shell policy,
-//! not by this check.
+//! Protected paths (brood's state, `.brood/`, `.claude/`, `.git/`) are refused on the
+//! canonical path (see `protect`). The resolved path is then opened beneath a
+//! descriptor of the root with no symlink followed (see `beneath`), so a process
+//! that swaps a component for a symlink between the check and the open makes the
+//! open fail instead of leading it out. Regular files with more than one hard link
+//! are not read: their other names may lie outside the workspace.
 
+use super::beneath;
 use super::locks::{PathLock, WriteLocks};
 use super::protect::{read_refusal, write_refusal};
 use super::{clip, Permissions, ToolError};
+use rustix::fs::{FileType, Mode, OFlags};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,6 +40,15 @@ pub struct Workspace {
     root: PathBuf,
     /// Per-path write locks of the session using this workspace (clones share them).
     writes: Arc<WriteLocks>,
+    /// The root, opened once: every file is opened beneath it.
+    root_fd: Arc<OwnedFd>,
+}
+
+/// A file a tool opened through the jail, with what `fstat` said of it.
+pub(crate) struct Opened {
+    pub file: File,
+    pub kind: FileType,
+    pub len: u64,
 }
 
 /// Why a resolution failed before it was turned into a [`ToolError`].
@@ -57,9 +73,16 @@ impl Workspace {
                 format!("workspace root {} is not a directory", root.display()),
             ));
         }
+        let root_fd = rustix::fs::openat(
+            rustix::fs::CWD,
+            &root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(Workspace {
             root,
             writes: Arc::default(),
+            root_fd: Arc::new(root_fd),
         })
     }
 
@@ -195,6 +218,88 @@ impl Workspace {
         self.writes.of(abs)
     }
 
+    /// `abs` (a path [`resolve`](Self::resolve) returned) relative to the root.
+    fn relative<'a>(&self, abs: &'a Path) -> &'a Path {
+        abs.strip_prefix(&self.root).unwrap_or(Path::new(""))
+    }
+
+    /// Open `abs` (a path [`resolve`](Self::resolve) returned, shown as `shown`)
+    /// for reading, beneath the root and through no symlink. It does not block on a
+    /// FIFO; a regular file with more than one hard link is refused
+    /// ([`ToolError::HardLinked`]).
+    pub(crate) fn open_read(&self, abs: &Path, shown: &str) -> Result<Opened, ToolError> {
+        let fd = beneath::open(
+            self.root_fd.as_fd(),
+            self.relative(abs),
+            OFlags::RDONLY | OFlags::NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| open_error(shown, e))?;
+        let st = beneath::status(fd.as_fd()).map_err(|e| open_error(shown, e))?;
+        let kind = beneath::file_type(&st);
+        if kind == FileType::RegularFile && st.st_nlink > 1 {
+            return Err(ToolError::HardLinked {
+                path: clip(shown),
+                links: st.st_nlink,
+            });
+        }
+        Ok(Opened {
+            file: File::from(fd),
+            kind,
+            len: u64::try_from(st.st_size).unwrap_or(0),
+        })
+    }
+
+    /// Replace the file at `abs` (a path [`resolve_for_write`](Self::resolve_for_write)
+    /// returned) with `data`, atomically; missing parent directories are created.
+    /// Everything happens beneath the root, through no symlink.
+    pub(crate) fn write_file(&self, abs: &Path, shown: &str, data: &[u8]) -> Result<(), ToolError> {
+        let (dir, name) = self.parent_of(abs, shown)?;
+        beneath::write_atomic_in(dir.as_fd(), name, data).map_err(|e| open_error(shown, e))
+    }
+
+    /// Open the file at `abs` for appending (created if missing, with its parent
+    /// directories), beneath the root and through no symlink; a file with more than
+    /// one hard link is refused.
+    pub(crate) fn open_append(&self, abs: &Path, shown: &str) -> Result<File, ToolError> {
+        let (dir, name) = self.parent_of(abs, shown)?;
+        let fd = rustix::fs::openat(
+            &dir,
+            name,
+            OFlags::RDWR
+                | OFlags::APPEND
+                | OFlags::CREATE
+                | OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(|e| open_error(shown, e.into()))?;
+        // Appending to a file with another name would change that name's file too.
+        let st = beneath::status(fd.as_fd()).map_err(|e| open_error(shown, e))?;
+        if st.st_nlink > 1 {
+            return Err(ToolError::HardLinked {
+                path: clip(shown),
+                links: st.st_nlink,
+            });
+        }
+        Ok(File::from(fd))
+    }
+
+    /// The parent directory of `abs` (created if missing) and `abs`'s name.
+    fn parent_of<'a>(&self, abs: &'a Path, shown: &str) -> Result<(OwnedFd, &'a OsStr), ToolError> {
+        let rel = self.relative(abs);
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Err(ToolError::Io {
+                path: clip(shown),
+                detail: "is the workspace root, not a file".into(),
+            });
+        };
+        let dir = beneath::dir_creating(self.root_fd.as_fd(), parent)
+            .map_err(|e| open_error(shown, e))?;
+        Ok((dir, name))
+    }
+
     /// `abs` relative to the root for tool output (`.` for the root itself); paths
     /// outside the root are shown in full.
     pub fn display(&self, abs: &Path) -> String {
@@ -236,6 +341,22 @@ impl Workspace {
                 self.root.display()
             ),
         }
+    }
+}
+
+/// The error of an open beneath the root: a symlink met on the way (`ELOOP`,
+/// `EXDEV`) means the path changed since it was checked.
+fn open_error(shown: &str, e: io::Error) -> ToolError {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::EXDEV) => ToolError::OutsideWorkspace {
+            path: clip(shown),
+            reason: "a part of the path was replaced by a symlink while it was being opened".into(),
+        },
+        _ if e.kind() == io::ErrorKind::NotFound => ToolError::NotFound { path: clip(shown) },
+        _ => ToolError::Io {
+            path: clip(shown),
+            detail: e.to_string(),
+        },
     }
 }
 

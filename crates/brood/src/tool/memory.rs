@@ -20,6 +20,7 @@ use serde::Deserialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -120,26 +121,50 @@ pub fn memory_tools(files: MemoryFiles) -> Vec<Arc<dyn Tool>> {
 
 /// The lines of `path` (none if it does not exist), or `None` when the file is
 /// larger than [`MAX_FILE_BYTES`] (it is then not read at all).
-fn read_lines(path: &Path, shown: &str) -> Result<Option<Vec<String>>, ToolError> {
-    check_regular(path, shown)?;
-    let io_err = |e: io::Error| ToolError::Io {
+fn read_lines(ws: &Workspace, path: &Path, shown: &str) -> Result<Option<Vec<String>>, ToolError> {
+    let Some(file) = open_memory(ws, path, shown)? else {
+        return Ok(Some(Vec::new()));
+    };
+    let bytes = read_capped(&file, MAX_FILE_BYTES).map_err(|e| ToolError::Io {
         path: clip(shown),
         detail: e.to_string(),
-    };
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
-        Err(e) => return Err(io_err(e)),
-    };
-    let Some(bytes) = read_capped(&file, MAX_FILE_BYTES).map_err(io_err)? else {
-        return Ok(None);
-    };
-    Ok(Some(
-        String::from_utf8_lossy(&bytes)
+    })?;
+    Ok(bytes.map(|b| {
+        String::from_utf8_lossy(&b)
             .lines()
             .map(str::to_string)
-            .collect(),
-    ))
+            .collect()
+    }))
+}
+
+/// Open a memory file for reading (`None` if it does not exist): a file in the
+/// workspace beneath its root (no symlink, no hard link), the user's as
+/// configured. Either must be a regular file (a FIFO would block).
+fn open_memory(ws: &Workspace, path: &Path, shown: &str) -> Result<Option<File>, ToolError> {
+    let file = if path.starts_with(ws.root()) {
+        match ws.open_read(path, shown) {
+            Ok(o) => o.file,
+            Err(ToolError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    } else {
+        match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(ToolError::Io {
+                    path: clip(shown),
+                    detail: e.to_string(),
+                })
+            }
+        }
+    };
+    check_regular(&file, shown)?;
+    Ok(Some(file))
 }
 
 /// All of `file` if it holds at most `cap` bytes, else `None`. Never reads more
@@ -163,9 +188,9 @@ fn too_large(shown: &str) -> String {
     )
 }
 
-/// Refuse a memory path that exists but is not a regular file (a FIFO would block).
-fn check_regular(path: &Path, shown: &str) -> Result<(), ToolError> {
-    match fs::metadata(path) {
+/// Refuse a memory file that is not a regular file.
+fn check_regular(file: &File, shown: &str) -> Result<(), ToolError> {
+    match file.metadata() {
         Ok(m) if !m.is_file() => Err(ToolError::Io {
             path: shown.to_string(),
             detail: "is not a regular file; the memory file must be a plain Markdown file".into(),
@@ -210,7 +235,7 @@ impl Tool for MemoryRead {
             let mut out = String::new();
             for (label, path, shown) in files {
                 out.push_str(&format!("## {label} ({shown})\n"));
-                let Some(lines) = read_lines(&path, &shown)? else {
+                let Some(lines) = read_lines(&ws, &path, &shown)? else {
                     out.push_str(&too_large(&shown));
                     out.push('\n');
                     continue;
@@ -315,7 +340,7 @@ impl Tool for MemorySearch {
             let mut count = 0usize;
             let mut notes = String::new();
             for (_, path, shown) in files {
-                let Some(lines) = read_lines(&path, &shown)? else {
+                let Some(lines) = read_lines(&ws, &path, &shown)? else {
                     notes.push_str(&too_large(&shown));
                     continue;
                 };
@@ -399,9 +424,17 @@ impl Tool for Remember {
         blocking(move || {
             let shown = shown(&ws, &files.workspace_file);
             let path = jailed(&ws, &files.workspace_file)?;
-            check_regular(&path, &shown)?;
-            let n = append_line(&path, &line).map_err(|e| ToolError::Io {
-                path: shown.clone(),
+            let file = if path.starts_with(ws.root()) {
+                ws.open_append(&path, &shown)?
+            } else {
+                open_append(&path).map_err(|e| ToolError::Io {
+                    path: clip(&shown),
+                    detail: e.to_string(),
+                })?
+            };
+            check_regular(&file, &shown)?;
+            let n = append_to(&file, &line).map_err(|e| ToolError::Io {
+                path: clip(&shown),
                 detail: e.to_string(),
             })?;
             Ok(match n {
@@ -417,18 +450,28 @@ impl Tool for Remember {
 /// starting on a fresh line. Returns the new line's number, or `None` when the file
 /// is larger than [`MAX_FILE_BYTES`] (its lines are not counted).
 pub fn append_line(path: &Path, line: &str) -> io::Result<Option<usize>> {
+    append_to(&open_append(path)?, line)
+}
+
+/// `path` opened for appending, created with its parent directories if missing.
+fn open_append(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .append(true)
         .create(true)
-        .open(path)?;
-    let _lock = FileLock::exclusive(&file)?;
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// [`append_line`] on an open file.
+fn append_to(file: &File, line: &str) -> io::Result<Option<usize>> {
+    let _lock = FileLock::exclusive(file)?;
     let len = file.metadata()?.len();
     let mut buf = String::with_capacity(line.len() + 2);
-    let ends_open = len > 0 && last_byte(&file, len)? != b'\n';
+    let ends_open = len > 0 && last_byte(file, len)? != b'\n';
     if ends_open {
         buf.push('\n');
     }
@@ -436,11 +479,12 @@ pub fn append_line(path: &Path, line: &str) -> io::Result<Option<usize>> {
     buf.push('\n');
     // Count the lines before appending (bounded: a file over the cap gets none).
     let before = if len <= MAX_FILE_BYTES {
-        Some(count_newlines(&file, MAX_FILE_BYTES)? + usize::from(ends_open))
+        Some(count_newlines(file, MAX_FILE_BYTES)? + usize::from(ends_open))
     } else {
         None
     };
-    (&file).write_all(buf.as_bytes())?;
+    let mut writer = file;
+    writer.write_all(buf.as_bytes())?;
     file.sync_data()?;
     Ok(before.map(|n| n + 1))
 }

@@ -8,7 +8,9 @@
 //! outside them are not offered) and checks them again on every call. Paths go
 //! through the [`Workspace`] jail; shells of runs without Write run sandboxed.
 
+mod beneath;
 pub mod builtin;
+pub mod edit;
 mod error;
 pub mod fs;
 pub mod jail;

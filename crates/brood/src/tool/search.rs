@@ -13,6 +13,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
 use ignore::WalkBuilder;
+use rustix::fs::FileType;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::Path;
@@ -322,22 +323,23 @@ fn grep(
                 continue;
             }
         }
-        let Ok(file) = std::fs::File::open(entry.path()) else {
-            skipped.unreadable += 1;
-            continue;
-        };
-        match file.metadata() {
-            Ok(m) if m.len() > GREP_MAX_FILE_BYTES => {
+        out.shown = ws.display(entry.path());
+        let file = match ws.open_read(entry.path(), &out.shown) {
+            Ok(o) if o.kind != FileType::RegularFile => continue,
+            Ok(o) if o.len > GREP_MAX_FILE_BYTES => {
                 skipped.large += 1;
                 continue;
             }
-            Ok(m) if m.is_file() => {}
-            _ => {
+            Ok(o) => o.file,
+            Err(ToolError::HardLinked { .. }) => {
+                skipped.linked += 1;
+                continue;
+            }
+            Err(_) => {
                 skipped.unreadable += 1;
                 continue;
             }
-        }
-        out.shown = ws.display(entry.path());
+        };
         out.binary = false;
         if searcher.search_file(matcher, &file, &mut out).is_err() {
             skipped.unreadable += 1;
@@ -377,6 +379,7 @@ fn grep(
 struct Skipped {
     binary: usize,
     large: usize,
+    linked: usize,
     unreadable: usize,
 }
 
@@ -395,6 +398,12 @@ impl Skipped {
                 "{} file(s) over {} MiB skipped (use bash to search them)",
                 self.large,
                 GREP_MAX_FILE_BYTES >> 20
+            ));
+        }
+        if self.linked > 0 {
+            parts.push(format!(
+                "{} hard-linked file(s) skipped (another name may be outside the workspace)",
+                self.linked
             ));
         }
         if self.unreadable > 0 {

@@ -8,6 +8,7 @@ mod grants;
 mod jail;
 mod memory;
 mod protect;
+mod races;
 mod schemas;
 mod search;
 mod shell;
