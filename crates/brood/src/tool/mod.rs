@@ -23,6 +23,7 @@ pub mod search;
 pub mod shell;
 pub mod todo;
 mod toolbox;
+mod walk;
 
 pub use builtin::{builtin_tools, BuiltinOptions};
 pub use error::{clip, ToolError, ECHO_MAX_BYTES};

@@ -5,6 +5,7 @@
 //! never leaves the workspace. Results are workspace-relative and capped with a
 //! marker; the walk runs on a blocking thread and stops when the call is cancelled.
 
+use super::walk::{check_ancestors, walk};
 use super::{
     blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace,
 };
@@ -12,7 +13,6 @@ use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
-use ignore::WalkBuilder;
 use rustix::fs::FileType;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -96,27 +96,6 @@ impl PathGlob {
     }
 }
 
-/// A walk of `dir` (a file or directory) as both tools use it: `.git` and brood's
-/// state (`.brood/state`, which tools may not read) are not entered.
-fn walk(dir: &Path) -> ignore::Walk {
-    WalkBuilder::new(dir)
-        .hidden(false)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git" && !is_brood_state(e.path()))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build()
-}
-
-/// Whether `path` is a `.brood/state` directory (at any depth, as the read rule).
-fn is_brood_state(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n == "state")
-        && path
-            .parent()
-            .and_then(Path::file_name)
-            .is_some_and(|n| n == ".brood")
-}
-
 /// The path a glob is matched against: relative to the searched directory, or the
 /// file name when a single file was given as `path`.
 fn glob_path<'a>(entry: &'a ignore::DirEntry, dir: &Path) -> &'a Path {
@@ -133,6 +112,7 @@ fn search_root(ws: &Workspace, path: Option<&str>) -> Result<std::path::PathBuf,
     if !abs.exists() {
         return Err(ToolError::NotFound { path: clip(shown) });
     }
+    check_ancestors(ws, &abs)?;
     Ok(abs)
 }
 
@@ -193,7 +173,8 @@ fn find(
 ) -> Result<String, ToolError> {
     let mut out = String::new();
     let mut total = 0usize;
-    for entry in walk(dir) {
+    let (entries, skipped_dirs) = walk(dir);
+    for entry in entries {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -210,11 +191,13 @@ fn find(
             out.push('\n');
         }
     }
+    let note = skipped_dirs.note();
     if total == 0 {
         return Ok(format!(
-            "no files match '{}' under {}",
+            "no files match '{}' under {}{}",
             clip(pattern),
-            ws.display(dir)
+            ws.display(dir),
+            note.map(|n| format!(" ({n})")).unwrap_or_default()
         ));
     }
     if total > FIND_MAX_RESULTS {
@@ -222,6 +205,9 @@ fn find(
             "[{} more of {total} matches not shown; narrow the pattern or path]\n",
             total - FIND_MAX_RESULTS
         ));
+    }
+    if let Some(n) = note {
+        out.push_str(&format!("[{n}]\n"));
     }
     Ok(out)
 }
@@ -307,7 +293,8 @@ fn grep(
         .build();
     let mut out = Collect::default();
     let mut skipped = Skipped::default();
-    for entry in walk(dir) {
+    let (entries, skipped_dirs) = walk(dir);
+    for entry in entries {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -348,7 +335,13 @@ fn grep(
             skipped.binary += 1;
         }
     }
-    let notes = skipped.notes();
+    let mut notes = skipped.notes();
+    if let Some(n) = skipped_dirs.note() {
+        if !notes.is_empty() {
+            notes.push_str("; ");
+        }
+        notes.push_str(&n);
+    }
     if out.count == 0 {
         return Ok(format!(
             "no matches for /{}/ under {}{}",

@@ -159,3 +159,41 @@ async fn grep_says_how_many_binary_files_it_skipped() {
         .unwrap();
     assert!(out.contains("2 binary file(s) skipped"), "{out}");
 }
+
+#[tokio::test]
+async fn huge_or_endless_ignore_files_do_not_grow_the_walk() {
+    let env = Env::new();
+    env.write("ok.txt", "needle\n");
+    env.write("sub/inner.txt", "needle\n");
+    sparse(&env, "sub/.gitignore", "target/\n", SIX_GB);
+    env.write("zero/inner.txt", "needle\n");
+    symlink("/dev/zero", env.ws.join("zero/.ignore")).unwrap();
+
+    let (text, grew) = measured(&env, "grep", json!({"pattern": "needle"})).await;
+    assert!(text.contains("ok.txt:1: needle"), "{text}");
+    assert!(!text.contains("inner.txt"), "{text}");
+    assert!(text.contains("2 director(ies) not entered"), "{text}");
+    assert!(grew < MAX_GROWTH_KB, "grep grew the peak by {grew} kB");
+
+    let (text, grew) = measured(&env, "find_files", json!({"pattern": "*.txt"})).await;
+    assert_eq!(
+        text,
+        "ok.txt\n[2 director(ies) not entered: an ignore file there is not a regular file \
+         of at most 1 MiB]\n"
+    );
+    assert!(
+        grew < MAX_GROWTH_KB,
+        "find_files grew the peak by {grew} kB"
+    );
+
+    // Searching below such a directory is refused, naming the ignore file.
+    for path in ["sub", "zero/inner.txt"] {
+        match call(&env, "grep", json!({"pattern": "needle", "path": path})).await {
+            Err(ToolError::Io { path: p, detail }) => {
+                assert!(p.ends_with(".gitignore") || p.ends_with(".ignore"), "{p}");
+                assert!(detail.contains("1 MiB"), "{detail}");
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+}
