@@ -3,6 +3,9 @@
 //! permission checks in the toolbox, todo and memory. Shared fixtures live here.
 
 mod bounded;
+#[path = "../common/mod.rs"]
+mod common;
+mod e2e;
 mod files;
 mod grants;
 mod jail;
