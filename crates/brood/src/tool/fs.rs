@@ -12,6 +12,8 @@ use async_trait::async_trait;
 use rustix::fs::{statat, AtFlags, Dir, FileType};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::collections::BinaryHeap;
+use std::ffi::CString;
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -380,47 +382,54 @@ fn list(ws: &Workspace, abs: &Path, shown: &str) -> Result<String, ToolError> {
     }
     let fd = opened.file.as_fd();
     let dir = Dir::read_from(fd).map_err(|e| io_error(shown, e.into()))?;
-    let mut entries: Vec<(String, String)> = Vec::new();
+    // The first LIST_MAX_ENTRIES names in order, kept in a bounded max-heap: a
+    // directory of millions of entries costs no more memory than one of a thousand.
+    // The file type rides along as its raw mode bits (FileType is not Ord).
+    let mut kept: BinaryHeap<(String, CString, u32)> = BinaryHeap::new();
+    let mut total = 0usize;
     for entry in dir {
         let entry = entry.map_err(|e| io_error(shown, e.into()))?;
         let raw = entry.file_name();
         if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
             continue;
         }
-        let name = raw.to_string_lossy().into_owned();
-        let kind = match entry.file_type() {
-            FileType::Unknown => statat(fd, raw, AtFlags::SYMLINK_NOFOLLOW)
+        total += 1;
+        kept.push((
+            raw.to_string_lossy().into_owned(),
+            raw.to_owned(),
+            entry.file_type().as_raw_mode(),
+        ));
+        if kept.len() > LIST_MAX_ENTRIES {
+            kept.pop();
+        }
+    }
+    if total == 0 {
+        return Ok(format!("({shown} is empty)"));
+    }
+    let mut out = String::new();
+    for (name, raw, mode) in kept.into_sorted_vec() {
+        let kind = match FileType::from_raw_mode(mode) {
+            FileType::Unknown => statat(fd, &raw, AtFlags::SYMLINK_NOFOLLOW)
                 .map(|st| FileType::from_raw_mode(st.st_mode))
                 .unwrap_or(FileType::Unknown),
             k => k,
         };
-        let is_link = kind == FileType::Symlink;
         // A symlink counts as a directory when its target is one (as `ls -F`).
         let is_dir = match kind {
             FileType::Directory => true,
-            FileType::Symlink => statat(fd, raw, AtFlags::empty())
+            FileType::Symlink => statat(fd, &raw, AtFlags::empty())
                 .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
             _ => false,
         };
-        let mut line = name.clone();
+        out.push_str(&name);
         if is_dir {
-            line.push('/');
+            out.push('/');
         }
-        if is_link {
-            if let Ok(target) = rustix::fs::readlinkat(fd, raw, Vec::new()) {
-                line.push_str(&format!(" -> {}", target.to_string_lossy()));
+        if kind == FileType::Symlink {
+            if let Ok(target) = rustix::fs::readlinkat(fd, &raw, Vec::new()) {
+                out.push_str(&format!(" -> {}", target.to_string_lossy()));
             }
         }
-        entries.push((name, line));
-    }
-    if entries.is_empty() {
-        return Ok(format!("({shown} is empty)"));
-    }
-    entries.sort();
-    let total = entries.len();
-    let mut out = String::new();
-    for (_, line) in entries.iter().take(LIST_MAX_ENTRIES) {
-        out.push_str(line);
         out.push('\n');
     }
     if total > LIST_MAX_ENTRIES {

@@ -344,3 +344,25 @@ async fn fifty_parallel_edits_of_one_file_all_land() {
     let expected: String = (0..50).map(|i| format!("edited-{i:02}\n")).collect();
     assert_eq!(after, expected, "an edit was lost");
 }
+
+#[tokio::test]
+async fn list_dir_keeps_the_first_entries_by_name_of_a_large_directory() {
+    let env = Env::new();
+    // Created in reverse order, so the directory's own order is not the answer.
+    for i in (0..1500).rev() {
+        env.write(&format!("big/f{i:04}"), "");
+    }
+    env.write("big/a_dir/x", "");
+    let out = call(&env, "list_dir", json!({"path": "big"}))
+        .await
+        .unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1001, "{out:.300}");
+    assert_eq!(lines[0], "a_dir/");
+    assert_eq!(lines[1], "f0000");
+    assert_eq!(lines[999], "f0998");
+    assert_eq!(
+        lines[1000],
+        "[501 more entries not shown (1501 in all); use find_files with a pattern to narrow]"
+    );
+}
