@@ -110,7 +110,9 @@ impl Workspace {
         rule: fn(&Path) -> Option<&'static str>,
     ) -> Result<(), ToolError> {
         let rel = resolved.strip_prefix(&self.root).unwrap_or(resolved);
-        match rule(rel) {
+        let why = rule(rel)
+            .or_else(|| super::protect::alias(&self.root, resolved).and_then(|named| rule(&named)));
+        match why {
             Some(why) => Err(ToolError::Protected {
                 path: clip(path),
                 reason: format!("'{}' {why}", clip(&self.display(resolved))),
@@ -298,6 +300,12 @@ impl Workspace {
         let dir = beneath::dir_creating(self.root_fd.as_fd(), parent)
             .map_err(|e| open_error(shown, e))?;
         Ok((dir, name))
+    }
+
+    /// Directories a walk must not enter besides `.brood/state` (brood's state when
+    /// `.brood` is a symlink to another directory of the workspace).
+    pub(crate) fn hidden_dirs(&self) -> Vec<PathBuf> {
+        super::protect::hidden_state_dirs(&self.root)
     }
 
     /// `abs` relative to the root for tool output (`.` for the root itself); paths

@@ -13,9 +13,15 @@
 //!   and every `.git/` directory (hooks, config, and the rest of the repository's
 //!   internals). Each is a way to run code or redirect a key at the next start.
 //!   Memory is appended only through `remember`.
+//!
+//! A workspace may make its own `.brood`, `.claude` or `.git` a symlink to another
+//! directory inside it, or `.git` a file (`gitdir: repo.git`): the canonical path
+//! then does not name the protected directory. [`alias`] maps such a path back to
+//! the name it stands for, so the same rules apply.
 
 use std::ffi::OsStr;
-use std::path::{Component, Path};
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
 
 /// Brood's directory in a workspace.
 const BROOD: &str = ".brood";
@@ -84,6 +90,66 @@ pub(crate) fn write_refusal(rel: &Path) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Where the workspace's protected directories really are, when that is not their
+/// own name: `(name, canonical directory)` for a symlinked `.brood`, `.claude` or
+/// `.git` leading inside `root`, and for the directory a `.git` file names.
+fn redirected(root: &Path) -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    for name in [BROOD, CLAUDE, GIT] {
+        let own = root.join(name);
+        match std::fs::canonicalize(&own) {
+            Ok(real) if real != own && real.starts_with(root) && real != root => {
+                out.push((name, real))
+            }
+            _ => {}
+        }
+    }
+    if let Some(real) = gitdir_of_file(&root.join(GIT)) {
+        if real.starts_with(root) && real != root {
+            out.push((GIT, real));
+        }
+    }
+    out
+}
+
+/// The directory a `.git` file (`gitdir: <path>`) names, canonical.
+fn gitdir_of_file(dot_git: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(dot_git).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::open(dot_git)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    std::fs::canonicalize(dot_git.parent()?.join(target)).ok()
+}
+
+/// `resolved` (canonical, inside `root`) rewritten as the workspace-relative path
+/// it stands for when it lies in a redirected protected directory (see the module
+/// doc); `None` when it does not.
+pub(crate) fn alias(root: &Path, resolved: &Path) -> Option<PathBuf> {
+    redirected(root).into_iter().find_map(|(name, real)| {
+        resolved
+            .strip_prefix(&real)
+            .ok()
+            .map(|rest| Path::new(name).join(rest))
+    })
+}
+
+/// The canonical directories holding brood's state that a walk must not enter
+/// beyond `.brood/state` by name: the state of a redirected `.brood`.
+pub(crate) fn hidden_state_dirs(root: &Path) -> Vec<PathBuf> {
+    redirected(root)
+        .into_iter()
+        .filter(|(name, _)| *name == BROOD)
+        .map(|(_, real)| real.join(STATE))
+        .collect()
 }
 
 #[cfg(test)]

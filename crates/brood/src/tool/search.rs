@@ -173,7 +173,7 @@ fn find(
 ) -> Result<String, ToolError> {
     let mut out = String::new();
     let mut total = 0usize;
-    let (entries, skipped_dirs) = walk(dir);
+    let (entries, skipped_dirs) = walk(ws, dir);
     for entry in entries {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
@@ -293,7 +293,7 @@ fn grep(
         .build();
     let mut out = Collect::default();
     let mut skipped = Skipped::default();
-    let (entries, skipped_dirs) = walk(dir);
+    let (entries, skipped_dirs) = walk(ws, dir);
     for entry in entries {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);

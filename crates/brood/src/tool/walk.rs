@@ -39,8 +39,9 @@ impl DirSkips {
     }
 }
 
-/// A walk of `dir` (a file or directory).
-pub(crate) fn walk(dir: &Path) -> (ignore::Walk, DirSkips) {
+/// A walk of `dir` (a file or directory) in `ws`.
+pub(crate) fn walk(ws: &Workspace, dir: &Path) -> (ignore::Walk, DirSkips) {
+    let hidden = ws.hidden_dirs();
     let skipped_dirs = Arc::new(AtomicUsize::new(0));
     let counter = skipped_dirs.clone();
     let walk = WalkBuilder::new(dir)
@@ -48,7 +49,10 @@ pub(crate) fn walk(dir: &Path) -> (ignore::Walk, DirSkips) {
         .require_git(false)
         .follow_links(false)
         .filter_entry(move |e| {
-            if e.file_name() == ".git" || is_brood_state(e.path()) {
+            if e.file_name() == ".git"
+                || is_brood_state(e.path())
+                || hidden.iter().any(|h| e.path() == h)
+            {
                 return false;
             }
             if e.file_type().is_some_and(|t| t.is_dir()) && bad_ignore_file(e.path()).is_some() {

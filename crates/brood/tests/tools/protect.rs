@@ -198,3 +198,63 @@ async fn errors_echo_only_a_short_prefix_of_a_huge_argument() {
         );
     }
 }
+
+#[tokio::test]
+async fn protected_dirs_redirected_inside_the_workspace_stay_protected() {
+    let env = Env::new();
+    // .brood and .claude are symlinks to plain-named directories; .git is a file
+    // naming the real git dir, as a worktree or submodule has.
+    env.write("brood_real/state/spill/run-1.txt", LEDGER_SECRET);
+    env.write("brood_real/config.toml", "model = \"m\"\n");
+    env.write("claude_real/settings.json", "{}\n");
+    env.write("repo.git/config", "[core]\n");
+    std::fs::create_dir_all(env.ws.join("repo.git/hooks")).unwrap();
+    symlink(env.ws.join("brood_real"), env.ws.join(".brood")).unwrap();
+    symlink("claude_real", env.ws.join(".claude")).unwrap();
+    env.write(".git", "gitdir: repo.git\n");
+
+    assert_protected(
+        call(
+            &env,
+            "read_file",
+            json!({"path": "brood_real/state/spill/run-1.txt"}),
+        )
+        .await,
+        "read the redirected state",
+    );
+    let grepped = call(&env, "grep", json!({"pattern": "sk-live"}))
+        .await
+        .unwrap();
+    assert!(!grepped.contains("sk-live-123"), "{grepped}");
+    let found = call(&env, "find_files", json!({"pattern": "*.txt"}))
+        .await
+        .unwrap();
+    assert!(!found.contains("run-1.txt"), "{found}");
+    for path in [
+        "brood_real/config.toml",
+        "brood_real/agents/explore.md",
+        "claude_real/settings.json",
+        "repo.git/hooks/pre-commit",
+        "repo.git/config",
+    ] {
+        assert_protected(
+            call(&env, "write_file", json!({"path": path, "content": "x"})).await,
+            &format!("write_file {path}"),
+        );
+    }
+    // The rest of the workspace is as writable as before.
+    call(
+        &env,
+        "write_file",
+        json!({"path": "src/ok.rs", "content": "x"}),
+    )
+    .await
+    .unwrap();
+    call(
+        &env,
+        "write_file",
+        json!({"path": "brood_real/plans/p.md", "content": "1. step\n"}),
+    )
+    .await
+    .unwrap();
+}
