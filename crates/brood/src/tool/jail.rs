@@ -17,7 +17,7 @@
 
 use super::beneath;
 use super::locks::{PathLock, WriteLocks};
-use super::protect::{read_refusal, write_refusal};
+use super::protect::{append_refusal, read_refusal, write_refusal};
 use super::{clip, Permissions, ToolError};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::ffi::OsStr;
@@ -99,6 +99,15 @@ impl Workspace {
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
         let resolved = self.resolve_inside(path)?;
         self.check(path, &resolved, read_refusal)?;
+        Ok(resolved)
+    }
+
+    /// [`resolve`](Self::resolve) for `remember`'s append: the result must be the
+    /// workspace memory file or a path tools may write ([`ToolError::Protected`]
+    /// otherwise), so a memory file symlinked to a hook is refused.
+    pub(crate) fn resolve_for_append(&self, path: &str) -> Result<PathBuf, ToolError> {
+        let resolved = self.resolve_inside(path)?;
+        self.check(path, &resolved, append_refusal)?;
         Ok(resolved)
     }
 

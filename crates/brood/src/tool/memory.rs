@@ -80,6 +80,15 @@ impl MemoryFiles {
 /// `path` resolved through the workspace jail when it is relative or lies in the
 /// workspace; a file elsewhere (the user's) is used as configured.
 fn jailed(ws: &Workspace, path: &Path) -> Result<PathBuf, ToolError> {
+    jailed_with(ws, path, Workspace::resolve)
+}
+
+/// [`jailed`] with the jail's `resolve` given (reads or appends).
+fn jailed_with(
+    ws: &Workspace,
+    path: &Path,
+    resolve: fn(&Workspace, &str) -> Result<PathBuf, ToolError>,
+) -> Result<PathBuf, ToolError> {
     let root = ws.root();
     let rel = if path.is_absolute() {
         match path.strip_prefix(root) {
@@ -89,7 +98,7 @@ fn jailed(ws: &Workspace, path: &Path) -> Result<PathBuf, ToolError> {
     } else {
         path
     };
-    ws.resolve(&rel.to_string_lossy())
+    resolve(ws, &rel.to_string_lossy())
 }
 
 /// A memory file's name for output: workspace-relative if inside it.
@@ -423,7 +432,7 @@ impl Tool for Remember {
         let (files, ws) = (self.files.clone(), ctx.workspace.clone());
         blocking(move || {
             let shown = shown(&ws, &files.workspace_file);
-            let path = jailed(&ws, &files.workspace_file)?;
+            let path = jailed_with(&ws, &files.workspace_file, Workspace::resolve_for_append)?;
             let file = if path.starts_with(ws.root()) {
                 ws.open_append(&path, &shown)?
             } else {

@@ -92,6 +92,19 @@ pub(crate) fn write_refusal(rel: &Path) -> Option<&'static str> {
     None
 }
 
+/// The workspace memory file, the one protected file `remember` appends to.
+const MEMORY_FILE: &str = ".brood/memory.md";
+
+/// Why `remember` may not append to `rel` (workspace-relative, canonical): the
+/// write rules, except for the workspace memory file itself — so a memory file
+/// symlinked to a hook or a config is refused.
+pub(crate) fn append_refusal(rel: &Path) -> Option<&'static str> {
+    if rel == Path::new(MEMORY_FILE) {
+        return None;
+    }
+    write_refusal(rel)
+}
+
 /// Where the workspace's protected directories really are, when that is not their
 /// own name: `(name, canonical directory)` for a symlinked `.brood`, `.claude` or
 /// `.git` leading inside `root`, and for the directory a `.git` file names.
