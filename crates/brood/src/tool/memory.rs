@@ -23,6 +23,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Most bytes `memory_read` shows per file (the newest lines are kept).
 pub const READ_MAX_BYTES: usize = 64 * 1024;
@@ -430,6 +432,7 @@ impl Tool for Remember {
         }
         let line = format!("- {}: {note}", chrono::Local::now().format("%Y-%m-%d"));
         let (files, ws) = (self.files.clone(), ctx.workspace.clone());
+        let cancel = ctx.cancel.clone();
         blocking(move || {
             let shown = shown(&ws, &files.workspace_file);
             let path = jailed_with(&ws, &files.workspace_file, Workspace::resolve_for_append)?;
@@ -442,9 +445,15 @@ impl Tool for Remember {
                 })?
             };
             check_regular(&file, &shown)?;
-            let n = append_to(&file, &line).map_err(|e| ToolError::Io {
-                path: clip(&shown),
-                detail: e.to_string(),
+            let n = append_to(&file, &line, Some(&cancel)).map_err(|e| {
+                if cancel.is_cancelled() {
+                    ToolError::Cancelled
+                } else {
+                    ToolError::Io {
+                        path: clip(&shown),
+                        detail: e.to_string(),
+                    }
+                }
             })?;
             Ok(match n {
                 Some(n) => format!("remembered at {shown}:{n}: {line}"),
@@ -459,7 +468,7 @@ impl Tool for Remember {
 /// starting on a fresh line. Returns the new line's number, or `None` when the file
 /// is larger than [`MAX_FILE_BYTES`] (its lines are not counted).
 pub fn append_line(path: &Path, line: &str) -> io::Result<Option<usize>> {
-    append_to(&open_append(path)?, line)
+    append_to(&open_append(path)?, line, None)
 }
 
 /// `path` opened for appending, created with its parent directories if missing.
@@ -475,9 +484,14 @@ fn open_append(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// [`append_line`] on an open file.
-fn append_to(file: &File, line: &str) -> io::Result<Option<usize>> {
-    let _lock = FileLock::exclusive(file)?;
+/// [`append_line`] on an open file; waiting for the lock stops when `cancel` is
+/// cancelled.
+fn append_to(
+    file: &File,
+    line: &str,
+    cancel: Option<&CancellationToken>,
+) -> io::Result<Option<usize>> {
+    let _lock = FileLock::exclusive(file, cancel)?;
     let len = file.metadata()?.len();
     let mut buf = String::with_capacity(line.len() + 2);
     let ends_open = len > 0 && last_byte(file, len)? != b'\n';
@@ -528,19 +542,41 @@ struct FileLock<'a> {
 }
 
 impl<'a> FileLock<'a> {
-    fn exclusive(file: &'a File) -> io::Result<Self> {
+    /// Wait for the lock. With `cancel`, the wait polls (`LOCK_NB`, backing off to
+    /// 50 ms) and gives up with `ErrorKind::Interrupted` once it is cancelled, so a
+    /// lock held by another process never keeps a cancelled call's thread.
+    fn exclusive(file: &'a File, cancel: Option<&CancellationToken>) -> io::Result<Self> {
+        let how = if cancel.is_some() {
+            libc::LOCK_EX | libc::LOCK_NB
+        } else {
+            libc::LOCK_EX
+        };
+        let mut backoff = Duration::from_millis(1);
         loop {
             // SAFETY: flock on a descriptor we hold open.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
                 return Ok(FileLock { file });
             }
             let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) => {}
+                _ => return Err(e),
             }
+            if cancel.is_some_and(CancellationToken::is_cancelled) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    "cancelled while waiting for the memory file's lock",
+                ));
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(LOCK_POLL_MAX);
         }
     }
 }
+
+/// Longest pause between two tries of a contended memory-file lock.
+const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
 
 impl Drop for FileLock<'_> {
     fn drop(&mut self) {

@@ -141,3 +141,47 @@ async fn memory_file_symlinked_out_of_the_workspace_is_refused() {
     }
     env.secret_untouched();
 }
+
+/// A `remember` waiting for a memory file another process holds locked stops
+/// waiting when its call is cancelled: the runtime can shut down, and the note
+/// is not written later.
+#[test]
+fn a_cancelled_remember_stops_waiting_for_a_held_lock() {
+    use rustix::fs::{flock, FlockOperation};
+    let env = Env::new();
+    env.write(".brood/memory.md", "- old note\n");
+    let held = std::fs::File::open(env.ws.join(".brood/memory.md")).unwrap();
+    flock(&held, FlockOperation::LockExclusive).unwrap();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let perms = Permissions::full("tester");
+    let (tb, ctx) = (env.toolbox(perms.clone()), env.ctx(perms));
+    let cancel = ctx.cancel.clone();
+    let call = rt.spawn(async move {
+        tb.call(&tool_call("remember", json!({"note": "late note"})), &ctx)
+            .await
+    });
+    // Still waiting for the lock (it would finish at once without it).
+    let pending = rt.block_on(async {
+        tokio::time::timeout(Duration::from_millis(300), call)
+            .await
+            .is_err()
+    });
+    assert!(pending, "remember did not wait for the held lock");
+    cancel.cancel();
+    // Dropping the runtime waits for its blocking threads: it must not hang.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the runtime could not shut down: remember kept waiting for the lock");
+    drop(held);
+    let text = std::fs::read_to_string(env.ws.join(".brood/memory.md")).unwrap();
+    assert_eq!(text, "- old note\n", "a cancelled note was written");
+}
