@@ -362,17 +362,23 @@ impl Tool for ListDir {
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let a: ListDirArgs = parse_args(self.name(), args)?;
         let ws = ctx.workspace.clone();
+        let cancel = ctx.cancel.clone();
         blocking(move || {
             let path = a.path.unwrap_or_default();
             let abs = ws.resolve(&path)?;
             let shown = ws.display(&abs);
-            list(&ws, &abs, &shown)
+            list(&ws, &abs, &shown, &cancel)
         })
         .await
     }
 }
 
-fn list(ws: &Workspace, abs: &Path, shown: &str) -> Result<String, ToolError> {
+fn list(
+    ws: &Workspace,
+    abs: &Path,
+    shown: &str,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     let opened = ws.open_read(abs, shown)?;
     if opened.kind != FileType::Directory {
         return Err(ToolError::Io {
@@ -388,6 +394,9 @@ fn list(ws: &Workspace, abs: &Path, shown: &str) -> Result<String, ToolError> {
     let mut kept: BinaryHeap<(String, CString, u32)> = BinaryHeap::new();
     let mut total = 0usize;
     for entry in dir {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
         let entry = entry.map_err(|e| io_error(shown, e.into()))?;
         let raw = entry.file_name();
         if raw.to_bytes() == b"." || raw.to_bytes() == b".." {
