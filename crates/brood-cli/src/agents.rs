@@ -514,6 +514,9 @@ fn prune(ws: &Path, older_than: Duration, out: &mut String) -> Result<(), Failur
         report.spill_files,
         human_duration(older_than)
     );
+    for refused in &report.refused_spill_paths {
+        let _ = writeln!(out, "warning: {refused}");
+    }
     Ok(())
 }
 

@@ -226,3 +226,59 @@ async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writ
     assert_eq!(reader.run(done_id).unwrap().status, RunStatus::Completed);
     assert_eq!(reader.events(done_id).unwrap().len(), done_seqs.len());
 }
+
+/// The ledger file is untrusted input: a repository can ship a crafted
+/// `.brood/state/brood.db` whose spill paths point anywhere. Prune must not delete a
+/// file outside `.brood/state/spill/`, and a reader must not read one.
+#[tokio::test]
+async fn prune_and_read_spill_refuse_spill_paths_outside_the_spill_directory() {
+    let ws = TempDir::new().unwrap();
+    let outside = TempDir::new().unwrap();
+    let victim = outside.path().join("id_ed25519");
+    std::fs::write(&victim, "secret").unwrap();
+    let inside_victim = ws.path().join("precious.txt");
+    std::fs::write(&inside_victim, "keep").unwrap();
+
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("crafted")).await.unwrap();
+    for text in ["a", "b", "c"] {
+        ledger.append_message(&id, "tool", json!(text)).unwrap();
+    }
+    ledger.mark_running(&id).await.unwrap();
+    ledger.complete(&id, json!("ok")).await.unwrap();
+    ledger.flush().await.unwrap();
+
+    let conn = rusqlite::Connection::open(ws.path().join(".brood/state/brood.db")).unwrap();
+    let crafted = [
+        victim.to_str().unwrap().to_string(),
+        ".brood/state/spill/../../../precious.txt".to_string(),
+        "precious.txt".to_string(),
+    ];
+    for (seq, path) in crafted.iter().enumerate() {
+        conn.execute(
+            "UPDATE transcripts SET spill_path = ?1, truncated = 1 WHERE run_id = ?2 AND seq = ?3",
+            rusqlite::params![path, id.as_str(), seq as i64],
+        )
+        .unwrap();
+    }
+    drop(conn);
+
+    let reader = ledger.reader().unwrap();
+    let entries = reader.transcript(&id, 0, 10).unwrap().entries;
+    for entry in &entries {
+        match reader.read_spill(entry) {
+            Err(LedgerError::UntrustedPath { row, .. }) => {
+                assert!(row.contains(id.as_str()), "{row}")
+            }
+            other => panic!("read_spill followed a crafted path: {other:?}"),
+        }
+    }
+
+    let report = ledger.prune(Duration::ZERO).await.unwrap();
+    assert_eq!(report.runs, 1);
+    assert_eq!(report.spill_files, 0);
+    assert_eq!(report.refused_spill_paths.len(), 3, "{report:?}");
+    assert!(report.refused_spill_paths[0].contains(id.as_str()));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+    assert_eq!(std::fs::read_to_string(&inside_victim).unwrap(), "keep");
+}

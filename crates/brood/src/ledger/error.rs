@@ -27,6 +27,10 @@ pub enum LedgerError {
         "no ledger at {path}; runs are recorded there once brood runs an agent in this workspace"
     )]
     Missing { path: PathBuf },
+    /// A path read from the database is outside where brood writes it (the database
+    /// is untrusted input: a repository can ship a crafted one).
+    #[error("{row}: {reason}; brood does not follow it (the ledger may have been tampered with)")]
+    UntrustedPath { row: String, reason: String },
     /// A run or session id that cannot be used (empty, too long, or with characters
     /// other than ASCII letters, digits, `-` and `_`; ids name files on disk).
     #[error("invalid {what} '{id}': use 1-64 ASCII letters, digits, '-' or '_'")]

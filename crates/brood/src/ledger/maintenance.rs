@@ -111,16 +111,23 @@ pub(crate) fn prune(
             })
             .ctx("listing a run tree")?;
         for run in &runs {
-            let spills: Vec<String> = conn
+            let spills: Vec<(i64, String)> = conn
                 .prepare_cached(
-                    "SELECT spill_path FROM transcripts WHERE run_id = ?1 AND spill_path IS NOT NULL",
+                    "SELECT seq, spill_path FROM transcripts WHERE run_id = ?1 AND spill_path IS NOT NULL",
                 )
                 .and_then(|mut st| {
-                    st.query_map([run], |r| r.get(0))?
-                        .collect::<Result<Vec<String>, _>>()
+                    st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<Result<Vec<(i64, String)>, _>>()
                 })
                 .ctx("listing spill files")?;
-            files.extend(spills.iter().map(|rel| paths.resolve_relative(rel)));
+            for (seq, rel) in spills {
+                match paths.resolve_relative(&rel) {
+                    Ok(path) => files.push(path),
+                    Err(reason) => report.refused_spill_paths.push(format!(
+                        "transcript entry {seq} of run {run}: {reason}; not removed"
+                    )),
+                }
+            }
             report.events += delete(conn, "DELETE FROM events WHERE run_id = ?1", run)?;
             report.transcript_entries +=
                 delete(conn, "DELETE FROM transcripts WHERE run_id = ?1", run)?;

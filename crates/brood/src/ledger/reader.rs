@@ -304,7 +304,13 @@ impl LedgerReader {
         let Some(rel) = &entry.spill_path else {
             return Ok(None);
         };
-        let path = self.paths.resolve_relative(rel);
+        let path =
+            self.paths
+                .resolve_relative(rel)
+                .map_err(|reason| LedgerError::UntrustedPath {
+                    row: format!("transcript entry {} of run {}", entry.seq, entry.run_id),
+                    reason,
+                })?;
         std::fs::read_to_string(&path)
             .map(Some)
             .map_err(|e| LedgerError::io(&path, e))

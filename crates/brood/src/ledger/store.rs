@@ -52,9 +52,31 @@ impl LedgerPaths {
         (self.spill.join(&name), format!(".brood/state/spill/{name}"))
     }
 
-    /// Resolve a workspace-relative spill path from a transcript record.
-    pub fn resolve_relative(&self, rel: &str) -> PathBuf {
-        self.workspace.join(rel)
+    /// Resolve a spill path read from the database. The database is untrusted input
+    /// (a repository can ship a crafted `.brood/state/brood.db`), so only a plain file
+    /// name directly under `.brood/state/spill/`, as [`Self::spill_file`] writes it, is
+    /// accepted; anything else (absolute, `..`, another directory, a spill directory
+    /// that is a symlink) is refused with the reason.
+    pub fn resolve_relative(&self, rel: &str) -> Result<PathBuf, String> {
+        let name = rel
+            .strip_prefix(".brood/state/spill/")
+            .ok_or_else(|| format!("spill path {rel:?} is not under .brood/state/spill/"))?;
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
+            return Err(format!(
+                "spill path {rel:?} is not a plain file name under .brood/state/spill/"
+            ));
+        }
+        match std::fs::symlink_metadata(&self.spill) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "{} is not a directory (a symlink?); spill path {rel:?} refused",
+                    self.spill.display()
+                ))
+            }
+            Err(_) => {}
+        }
+        Ok(self.spill.join(name))
     }
 
     pub fn create_dirs(&self) -> Result<(), LedgerError> {

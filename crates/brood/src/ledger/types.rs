@@ -415,6 +415,10 @@ pub struct PruneReport {
     pub transcript_entries: u64,
     /// Spill files referenced by the deleted transcript entries (removed after commit).
     pub spill_files: u64,
+    /// Spill paths read from the database that were refused (not a file directly under
+    /// `.brood/state/spill/`) and so not removed, each naming its row and the reason.
+    #[serde(default)]
+    pub refused_spill_paths: Vec<String>,
 }
 
 /// What `Ledger::open` found and repaired from boots that had died.
