@@ -611,3 +611,49 @@ async fn listings_leave_results_out_and_show_returns_them() {
         Some(json!({"partial": 1}))
     );
 }
+
+/// Absurd usage numbers (u64 past i64::MAX, or sums that overflow) are clamped at the
+/// write boundary: the columns stay integers and the run stays listable.
+#[tokio::test]
+async fn absurd_usage_numbers_are_clamped_and_the_run_stays_listable() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let id = ledger.create_run(named("absurd")).await.unwrap();
+    let huge = UsageDelta {
+        steps: 1,
+        input_tokens: u64::MAX,
+        output_tokens: 1u64 << 63,
+        cached_input_tokens: 5_000_000_000_000_000_000,
+    };
+    ledger.add_usage(&id, huge).unwrap();
+    ledger.add_usage(&id, huge).unwrap();
+    ledger.flush().await.unwrap();
+
+    let conn = rusqlite::Connection::open(ws.path().join(".brood/state/brood.db")).unwrap();
+    let types: (String, String, String) = conn
+        .query_row(
+            "SELECT typeof(input_tokens), typeof(output_tokens), typeof(cached_input_tokens)
+             FROM runs WHERE id = ?1",
+            [id.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        types,
+        ("integer".into(), "integer".into(), "integer".into())
+    );
+
+    let reader = ledger.reader().unwrap();
+    let run = reader.run(&id).unwrap();
+    let max = i64::MAX as u64;
+    assert_eq!(
+        (
+            run.steps,
+            run.input_tokens,
+            run.output_tokens,
+            run.cached_input_tokens
+        ),
+        (2, max, max, max)
+    );
+    assert_eq!(reader.list_runs(Default::default()).unwrap().len(), 1);
+}

@@ -322,17 +322,26 @@ pub(crate) fn add_usage(
 ) -> Result<RunFacts, LedgerError> {
     let changed = conn
         .prepare_cached(
-            "UPDATE runs SET steps = steps + ?2, input_tokens = input_tokens + ?3,
-                 output_tokens = output_tokens + ?4, cached_input_tokens = cached_input_tokens + ?5
+            // Saturating sums: SQLite turns an overflowing integer `+` into a REAL,
+            // which would make the row unreadable as a count.
+            "UPDATE runs SET
+                 steps = CASE WHEN steps > 9223372036854775807 - ?2
+                     THEN 9223372036854775807 ELSE steps + ?2 END,
+                 input_tokens = CASE WHEN input_tokens > 9223372036854775807 - ?3
+                     THEN 9223372036854775807 ELSE input_tokens + ?3 END,
+                 output_tokens = CASE WHEN output_tokens > 9223372036854775807 - ?4
+                     THEN 9223372036854775807 ELSE output_tokens + ?4 END,
+                 cached_input_tokens = CASE WHEN cached_input_tokens > 9223372036854775807 - ?5
+                     THEN 9223372036854775807 ELSE cached_input_tokens + ?5 END
              WHERE id = ?1",
         )
         .and_then(|mut st| {
             st.execute(params![
                 run,
-                delta.steps as i64,
-                delta.input_tokens as i64,
-                delta.output_tokens as i64,
-                delta.cached_input_tokens as i64
+                clamp_i64(delta.steps),
+                clamp_i64(delta.input_tokens),
+                clamp_i64(delta.output_tokens),
+                clamp_i64(delta.cached_input_tokens)
             ])
         })
         .ctx("adding usage to a run")?;
@@ -463,6 +472,12 @@ enum Numbered {
 }
 
 /// The seq the next row of `run` in `table` gets.
+/// A count for an INTEGER column: SQLite integers are i64, so a u64 past `i64::MAX`
+/// (an absurd provider usage number) is clamped rather than wrapped to a negative.
+fn clamp_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn next_seq(conn: &Connection, table: Numbered, run: &str) -> Result<u64, LedgerError> {
     let sql = match table {
         Numbered::Events => "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1",
