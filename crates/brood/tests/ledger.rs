@@ -657,3 +657,33 @@ async fn absurd_usage_numbers_are_clamped_and_the_run_stays_listable() {
     );
     assert_eq!(reader.list_runs(Default::default()).unwrap().len(), 1);
 }
+
+/// A row whose count columns hold a REAL, a negative or text (as an older brood could
+/// leave them) is listed with the field unknown and a note; the listing never fails.
+#[tokio::test]
+async fn odd_count_columns_are_read_as_unknown_with_a_note() {
+    let ws = TempDir::new().unwrap();
+    let ledger = open(&ws);
+    let odd = ledger.create_run(named("odd")).await.unwrap();
+    let fine = ledger.create_run(named("fine")).await.unwrap();
+    ledger.flush().await.unwrap();
+    let conn = rusqlite::Connection::open(ws.path().join(".brood/state/brood.db")).unwrap();
+    conn.execute(
+        "UPDATE runs SET input_tokens = 1.0e19, output_tokens = -2, steps = 'many' WHERE id = ?1",
+        [odd.as_str()],
+    )
+    .unwrap();
+    drop(conn);
+
+    let reader = ledger.reader().unwrap();
+    let listed = reader.list_runs(Default::default()).unwrap();
+    assert_eq!(listed.len(), 2);
+    let run = reader.run(&odd).unwrap();
+    assert_eq!((run.steps, run.input_tokens, run.output_tokens), (0, 0, 0));
+    assert_eq!(run.notes.len(), 3, "{:?}", run.notes);
+    assert!(run
+        .notes
+        .iter()
+        .any(|n| n.contains("output_tokens") && n.contains("-2")));
+    assert!(reader.run(&fine).unwrap().notes.is_empty());
+}

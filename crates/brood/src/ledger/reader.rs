@@ -394,6 +394,11 @@ fn json_column(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<serde_json:
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
     let status: String = row.get(14)?;
     let status: RunStatus = status.parse().map_err(|e| bad_column(14, e))?;
+    let mut notes = Vec::new();
+    let steps = count_column(row, 19, "steps", &mut notes)?;
+    let input_tokens = count_column(row, 20, "input_tokens", &mut notes)?;
+    let output_tokens = count_column(row, 21, "output_tokens", &mut notes)?;
+    let cached_input_tokens = count_column(row, 22, "cached_input_tokens", &mut notes)?;
     Ok(RunRecord {
         id: RunId::from_string(row.get::<_, String>(0)?),
         parent_id: row.get::<_, Option<String>>(1)?.map(RunId::from_string),
@@ -414,13 +419,41 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         created_at: to_time(row.get(16)?),
         started_at: row.get::<_, Option<i64>>(17)?.map(to_time),
         ended_at: row.get::<_, Option<i64>>(18)?.map(to_time),
-        steps: row.get(19)?,
-        input_tokens: row.get(20)?,
-        output_tokens: row.get(21)?,
-        cached_input_tokens: row.get(22)?,
+        steps,
+        input_tokens,
+        output_tokens,
+        cached_input_tokens,
         result: json_column(row, 23)?,
         error: row.get(24)?,
+        notes,
     })
+}
+
+/// A count column read leniently: the database is untrusted input (an older brood
+/// could store a REAL or a wrapped negative), so anything but a non-negative integer
+/// reads as 0 with a note naming the column and the stored value.
+fn count_column(
+    row: &Row<'_>,
+    idx: usize,
+    name: &str,
+    notes: &mut Vec<String>,
+) -> rusqlite::Result<u64> {
+    use rusqlite::types::ValueRef;
+    let raw = row.get_ref(idx)?;
+    let odd = match raw {
+        ValueRef::Integer(n) => match u64::try_from(n) {
+            Ok(n) => return Ok(n),
+            Err(_) => format!("{n}"),
+        },
+        ValueRef::Null => return Ok(0),
+        ValueRef::Real(f) => format!("{f}"),
+        ValueRef::Text(t) => format!("{:?}", String::from_utf8_lossy(&t[..t.len().min(40)])),
+        ValueRef::Blob(b) => format!("a {}-byte blob", b.len()),
+    };
+    notes.push(format!(
+        "{name} unknown (stored value {odd} is not a count)"
+    ));
+    Ok(0)
 }
 
 fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {

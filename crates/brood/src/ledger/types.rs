@@ -333,6 +333,11 @@ pub struct RunRecord {
     pub cached_input_tokens: u64,
     pub result: Option<Value>,
     pub error: Option<String>,
+    /// What the reader could not make sense of in this row (a count stored as a REAL,
+    /// a negative or text): that field is shown as 0 and named here, so one odd row
+    /// never fails a whole listing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A run as listed: the record plus whether it belongs to an earlier session.
