@@ -321,6 +321,9 @@ fn render_detail(d: &RunDetail, out: &mut String) {
         None => r.status.to_string(),
     };
     field("status", status);
+    for note in &r.notes {
+        field("note", note.clone());
+    }
     let prior = if d.from_prior_session {
         " (prior session)"
     } else {

@@ -686,4 +686,6 @@ async fn odd_count_columns_are_read_as_unknown_with_a_note() {
         .iter()
         .any(|n| n.contains("output_tokens") && n.contains("-2")));
     assert!(reader.run(&fine).unwrap().notes.is_empty());
+    let summaries = reader.list_summaries(Default::default()).unwrap();
+    assert_eq!(summaries.len(), 2);
 }

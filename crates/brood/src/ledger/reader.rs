@@ -432,7 +432,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
 /// A count column read leniently: the database is untrusted input (an older brood
 /// could store a REAL or a wrapped negative), so anything but a non-negative integer
 /// reads as 0 with a note naming the column and the stored value.
-fn count_column(
+pub(super) fn count_column(
     row: &Row<'_>,
     idx: usize,
     name: &str,
