@@ -410,3 +410,51 @@ fn a_model_driven_shell_never_sees_api_keys() {
     );
     assert!(!second.contains("sk-very-secret"));
 }
+
+/// A ledger row whose counts are odd (a REAL, a negative, text — as an older brood or a
+/// crafted file could leave them) never fails a listing: list, show and export all
+/// succeed, and `show` names the unknown fields.
+#[test]
+fn odd_ledger_rows_are_listed_with_the_field_unknown() {
+    let f = fixture();
+    let server = two_step_server();
+    let out = run_local(&f, &server, &["--json", "what is here?"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run_id = serde_json::from_str::<Value>(stdout.trim()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let db = f.ws.path().join(".brood/state/brood.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE runs SET input_tokens = 1.0e19, output_tokens = -2, steps = 'x' WHERE id = ?1",
+        [run_id.as_str()],
+    )
+    .unwrap();
+    drop(conn);
+
+    for args in [
+        &["agents", "list", "--all", "--json"][..],
+        &["agents", "list", "--all"][..],
+        &["agents", "export", "--json"][..],
+        &["agents", "show", &run_id][..],
+    ] {
+        let out = brood(f.home.path(), f.ws.path(), args, &[]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stdout.contains(&run_id[..8]), "{args:?}: {stdout}");
+    }
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "show", &run_id, "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let detail: Value = serde_json::from_str(&stdout).unwrap();
+    let notes = detail["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 3, "{detail}");
+    assert_eq!(detail["output_tokens"], 0, "{detail}");
+}
