@@ -238,7 +238,7 @@ async fn a_version_2_ledger_moves_results_out_gains_the_listing_index_and_keeps_
 }
 
 #[test]
-fn a_reader_also_migrates_an_old_ledger() {
+fn a_reader_never_migrates_an_old_ledger() {
     let ws = TempDir::new().unwrap();
     let db = db_path(ws.path());
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
@@ -246,13 +246,15 @@ fn a_reader_also_migrates_an_old_ledger() {
         .unwrap()
         .execute_batch(V1_FIXTURE)
         .unwrap();
-    let reader = Ledger::open_reader(ws.path()).unwrap();
-    assert_eq!(user_version(&db), SCHEMA_VERSION);
-    // A reader recovers nothing: the v1 run is still running.
-    let run = reader
-        .run(&RunId::from_string("22222222-bbbb-4bbb-8bbb-000000000002"))
-        .unwrap();
-    assert_eq!(run.status, RunStatus::Running);
+    let before = std::fs::read(&db).unwrap();
+    match Ledger::open_reader(ws.path()) {
+        Err(err @ LedgerError::NeedsUpgrade { .. }) => {
+            assert!(err.to_string().contains("run brood once"), "{err}")
+        }
+        other => panic!("expected NeedsUpgrade, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(user_version(&db), 1);
+    assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
 fn assert_refused(ws: &Path, db: &Path, original: &[u8], reason_part: &str) {

@@ -27,6 +27,13 @@ pub enum LedgerError {
         "no ledger at {path}; runs are recorded there once brood runs an agent in this workspace"
     )]
     Missing { path: PathBuf },
+    /// A read-only open found a ledger of an older schema; readers never migrate.
+    #[error("{path} has ledger schema version {found}, older than this brood's {supported}; run brood once (e.g. `brood run`) to upgrade it, then retry")]
+    NeedsUpgrade {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
     /// A path read from the database is outside where brood writes it (the database
     /// is untrusted input: a repository can ship a crafted one).
     #[error("{row}: {reason}; brood does not follow it (the ledger may have been tampered with)")]

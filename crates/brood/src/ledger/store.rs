@@ -165,9 +165,21 @@ pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Connection, LedgerError
                 path: paths.db.clone(),
             })
         }
+        // An empty file holds no runs; a reader creates nothing.
+        Found::Empty => {
+            return Err(LedgerError::Missing {
+                path: paths.db.clone(),
+            })
+        }
         Found::Ledger(v) if v == schema::SCHEMA_VERSION => {}
-        Found::Empty | Found::Ledger(_) => {
-            drop(open_writer(paths, Durability::Full, READ_BUSY_TIMEOUT)?);
+        // A reader never migrates: an older live session may still be writing this
+        // ledger with the schema it knows.
+        Found::Ledger(found) => {
+            return Err(LedgerError::NeedsUpgrade {
+                path: paths.db.clone(),
+                found,
+                supported: schema::SCHEMA_VERSION,
+            })
         }
     }
     let conn = open_query_only(&paths.db).ctx("opening the ledger database for reading")?;
