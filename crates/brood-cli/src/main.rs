@@ -104,6 +104,11 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // The API key is in this process's environment: no same-user process may read
+    // it through /proc (shells are kept out by the sandbox's own /proc as well).
+    if let Err(e) = brood::tool::sandbox::harden_process() {
+        eprintln!("warning: could not make brood non-dumpable: {e}");
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

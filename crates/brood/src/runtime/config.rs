@@ -73,6 +73,8 @@ pub struct ConfigFile {
     pub subagents: Option<toml::Table>,
     pub models: Option<toml::Table>,
     pub memory: Option<toml::Table>,
+    /// `[sandbox]`: what shells may reach (user config only).
+    pub sandbox: Option<toml::Table>,
     /// Per-provider endpoint overrides: `[providers.<preset>] base_url, api_key_env,
     /// lists_models`.
     pub providers: Option<toml::Table>,
@@ -140,12 +142,29 @@ pub struct Config {
     pub subagents: SubagentsConfig,
     pub models: BTreeMap<String, QuickModelConfig>,
     pub memory: MemoryConfig,
+    /// `[sandbox]`, from the user's config only.
+    pub sandbox: SandboxConfig,
     /// Endpoint overrides by preset name (lowercase).
     pub providers: BTreeMap<String, ProviderOverride>,
     /// Directory of user-level files (`config.toml`, `agents/`, `memory.md`).
     pub user_dir: Option<PathBuf>,
     /// Each effective leaf key, its value, and where it came from.
     pub provenance: Vec<(String, String, Source)>,
+}
+
+/// The `[sandbox]` table (user config only): what shells may reach beyond the
+/// defaults (see docs/SECURITY.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Writer shells may use the network (default false).
+    pub network: Option<bool>,
+    /// Extra environment variables passed to shells (names, or `PREFIX*`).
+    pub env_allow: Option<Vec<String>>,
+    /// Extra directories shells may read.
+    pub read_allow: Option<Vec<PathBuf>>,
+    /// Extra directories writer shells may write.
+    pub write_allow: Option<Vec<PathBuf>>,
 }
 
 /// Environment variables read, and the key each sets.
@@ -186,9 +205,19 @@ impl Config {
         if let Some(dir) = &paths.user_dir {
             files.push(dir.join("config.toml"));
         }
-        files.push(paths.workspace.join(".brood").join("config.toml"));
+        let workspace_file = paths.workspace.join(".brood").join("config.toml");
+        files.push(workspace_file.clone());
         for path in files {
             if let Some(table) = read_file(&path)? {
+                if path == workspace_file && table.contains_key("sandbox") {
+                    return Err(ConfigError::Invalid {
+                        path: path.display().to_string(),
+                        detail: "[sandbox] may only be set in the user's config \
+                                 (~/.config/brood/config.toml): a workspace must not widen \
+                                 what its shells may reach; remove the section"
+                            .into(),
+                    });
+                }
                 flatten("", table, &Source::File(path.clone()), &mut layers);
             }
         }
@@ -269,6 +298,11 @@ fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), ConfigError> {
         toml::Value::Table(t.clone())
             .try_into::<MemoryConfig>()
             .map_err(|e| invalid("memory", e.to_string()))?;
+    }
+    if let Some(t) = &file.sandbox {
+        toml::Value::Table(t.clone())
+            .try_into::<SandboxConfig>()
+            .map_err(|e| invalid("sandbox", e.to_string()))?;
     }
     if let Some(t) = &file.providers {
         let map = toml::Value::Table(t.clone())
@@ -493,6 +527,12 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             path: source_of("memory"),
             detail: e.to_string(),
         })?;
+    let sandbox: SandboxConfig = toml::Value::Table(merged.sandbox.clone().unwrap_or_default())
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Invalid {
+            path: source_of("sandbox"),
+            detail: e.to_string(),
+        })?;
     let providers: BTreeMap<String, ProviderOverride> =
         toml::Value::Table(merged.providers.clone().unwrap_or_default())
             .try_into::<BTreeMap<String, ProviderOverride>>()
@@ -528,6 +568,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         subagents,
         models,
         memory,
+        sandbox,
         providers,
         user_dir,
         provenance,

@@ -169,7 +169,7 @@ impl Session {
             .map_err(|e| SessionError::Subagents(e.to_string()))?;
 
         // One sandbox per session: its landlock probe runs once.
-        let sandbox = Arc::new(tool::Sandbox::new());
+        let sandbox = Arc::new(tool::Sandbox::with_options(sandbox_options(&config)));
         let read_only_shell = sandbox.read_only_shell_available();
         let memory_files = memory.then(|| {
             tool::MemoryFiles::for_workspace(
@@ -402,4 +402,31 @@ fn build_models(
 
 fn record_error(e: crate::model::record::RecordError) -> SessionError {
     SessionError::Model(ModelError::Config(e.to_string()))
+}
+
+/// The shell sandbox's options from the user's `[sandbox]`, and the provider key
+/// variables no shell may ever see (every preset's, and every configured one).
+fn sandbox_options(config: &Config) -> tool::sandbox::SandboxOptions {
+    let mut deny: Vec<String> = crate::model::preset::PRESETS
+        .iter()
+        .filter_map(|p| p.api_key_env.map(str::to_string))
+        .collect();
+    deny.extend(config.api_key_env.clone());
+    deny.extend(
+        config
+            .providers
+            .values()
+            .filter_map(|o| o.api_key_env.clone()),
+    );
+    deny.push("BROOD_API_KEY".into());
+    let s = &config.sandbox;
+    tool::sandbox::SandboxOptions {
+        network: s.network.unwrap_or(false),
+        env: tool::sandbox::EnvPolicy {
+            allow: s.env_allow.clone().unwrap_or_default(),
+            deny,
+        },
+        read_allow: s.read_allow.clone().unwrap_or_default(),
+        write_allow: s.write_allow.clone().unwrap_or_default(),
+    }
 }

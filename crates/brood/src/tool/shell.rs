@@ -11,7 +11,7 @@
 //! `ReadOnly` runs under the landlock [`Sandbox`] (read-only file system, a private
 //! `TMPDIR`), or is refused where landlock is unavailable.
 
-use super::sandbox::{restrict_in_child, PreparedSandbox, Sandbox};
+use super::sandbox::{enter, EnvPolicy, PreparedSandbox, Sandbox, ShellMode};
 use super::{
     blocking, parse_args, schema_of, Capability, ShellPolicy, Tool, ToolContext, ToolError,
 };
@@ -110,7 +110,7 @@ impl Tool for Bash {
         let ws = ctx.workspace.clone();
         let cwd_arg = a.cwd.clone();
         let sandbox = self.sandbox.clone();
-        let (cwd, mut prepared) = blocking(move || {
+        let (cwd, prepared) = blocking(move || {
             let cwd = ws.resolve(cwd_arg.as_deref().unwrap_or(""))?;
             if !cwd.is_dir() {
                 return Err(ToolError::Io {
@@ -118,24 +118,38 @@ impl Tool for Bash {
                     detail: "cwd is not an existing directory".into(),
                 });
             }
-            let prepared = if policy == ShellPolicy::ReadOnly {
-                let unavailable = |why: String| ToolError::Sandbox {
-                    detail: format!(
+            let mode = if policy == ShellPolicy::ReadOnly {
+                ShellMode::ReadOnly
+            } else {
+                ShellMode::Writer
+            };
+            let prepared = sandbox
+                .prepare(mode, ws.root())
+                .map_err(|why| ToolError::Sandbox {
+                    detail: if mode == ShellMode::ReadOnly {
+                        format!(
                         "read-only shells need the landlock sandbox, which is unavailable here \
                          ({why}); read-only roles get no shell on this machine — use read_file, \
                          grep and find_files instead"
-                    ),
-                };
-                sandbox.probe().map_err(unavailable)?;
-                Some(sandbox.prepare().map_err(unavailable)?)
-            } else {
-                None
-            };
+                    )
+                    } else {
+                        format!("the shell sandbox could not be set up: {why}")
+                    },
+                })?;
             Ok((cwd, prepared))
         })
         .await?;
-        let result = run(&a.command, &cwd, secs, prepared.as_mut(), ctx).await;
-        if let Some(p) = prepared {
+        let result = run(
+            &a.command,
+            &cwd,
+            secs,
+            &prepared,
+            &self.sandbox.options().env,
+            ctx,
+        )
+        .await;
+        {
+            let p = prepared;
             // Remove the private temp dir off the async threads.
             let _ = blocking(move || {
                 drop(p);
@@ -159,7 +173,8 @@ async fn run(
     command: &str,
     cwd: &std::path::Path,
     secs: u64,
-    sandbox: Option<&mut PreparedSandbox>,
+    sandbox: &PreparedSandbox,
+    policy_env: &EnvPolicy,
     ctx: &ToolContext,
 ) -> Result<String, ToolError> {
     let spawn_error = |e: io::Error| ToolError::Failed(format!("could not start bash: {e}"));
@@ -172,54 +187,29 @@ async fn run(
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
-        .stderr(Stdio::from(writer2))
-        .env("PAGER", "cat")
+        .stderr(Stdio::from(writer2));
+    // Only allowed variables pass (keys, tokens and passwords never do).
+    cmd.env_clear();
+    cmd.envs(policy_env.filter(std::env::vars_os()));
+    cmd.env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("BROOD_RUN_ID", &ctx.run_id);
-    // Provider keys are the session's, not the model's: a shell the model drives
-    // never sees them (`echo $DEEPSEEK_API_KEY` must not leak into a transcript).
-    for (name, _) in std::env::vars_os() {
-        if is_secret_var(&name.to_string_lossy()) {
-            cmd.env_remove(&name);
-        }
+    for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
+        cmd.env(var, sandbox.tmpdir());
     }
-    let sandboxed = sandbox.is_some();
-    let mut ruleset = None;
-    if let Some(p) = sandbox {
-        for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
-            cmd.env(var, p.tmpdir());
-        }
-        ruleset = p.take_ruleset();
-    }
-    // SAFETY: runs in the forked child before exec; `setsid` is async-signal-safe and
-    // `restrict_in_child` makes two syscalls without allocating (see sandbox.rs).
+    let plan = sandbox.plan().clone();
+    // SAFETY: runs in the forked child before exec; `enter` makes raw syscalls only,
+    // on buffers the parent built (see sandbox/child.rs).
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            if sandboxed {
-                restrict_in_child(&mut ruleset)?;
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || enter(&plan));
     }
     let spawned = cmd.spawn();
     // The parent's copies of the pipe's write end live in `cmd`; close them so the
     // reader sees end-of-file once the group is gone.
     drop(cmd);
-    let mut child = spawned.map_err(|e| {
-        if sandboxed {
-            ToolError::Sandbox {
-                detail: format!(
-                    "could not start bash under the landlock ruleset ({e}); read-only roles \
-                     get no shell here"
-                ),
-            }
-        } else {
-            spawn_error(e)
-        }
+    let mut child = spawned.map_err(|e| ToolError::Sandbox {
+        detail: format!("could not start bash in its sandbox: {e}"),
     })?;
     // After setsid the child's pid is its process group id.
     let group = ProcessGroup(child.id().map(|p| p as libc::pid_t));
@@ -359,15 +349,6 @@ impl CappedOutput {
         s.push_str(&String::from_utf8_lossy(&tail));
         s
     }
-}
-
-/// Environment variables a model-driven shell never gets: API keys and secrets.
-pub fn is_secret_var(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n.ends_with("_API_KEY")
-        || n.ends_with("_SECRET")
-        || n.ends_with("_SECRET_KEY")
-        || n == "BROOD_API_KEY"
 }
 
 #[cfg(test)]

@@ -22,12 +22,35 @@ fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn read_pid(path: &Path) -> i32 {
-    std::fs::read_to_string(path)
+/// A `sleep` argument no other process has: the shell's pids are those of its own
+/// PID namespace, so the tests find its processes by their command line instead.
+fn marker() -> String {
+    format!("300.{}", std::process::id() as u64 * 1000 + rand_suffix())
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(1);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Whether a live process on the host runs `sleep <marker>`.
+fn sleeper_alive(marker: &str) -> bool {
+    let want = format!("sleep\0{marker}\0");
+    std::fs::read_dir("/proc")
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .any(|e| {
+            let pid: i32 = e.file_name().to_string_lossy().parse().unwrap_or(0);
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes())
+                && !process_dead(pid)
+        })
 }
 
 #[tokio::test]
@@ -61,11 +84,12 @@ async fn bash_reports_output_and_exit_code() {
 #[tokio::test]
 async fn bash_timeout_kills_the_whole_group() {
     let env = Env::new();
+    let m = marker();
     let started = Instant::now();
     let r = call(
         &env,
         "bash",
-        json!({"command": "sleep 300 & echo $! > pid; echo started; sleep 300", "timeout_secs": 1}),
+        json!({"command": format!("sleep {m} & echo $! > pid; echo started; sleep 300"), "timeout_secs": 1}),
     )
     .await;
     match r {
@@ -76,47 +100,55 @@ async fn bash_timeout_kills_the_whole_group() {
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(20));
-    let pid = read_pid(&env.ws.join("pid"));
     wait_for(
         "the grandchild sleep to die",
         Duration::from_secs(5),
-        || process_dead(pid),
+        || !sleeper_alive(&m),
     );
 }
 
 #[tokio::test]
 async fn bash_background_jobs_die_when_the_command_returns() {
     let env = Env::new();
-    let out = call(
-        &env,
-        "bash",
-        json!({"command": "sleep 300 & echo $! > pid"}),
-    )
-    .await
-    .unwrap();
-    assert!(out.ends_with("[exit code: 0]"));
-    let pid = read_pid(&env.ws.join("pid"));
-    wait_for(
-        "the background sleep to die",
-        Duration::from_secs(5),
-        || process_dead(pid),
-    );
+    for detach in ["", "setsid -f ", "( setsid "] {
+        let m = marker();
+        let tail = if detach.starts_with('(') {
+            " & )\n"
+        } else {
+            " &\n"
+        };
+        let command = format!(
+            "{detach}sleep {m}{tail}for i in $(seq 100); do pgrep -f 'sleep {m}' >/dev/null && break; sleep 0.05; done; echo up"
+        );
+        let out = call(&env, "bash", json!({ "command": command }))
+            .await
+            .unwrap();
+        assert!(out.ends_with("up\n[exit code: 0]"), "{out}");
+        wait_for(
+            "the background sleep to die",
+            Duration::from_secs(5),
+            || !sleeper_alive(&m),
+        );
+    }
 }
 
 // Multi-threaded: the test thread blocks while polling for the pid file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_kills_the_group_via_toolbox_and_direct_call() {
     let env = Env::new();
+    let (m1, m2) = (marker(), marker());
+    let (m1c, m2c) = (m1.clone(), m2.clone());
     // Through the toolbox (its select drops the call).
     let perms = Permissions::full("tester");
     let tb = env.toolbox(perms.clone());
     let ctx = env.ctx(perms.clone());
     let (tb2, ctx2) = (tb.clone(), ctx.clone());
+    let m1c = m1c.clone();
     let task = tokio::spawn(async move {
         tb2.call(
             &tool_call(
                 "bash",
-                json!({"command": "sleep 300 & echo $! > pid1; sleep 300"}),
+                json!({"command": format!("sleep {m1c} & echo $! > pid1; sleep 300")}),
             ),
             &ctx2,
         )
@@ -128,9 +160,8 @@ async fn cancel_kills_the_group_via_toolbox_and_direct_call() {
     });
     ctx.cancel.cancel();
     assert!(matches!(task.await.unwrap(), Err(ToolError::Cancelled)));
-    let pid = read_pid(&pidfile);
     wait_for("grandchild 1 to die", Duration::from_secs(5), || {
-        process_dead(pid)
+        !sleeper_alive(&m1)
     });
 
     // Directly on the tool (its own cancel branch).
@@ -139,7 +170,7 @@ async fn cancel_kills_the_group_via_toolbox_and_direct_call() {
     let ctx2 = ctx.clone();
     let task = tokio::spawn(async move {
         bash.call(
-            json!({"command": "sleep 300 & echo $! > pid2; sleep 300"}),
+            json!({"command": format!("sleep {m2} & echo $! > pid2; sleep 300")}),
             &ctx2,
         )
         .await
@@ -150,9 +181,8 @@ async fn cancel_kills_the_group_via_toolbox_and_direct_call() {
     });
     ctx.cancel.cancel();
     assert!(matches!(task.await.unwrap(), Err(ToolError::Cancelled)));
-    let pid = read_pid(&pidfile);
     wait_for("grandchild 2 to die", Duration::from_secs(5), || {
-        process_dead(pid)
+        !sleeper_alive(&m2c)
     });
 }
 
