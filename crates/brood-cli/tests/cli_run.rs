@@ -371,44 +371,60 @@ fn a_run_is_recorded_and_inspectable_with_brood_agents() {
 
 #[test]
 fn a_model_driven_shell_never_sees_api_keys() {
-    let f = fixture();
-    let server = MockServer::start(|req| match req.assistant_turns() {
-        0 => MockReply::tool_call(
-            "bash",
-            json!({"command": "echo key=[$DEEPSEEK_API_KEY] other=[$PLAIN_VAR]"}),
-        ),
-        _ => MockReply::text("done"),
-    });
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &[
-            "run",
-            "--provider",
-            "deepseek",
-            "--base-url",
-            &server.base_url(),
-            "--json",
-            "x",
-        ],
-        &[
-            ("DEEPSEEK_API_KEY", "sk-very-secret"),
-            ("PLAIN_VAR", "visible"),
-        ],
-    );
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let bodies = server.requests();
-    let second = serde_json::to_string(&bodies[1]).unwrap();
-    assert!(
-        second.contains("key=[]"),
-        "the key must not reach the shell: {second}"
-    );
-    assert!(
-        second.contains("other=[visible]"),
-        "ordinary variables still do: {second}"
-    );
-    assert!(!second.contains("sk-very-secret"));
+    // Variables pass into a shell only by the allow list: the key never, an
+    // ordinary variable only once the user's `[sandbox] env_allow` names it.
+    for allowed in [false, true] {
+        let f = fixture();
+        if allowed {
+            let dir = f.home.path().join(".config/brood");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("config.toml"),
+                "[sandbox]\nenv_allow = [\"PLAIN_*\", \"DEEPSEEK_API_KEY\"]\n",
+            )
+            .unwrap();
+        }
+        let server = MockServer::start(|req| match req.assistant_turns() {
+            0 => MockReply::tool_call(
+                "bash",
+                json!({"command": "echo key=[$DEEPSEEK_API_KEY] token=[$GH_TOKEN] other=[$PLAIN_VAR]"}),
+            ),
+            _ => MockReply::text("done"),
+        });
+        let out = brood(
+            f.home.path(),
+            f.ws.path(),
+            &[
+                "run",
+                "--provider",
+                "deepseek",
+                "--base-url",
+                &server.base_url(),
+                "--json",
+                "x",
+            ],
+            &[
+                ("DEEPSEEK_API_KEY", "sk-very-secret"),
+                ("GH_TOKEN", "gh-secret"),
+                ("PLAIN_VAR", "visible"),
+            ],
+        );
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let bodies = server.requests();
+        let second = serde_json::to_string(&bodies[1]).unwrap();
+        assert!(
+            second.contains("key=[] token=[]"),
+            "no key or token reaches the shell: {second}"
+        );
+        let other = if allowed {
+            "other=[visible]"
+        } else {
+            "other=[]"
+        };
+        assert!(second.contains(other), "allow list ({allowed}): {second}");
+        assert!(!second.contains("sk-very-secret"));
+    }
 }
 
 /// A ledger row whose counts are odd (a REAL, a negative, text — as an older brood or a
