@@ -195,6 +195,27 @@ fn config_show(provider: ProviderArgs, workspace: Option<PathBuf>) -> u8 {
     for (key, value, source) in config.effective() {
         println!("{key} = {value}    # {source}");
     }
+    // What each role's shell gets on this kernel (docs/SECURITY.md).
+    let sandbox = brood::tool::Sandbox::with_options(brood::runtime::sandbox_options(&config));
+    println!();
+    println!("# shell sandbox on this kernel");
+    use brood::tool::sandbox::ShellMode;
+    for (roles, mode) in [
+        ("explore, plan", Some(ShellMode::ReadOnly)),
+        (
+            "parent, general, implementer, verifier, custom",
+            Some(ShellMode::Writer),
+        ),
+        ("review", None),
+    ] {
+        match mode {
+            Some(m) => println!("# {roles}: {}", sandbox.describe(m, &ws)),
+            None => println!("# {roles}: no shell"),
+        }
+    }
+    for d in sandbox.degradations() {
+        println!("# warning: {d}");
+    }
     0
 }
 
@@ -222,6 +243,9 @@ async fn run(args: RunArgs) -> u8 {
             return if e.is_usage() { 2 } else { 1 };
         }
     };
+    for d in session.sandbox_degradations() {
+        eprintln!("brood: warning: shell sandbox: {d}");
+    }
     let turn = CancellationToken::new();
     let ctrl_c = turn.clone();
     tokio::spawn(async move {

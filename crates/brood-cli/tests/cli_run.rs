@@ -474,3 +474,41 @@ fn odd_ledger_rows_are_listed_with_the_field_unknown() {
     assert_eq!(notes.len(), 3, "{detail}");
     assert_eq!(detail["output_tokens"], 0, "{detail}");
 }
+
+#[test]
+fn config_show_prints_the_sandbox_each_role_gets() {
+    let f = fixture();
+    let out = brood(f.home.path(), f.ws.path(), &["config", "show"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = |role: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("# {role}")))
+            .unwrap_or_else(|| panic!("no line for {role}: {stdout}"))
+            .to_string()
+    };
+    let ro = line("explore, plan");
+    assert!(
+        ro.contains("landlock ABI v") && ro.contains("network none"),
+        "{ro}"
+    );
+    assert!(ro.contains("writes private tmp"), "{ro}");
+    let w = line("parent, general");
+    assert!(w.contains(".git/hooks") && w.contains("+net"), "{w}");
+    assert!(line("review").ends_with("no shell"));
+    // A workspace may not widen what shells reach.
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[sandbox]\nnetwork = true\n",
+    )
+    .unwrap();
+    let out = brood(f.home.path(), f.ws.path(), &["config", "show"], &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[sandbox] may only be set in the user's config"),
+        "{stderr}"
+    );
+}

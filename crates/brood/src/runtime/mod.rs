@@ -10,4 +10,4 @@ pub mod provider;
 pub mod session;
 
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
-pub use session::{RunReport, Session, SessionError, SessionOptions};
+pub use session::{sandbox_options, RunReport, Session, SessionError, SessionOptions};

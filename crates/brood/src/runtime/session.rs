@@ -130,9 +130,16 @@ pub struct Session {
     supervisor: Supervisor,
     cancel: CancellationToken,
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    sandbox: Arc<tool::Sandbox>,
 }
 
 impl Session {
+    /// What the shell sandbox cannot enforce on this kernel, one line each (empty:
+    /// everything). The CLI prints these once per session.
+    pub fn sandbox_degradations(&self) -> Vec<String> {
+        self.sandbox.degradations()
+    }
+
     /// Open the workspace: ledger (recovering dead sessions' runs), providers,
     /// agent definitions, supervisor.
     pub async fn open(opts: SessionOptions) -> Result<Session, SessionError> {
@@ -213,6 +220,7 @@ impl Session {
             supervisor,
             cancel,
             roots: Arc::new(Mutex::new(HashMap::new())),
+            sandbox,
         };
         session.start_cancel_poller();
         Ok(session)
@@ -406,7 +414,7 @@ fn record_error(e: crate::model::record::RecordError) -> SessionError {
 
 /// The shell sandbox's options from the user's `[sandbox]`, and the provider key
 /// variables no shell may ever see (every preset's, and every configured one).
-fn sandbox_options(config: &Config) -> tool::sandbox::SandboxOptions {
+pub fn sandbox_options(config: &Config) -> tool::sandbox::SandboxOptions {
     let mut deny: Vec<String> = crate::model::preset::PRESETS
         .iter()
         .filter_map(|p| p.api_key_env.map(str::to_string))
