@@ -1,10 +1,12 @@
 //! The `brood` command: parses arguments, opens a session, renders what happens.
 //! Nothing else lives here — the work is in the `brood` library.
 //!
-//! Exit codes: 0 success, 1 the run failed, 2 usage or configuration error.
+//! Exit codes: 0 success, 1 the run failed (or was cancelled by a signal), 2 usage
+//! or configuration error, 128 + N when a second signal N cut a cancellation short.
 
 mod agents;
 mod render;
+mod signals;
 mod table;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
@@ -13,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// mimalloc, not glibc's malloc: a fan-out allocates and frees request bodies,
@@ -21,6 +24,14 @@ use tokio_util::sync::CancellationToken;
 /// `mprotect`, `malloc_consolidate`); BENCHMARKS.md has the before/after.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// How long the runtime waits at exit for blocking work (a tool's read or lock)
+/// that outlived its run.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// After a second signal, how long the ledger may take to commit what is queued
+/// before brood exits anyway (a third signal does not wait at all).
+const FINAL_FLUSH_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Parser)]
 #[command(
@@ -128,6 +139,10 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(dispatch(cli));
+    // Everything brood started has settled by now (a session's close waits for its
+    // runs); what is left is a blocking read or lock a tool may still be in. It
+    // must not keep the process alive.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     ExitCode::from(code)
 }
 
@@ -236,6 +251,15 @@ async fn run(args: RunArgs) -> u8 {
     let mut opts = SessionOptions::new(ws, config);
     opts.env = env;
     opts.models = models;
+    // Taken over before the session opens, so a signal during the open is not a
+    // silent death either: it cancels the run as soon as it starts.
+    let mut signals = match signals::Signals::install() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("brood: warning: cannot watch for SIGINT/SIGTERM/SIGHUP ({e}); a signal ends brood without a record");
+            None
+        }
+    };
     let session = match Session::open(opts).await {
         Ok(s) => s,
         Err(e) => {
@@ -247,17 +271,50 @@ async fn run(args: RunArgs) -> u8 {
         eprintln!("brood: warning: shell sandbox: {d}");
     }
     let turn = CancellationToken::new();
-    let ctrl_c = turn.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("brood: interrupted; cancelling");
-            ctrl_c.cancel();
-        }
-    });
     let printer = render::Printer::new(!args.json);
-    let result = session.run(&args.prompt, Some(printer.sink()), turn).await;
+    let mut cancelled_by: Option<signals::Sig> = None;
+    let result = {
+        let run = session.run(&args.prompt, Some(printer.sink()), turn.clone());
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                r = &mut run => break r,
+                sig = signals::next(&mut signals) => match cancelled_by {
+                    None => {
+                        eprintln!(
+                            "brood: {} received; cancelling the run (send it again to exit at once)",
+                            sig.name()
+                        );
+                        session.cancel_all(&format!("brood received {}", sig.name()));
+                        turn.cancel();
+                        cancelled_by = Some(sig);
+                    }
+                    Some(_) => exit_now(sig, session.ledger(), &mut signals).await,
+                },
+            }
+        }
+    };
     let failures = session.supervisor().ledger_write_failures();
-    session.close().await;
+    // Closing waits for the children to settle and their records to commit; a
+    // second signal meanwhile still exits at once.
+    let ledger = session.ledger().clone();
+    let close = session.close();
+    tokio::pin!(close);
+    loop {
+        tokio::select! {
+            () = &mut close => break,
+            sig = signals::next(&mut signals) => match cancelled_by {
+                None => {
+                    eprintln!(
+                        "brood: {} received; waiting for the runs to settle (send it again to exit at once)",
+                        sig.name()
+                    );
+                    cancelled_by = Some(sig);
+                }
+                Some(_) => exit_now(sig, &ledger, &mut signals).await,
+            },
+        }
+    }
     if failures > 0 {
         eprintln!(
             "brood: warning: {failures} ledger write(s) failed in this session; the record in .brood/state may be incomplete"
@@ -291,4 +348,32 @@ async fn run(args: RunArgs) -> u8 {
             }
         }
     }
+}
+
+/// A second signal: commit what the ledger has queued — unless that takes longer
+/// than [`FINAL_FLUSH_GRACE`] or a third signal arrives — and exit with 128 + the
+/// signal's number, without waiting for runs, children or blocking tools. Runs
+/// still unfinished are marked `interrupted` by the next session on this workspace.
+async fn exit_now(
+    sig: signals::Sig,
+    ledger: &brood::ledger::Ledger,
+    signals: &mut Option<signals::Signals>,
+) -> ! {
+    eprintln!("brood: {} received again; exiting now", sig.name());
+    tokio::select! {
+        r = tokio::time::timeout(FINAL_FLUSH_GRACE, ledger.flush()) => match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("brood: warning: the ledger's final flush failed: {e}"),
+            Err(_) => eprintln!(
+                "brood: warning: the ledger did not flush within {} s; unfinished runs are marked interrupted by the next session",
+                FINAL_FLUSH_GRACE.as_secs()
+            ),
+        },
+        again = signals::next(signals) => {
+            eprintln!("brood: {} received; not waiting for the ledger", again.name());
+        }
+    }
+    // Not a return through `main`: dropping the runtime and the session would wait
+    // for the very runs and tools this signal says not to wait for.
+    std::process::exit(i32::from(sig.exit_code()))
 }

@@ -512,3 +512,142 @@ fn config_show_prints_the_sandbox_each_role_gets() {
         "{stderr}"
     );
 }
+
+/// `brood run ARGS…` against `server`, started (not waited for), stdout and stderr piped.
+fn spawn_local(f: &Fixture, server: &MockServer, args: &[&str]) -> std::process::Child {
+    let base = server.base_url();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
+    cmd.args([
+        "run",
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+    ])
+    .args(args)
+    .current_dir(f.ws.path())
+    .env_clear()
+    .env("HOME", f.home.path())
+    .env("PATH", std::env::var("PATH").unwrap_or_default())
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    cmd.spawn().expect("spawn brood")
+}
+
+/// Block until the mock has received `n` requests (a condition, not a delay); fails
+/// the test after a minute.
+fn wait_for_requests(server: &MockServer, n: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            server.wait_for_requests(n),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the mock never received {n} requests"));
+    });
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}
+
+/// Wait for `child` to exit, killing it if it takes more than a minute (so a brood
+/// that ignores the signal fails the test instead of hanging it).
+fn wait_bounded(child: std::process::Child) -> Output {
+    let pid = child.id();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_err()
+        {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    });
+    let out = child.wait_with_output().expect("wait for brood");
+    let _ = done_tx.send(());
+    let _ = watchdog.join();
+    out
+}
+
+/// The parent delegates one `task` whose child's request never gets an answer.
+fn hanging_child_server() -> MockServer {
+    MockServer::start(|req| {
+        if req.first_user_text() == Some("look at notes.txt slowly") {
+            return MockReply::Hang;
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"description": "look at notes.txt slowly"})),
+            _ => MockReply::text("done"),
+        }
+    })
+}
+
+/// SIGTERM (what `timeout`, CI runners and supervisors send) is a cancellation like
+/// Ctrl-C: the JSON report is printed, the exit code is 1, and the parent and its
+/// child are recorded `cancelled` with a reason naming the signal.
+#[test]
+fn sigterm_cancels_the_run_and_its_children_and_records_why() {
+    let f = fixture();
+    let server = hanging_child_server();
+    let child = spawn_local(&f, &server, &["--json", "delegate"]);
+    // The parent's first step, then the child's request: the child is running.
+    wait_for_requests(&server, 2);
+    let captured = server.captured();
+    assert_eq!(
+        captured[1].first_user_text(),
+        Some("look at notes.txt slowly"),
+        "the second request must be the child's"
+    );
+    send_signal(child.id(), "TERM");
+    let out = wait_bounded(child);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(stderr.contains("SIGTERM"), "{stderr}");
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout must be the JSON report ({e}): {stdout}"));
+    assert!(
+        report["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cancelled") && e.contains("SIGTERM")),
+        "{report}"
+    );
+    let run_id = report["run_id"].as_str().unwrap().to_string();
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "the parent and its child: {runs:?}");
+    let parent = runs.iter().find(|r| r["id"] == run_id.as_str()).unwrap();
+    let kid = runs.iter().find(|r| r["id"] != run_id.as_str()).unwrap();
+    assert_eq!(kid["parent_id"], run_id.as_str(), "{kid}");
+    for r in [parent, kid] {
+        assert_eq!(r["status"], "cancelled", "{r}");
+        assert!(
+            r["status_reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("SIGTERM")),
+            "{r}"
+        );
+    }
+}

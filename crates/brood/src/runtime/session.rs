@@ -255,7 +255,13 @@ impl Session {
                         .get(&id)
                         .cloned();
                     match root {
-                        Some(token) => token.cancel(),
+                        Some(token) => {
+                            sup.note_root_cancel(
+                                &id,
+                                "cancelled from the command line (brood agents cancel)",
+                            );
+                            token.cancel();
+                        }
                         None => {
                             sup.cancel(
                                 &id,
@@ -283,6 +289,29 @@ impl Session {
     /// The session's token: cancelling it stops every run.
     pub fn cancel_token(&self) -> &CancellationToken {
         &self.cancel
+    }
+
+    /// Cancel every live run of this session — its roots (their turns) and every
+    /// child, background ones included — each recorded `cancelled` with `reason`
+    /// (unless it already had one). The runs settle on their own; [`Session::run`]
+    /// returns once its root has. A signal handler calls this.
+    pub fn cancel_all(&self, reason: &str) {
+        for run in self.supervisor.snapshot() {
+            if !run.status.is_terminal() {
+                self.supervisor.cancel(&run.agent_id, reason);
+            }
+        }
+        let roots: Vec<(String, CancellationToken)> = self
+            .roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, t)| (id.clone(), t.clone()))
+            .collect();
+        for (id, token) in roots {
+            self.supervisor.note_root_cancel(&id, reason);
+            token.cancel();
+        }
     }
 
     /// Run a parent agent on `prompt` until it ends (and, if it opened background
@@ -316,6 +345,7 @@ impl Session {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
+        let cancel_reason = self.supervisor.take_root_cancel(&id);
         Ok(RunReport {
             run_id: id,
             final_text: outcome.final_text,
@@ -326,7 +356,10 @@ impl Session {
                 .error
                 .map(|e| e.to_string())
                 .or(match &outcome.ending {
-                    Ending::Cancelled => Some("cancelled".into()),
+                    Ending::Cancelled => Some(match cancel_reason {
+                        Some(r) => format!("cancelled: {r}"),
+                        None => "cancelled".into(),
+                    }),
                     _ => None,
                 }),
             ending: outcome.ending,

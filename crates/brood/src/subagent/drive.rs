@@ -751,7 +751,12 @@ pub(crate) async fn run_root(
                 req.max_turns
             )),
             Ending::Budget { reason } => Some(reason.clone()),
-            Ending::Cancelled => Some("cancelled".into()),
+            Ending::Cancelled => Some(
+                inner
+                    .board
+                    .root_reason(&id)
+                    .unwrap_or_else(|| "cancelled".into()),
+            ),
             Ending::Failed { error } => Some(error.clone()),
         },
         final_text: outcome.final_text.clone(),

@@ -511,6 +511,18 @@ impl Supervisor {
         self.inner.board.cancel(id, reason)
     }
 
+    /// Remember why root run `id` (a [`Supervisor::run_root`]) is being cancelled:
+    /// its record names `reason`. The first reason wins; the caller cancels the
+    /// root's token.
+    pub fn note_root_cancel(&self, id: &str, reason: &str) {
+        self.inner.board.note_root_reason(id, reason);
+    }
+
+    /// The reason noted for root run `id`, forgotten once read (after the root ended).
+    pub fn take_root_cancel(&self, id: &str) -> Option<String> {
+        self.inner.board.take_root_reason(id)
+    }
+
     /// Deliver a message to a running child at its next step.
     pub fn message(&self, id: &str, text: &str) -> bool {
         match self.inner.board.handles(id) {

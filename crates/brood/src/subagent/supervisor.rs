@@ -126,6 +126,9 @@ struct Registry {
     /// Live runs admitted against `max_concurrent` (pending, queued or running).
     admitted: usize,
     total_spawned: usize,
+    /// Why a root run was cancelled (roots are not in `runs`: they hold no slot and
+    /// count against no limit). The first reason wins; taken when the root ends.
+    root_reasons: HashMap<String, String>,
 }
 
 /// The registry and the slots. Cheap to clone.
@@ -282,6 +285,25 @@ impl Board {
         };
         token.cancel();
         true
+    }
+
+    /// Remember why root run `id` is being cancelled (the first reason wins); the
+    /// caller cancels its token.
+    pub fn note_root_reason(&self, id: &str, reason: &str) {
+        self.lock()
+            .root_reasons
+            .entry(id.to_string())
+            .or_insert_with(|| reason.to_string());
+    }
+
+    /// Why root run `id` was cancelled, if someone said.
+    pub fn root_reason(&self, id: &str) -> Option<String> {
+        self.lock().root_reasons.get(id).cloned()
+    }
+
+    /// As [`Board::root_reason`], and forgets it (the root has ended).
+    pub fn take_root_reason(&self, id: &str) -> Option<String> {
+        self.lock().root_reasons.remove(id)
     }
 
     pub fn cancel_reason(&self, id: &str) -> Option<String> {
