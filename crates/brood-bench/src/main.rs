@@ -2,7 +2,7 @@
 //! in-process OpenAI-compatible mock on loopback (brood-mock) with scripted parent
 //! and children and a per-request delay. Scenarios: fan-out overhead, spawn latency,
 //! memory per running child, ledger throughput/listing/recovery, fork prefix, cap
-//! fidelity. Prints a table (each figure with its goal and pass/MISS) and writes
+//! fidelity, the shell sandbox's cost per call. Prints a table (each figure with its goal and pass/MISS) and writes
 //! JSON. Figures are reported, never asserted: the exit code is 0 whenever every
 //! scenario ran, missed goals included; 1 when a scenario could not run.
 //!
@@ -15,6 +15,7 @@ mod harness;
 mod ledger;
 mod memory;
 mod report;
+mod sandbox;
 mod spawn;
 
 use clap::{Parser, ValueEnum};
@@ -62,18 +63,20 @@ enum Scenario {
     Ledger,
     Fork,
     Cap,
+    Sandbox,
 }
 
 impl Scenario {
     /// In running order: memory first, while the process's heap holds nothing freed
     /// by earlier scenarios that its children could reuse (that would flatter it).
-    const ALL: [Scenario; 6] = [
+    const ALL: [Scenario; 7] = [
         Scenario::Memory,
         Scenario::Fanout,
         Scenario::Spawn,
         Scenario::Ledger,
         Scenario::Fork,
         Scenario::Cap,
+        Scenario::Sandbox,
     ];
     fn name(self) -> &'static str {
         match self {
@@ -83,6 +86,7 @@ impl Scenario {
             Scenario::Ledger => "ledger",
             Scenario::Fork => "fork",
             Scenario::Cap => "cap fidelity",
+            Scenario::Sandbox => "sandbox",
         }
     }
 }
@@ -98,6 +102,8 @@ struct Plan {
     ledger: ledger::Sizes,
     /// (N, cap, d)
     cap: (usize, usize, Duration),
+    /// Shell calls timed per posture.
+    sandbox_calls: usize,
 }
 
 impl Plan {
@@ -114,6 +120,7 @@ impl Plan {
                 runs: 10_000,
             },
             cap: (200, 10, Duration::from_millis(50)),
+            sandbox_calls: 300,
         }
     }
     fn quick() -> Plan {
@@ -129,6 +136,7 @@ impl Plan {
                 runs: 1_000,
             },
             cap: (60, 10, Duration::from_millis(20)),
+            sandbox_calls: 50,
         }
     }
 }
@@ -225,6 +233,7 @@ async fn run(args: Args) -> ExitCode {
             Scenario::Ledger => ledger::scenario(&plan.ledger).await,
             Scenario::Fork => fork::scenario().await,
             Scenario::Cap => cap::scenario(plan.cap.0, plan.cap.1, plan.cap.2).await,
+            Scenario::Sandbox => sandbox::scenario(plan.sandbox_calls).await,
         };
         eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
         match outcome {
