@@ -3,6 +3,12 @@
 //!
 //! Exit codes: 0 success, 1 the run failed (or was cancelled by a signal), 2 usage
 //! or configuration error, 128 + N when a second signal N cut a cancellation short.
+//! Output goes through `out` (a closed reader ends the output, not the run);
+//! `print!`-family macros, which panic on EPIPE, are refused by the lints below.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod out;
 
 mod agents;
 mod render;
@@ -118,7 +124,7 @@ fn main() -> ExitCode {
     // The API key is in this process's environment: no same-user process may read
     // it through /proc (shells are kept out by the sandbox's own /proc as well).
     if let Err(e) = brood::tool::sandbox::harden_process() {
-        eprintln!("warning: could not make brood non-dumpable: {e}");
+        errln!("warning: could not make brood non-dumpable: {e}");
     }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -134,7 +140,7 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("brood: cannot start the async runtime: {e}");
+            errln!("brood: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -170,7 +176,7 @@ fn workspace_dir(arg: Option<PathBuf>) -> Result<PathBuf, u8> {
     match arg {
         Some(p) => Ok(p),
         None => std::env::current_dir().map_err(|e| {
-            eprintln!("brood: cannot read the current directory: {e}; pass --workspace DIR");
+            errln!("brood: cannot read the current directory: {e}; pass --workspace DIR");
             2
         }),
     }
@@ -192,7 +198,7 @@ fn load_config(
     match Config::load(&ConfigPaths::from_env(workspace), &env, &flags) {
         Ok(c) => Ok((c, env)),
         Err(e) => {
-            eprintln!("brood: {e}");
+            errln!("brood: {e}");
             Err(2)
         }
     }
@@ -208,12 +214,12 @@ fn config_show(provider: ProviderArgs, workspace: Option<PathBuf>) -> u8 {
         Err(c) => return c,
     };
     for (key, value, source) in config.effective() {
-        println!("{key} = {value}    # {source}");
+        outln!("{key} = {value}    # {source}");
     }
     // What each role's shell gets on this kernel (docs/SECURITY.md).
     let sandbox = brood::tool::Sandbox::with_options(brood::runtime::sandbox_options(&config));
-    println!();
-    println!("# shell sandbox on this kernel");
+    outln!();
+    outln!("# shell sandbox on this kernel");
     use brood::tool::sandbox::ShellMode;
     for (roles, mode) in [
         ("explore, plan", Some(ShellMode::ReadOnly)),
@@ -224,12 +230,12 @@ fn config_show(provider: ProviderArgs, workspace: Option<PathBuf>) -> u8 {
         ("review", None),
     ] {
         match mode {
-            Some(m) => println!("# {roles}: {}", sandbox.describe(m, &ws)),
-            None => println!("# {roles}: no shell"),
+            Some(m) => outln!("# {roles}: {}", sandbox.describe(m, &ws)),
+            None => outln!("# {roles}: no shell"),
         }
     }
     for d in sandbox.degradations() {
-        println!("# warning: {d}");
+        outln!("# warning: {d}");
     }
     0
 }
@@ -256,19 +262,19 @@ async fn run(args: RunArgs) -> u8 {
     let mut signals = match signals::Signals::install() {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!("brood: warning: cannot watch for SIGINT/SIGTERM/SIGHUP ({e}); a signal ends brood without a record");
+            errln!("brood: warning: cannot watch for SIGINT/SIGTERM/SIGHUP ({e}); a signal ends brood without a record");
             None
         }
     };
     let session = match Session::open(opts).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("brood: {e}");
+            errln!("brood: {e}");
             return if e.is_usage() { 2 } else { 1 };
         }
     };
     for d in session.sandbox_degradations() {
-        eprintln!("brood: warning: shell sandbox: {d}");
+        errln!("brood: warning: shell sandbox: {d}");
     }
     let turn = CancellationToken::new();
     let printer = render::Printer::new(!args.json);
@@ -281,7 +287,7 @@ async fn run(args: RunArgs) -> u8 {
                 r = &mut run => break r,
                 sig = signals::next(&mut signals) => match cancelled_by {
                     None => {
-                        eprintln!(
+                        errln!(
                             "brood: {} received; cancelling the run (send it again to exit at once)",
                             sig.name()
                         );
@@ -305,7 +311,7 @@ async fn run(args: RunArgs) -> u8 {
             () = &mut close => break,
             sig = signals::next(&mut signals) => match cancelled_by {
                 None => {
-                    eprintln!(
+                    errln!(
                         "brood: {} received; waiting for the runs to settle (send it again to exit at once)",
                         sig.name()
                     );
@@ -316,7 +322,7 @@ async fn run(args: RunArgs) -> u8 {
         }
     }
     if failures > 0 {
-        eprintln!(
+        errln!(
             "brood: warning: {failures} ledger write(s) failed in this session; the record in .brood/state may be incomplete"
         );
     }
@@ -324,14 +330,14 @@ async fn run(args: RunArgs) -> u8 {
         Ok(report) => {
             if args.json {
                 match serde_json::to_string(&report) {
-                    Ok(s) => println!("{s}"),
-                    Err(e) => eprintln!("brood: cannot encode the report: {e}"),
+                    Ok(s) => outln!("{s}"),
+                    Err(e) => errln!("brood: cannot encode the report: {e}"),
                 }
             } else {
                 printer.finish(&report.final_text);
             }
             if let Some(e) = &report.error {
-                eprintln!("brood: run {} failed: {e}", report.run_id);
+                errln!("brood: run {} failed: {e}", report.run_id);
             }
             if report.succeeded() {
                 0
@@ -340,7 +346,7 @@ async fn run(args: RunArgs) -> u8 {
             }
         }
         Err(e) => {
-            eprintln!("brood: {e}");
+            errln!("brood: {e}");
             if e.is_usage() {
                 2
             } else {
@@ -359,18 +365,18 @@ async fn exit_now(
     ledger: &brood::ledger::Ledger,
     signals: &mut Option<signals::Signals>,
 ) -> ! {
-    eprintln!("brood: {} received again; exiting now", sig.name());
+    errln!("brood: {} received again; exiting now", sig.name());
     tokio::select! {
         r = tokio::time::timeout(FINAL_FLUSH_GRACE, ledger.flush()) => match r {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("brood: warning: the ledger's final flush failed: {e}"),
-            Err(_) => eprintln!(
+            Ok(Err(e)) => errln!("brood: warning: the ledger's final flush failed: {e}"),
+            Err(_) => errln!(
                 "brood: warning: the ledger did not flush within {} s; unfinished runs are marked interrupted by the next session",
                 FINAL_FLUSH_GRACE.as_secs()
             ),
         },
         again = signals::next(signals) => {
-            eprintln!("brood: {} received; not waiting for the ledger", again.name());
+            errln!("brood: {} received; not waiting for the ledger", again.name());
         }
     }
     // Not a return through `main`: dropping the runtime and the session would wait

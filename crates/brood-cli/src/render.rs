@@ -3,7 +3,6 @@
 
 use brood::agent::{AgentEvent, EventSink};
 use brood::model::StreamEvent;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -37,20 +36,16 @@ impl Printer {
             } if stream => {
                 streamed.store(true, Ordering::Relaxed);
                 printed_any.store(true, Ordering::Relaxed);
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
+                crate::out::stdout_bytes(text.as_bytes());
             }
             AgentEvent::ModelResponse { response, .. } if stream => {
                 // A provider that did not stream: print the whole text now.
                 if !streamed.load(Ordering::Relaxed) && !response.message.content.is_empty() {
                     printed_any.store(true, Ordering::Relaxed);
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(response.message.content.as_bytes());
-                    let _ = out.flush();
+                    crate::out::stdout_bytes(response.message.content.as_bytes());
                 }
                 if !response.message.content.is_empty() {
-                    let _ = std::io::stdout().lock().write_all(b"\n");
+                    crate::out::stdout_bytes(b"\n");
                 }
             }
             AgentEvent::ToolFinished {
@@ -64,7 +59,7 @@ impl Printer {
                 } else {
                     format!("error: {}", first_line(output))
                 };
-                eprintln!(
+                errln!(
                     "  [tool] {} {} {} ({} ms)",
                     call.name,
                     short(&call.arguments, 80),
@@ -81,7 +76,7 @@ impl Printer {
                     },
                 ..
             } => {
-                eprintln!(
+                errln!(
                     "  [retry] attempt {attempt} in {delay_ms} ms: {}",
                     first_line(error)
                 );
@@ -93,7 +88,7 @@ impl Printer {
     /// After the run: make sure the final answer was shown.
     pub fn finish(&self, final_text: &str) {
         if self.stream && !self.printed_any.load(Ordering::Relaxed) && !final_text.is_empty() {
-            println!("{final_text}");
+            outln!("{final_text}");
         }
     }
 }

@@ -651,3 +651,56 @@ fn sigterm_cancels_the_run_and_its_children_and_records_why() {
         );
     }
 }
+
+/// A reader that has gone away (`brood run … | head -c0`, a closed terminal) ends the
+/// output, not the run: with stdout and stderr both connected to sockets whose other
+/// end was closed before brood started, every write fails with EPIPE, and the run
+/// still completes, is recorded `completed`, and exits 0.
+#[test]
+fn closed_stdout_and_stderr_do_not_end_the_run() {
+    use std::os::unix::net::UnixStream;
+    let f = fixture();
+    let server = two_step_server();
+    let (out_w, out_r) = UnixStream::pair().unwrap();
+    let (err_w, err_r) = UnixStream::pair().unwrap();
+    drop(out_r);
+    drop(err_r);
+    let base = server.base_url();
+    let status = Command::new(env!("CARGO_BIN_EXE_brood"))
+        .args([
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "what is here?",
+        ])
+        .current_dir(f.ws.path())
+        .env_clear()
+        .env("HOME", f.home.path())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(out_w)))
+        .stderr(std::process::Stdio::from(std::os::fd::OwnedFd::from(err_w)))
+        .status()
+        .expect("run brood");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // Both steps were asked for: the run went on after its first failed writes.
+    assert_eq!(server.request_count(), 2);
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["status"], "completed", "{runs:?}");
+    assert_eq!(runs[0]["steps"], 2, "{runs:?}");
+}
