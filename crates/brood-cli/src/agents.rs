@@ -510,11 +510,15 @@ fn prune(ws: &Path, older_than: Duration, out: &mut String) -> Result<(), Failur
     };
     let _ = writeln!(
         out,
-        "pruned {} runs ({} events, {} transcript messages, {} spill files) that finished more than {} ago",
-        report.runs,
-        report.events,
-        report.transcript_entries,
-        report.spill_files,
+        "pruned {} ({}, {}, {}) that finished more than {} ago",
+        crate::words::count(report.runs, "run", "runs"),
+        crate::words::count(report.events, "event", "events"),
+        crate::words::count(
+            report.transcript_entries,
+            "transcript message",
+            "transcript messages"
+        ),
+        crate::words::count(report.spill_files, "spill file", "spill files"),
         human_duration(older_than)
     );
     for refused in &report.refused_spill_paths {

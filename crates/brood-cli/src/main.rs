@@ -14,6 +14,7 @@ mod agents;
 mod render;
 mod signals;
 mod table;
+mod words;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::runtime::session::{ModelSource, Session, SessionOptions};
@@ -323,7 +324,8 @@ async fn run(args: RunArgs) -> u8 {
     }
     if failures > 0 {
         errln!(
-            "brood: warning: {failures} ledger write(s) failed in this session; the record in .brood/state may be incomplete"
+            "brood: warning: {} failed in this session; the record in .brood/state may be incomplete",
+            words::count(failures, "ledger write", "ledger writes")
         );
     }
     match result {

@@ -54,11 +54,7 @@ impl Printer {
                 output,
                 duration_ms,
             } => {
-                let status = if *ok {
-                    "ok".to_string()
-                } else {
-                    format!("error: {}", first_line(output))
-                };
+                let status = tool_status(&call.name, *ok, output);
                 errln!(
                     "  [tool] {} {} {} ({} ms)",
                     call.name,
@@ -91,6 +87,66 @@ impl Printer {
             outln!("{final_text}");
         }
     }
+}
+
+/// How a finished tool call reads on its line: `ok`, `error: …` (once, whether or
+/// not the tool's own text already starts with `error:`), and for `task` how many
+/// of its children did not complete — a `task` whose children failed is not `ok`.
+fn tool_status(name: &str, ok: bool, output: &str) -> String {
+    if !ok {
+        let text = first_line(output);
+        let text = text
+            .strip_prefix("error:")
+            .map(str::trim_start)
+            .unwrap_or(&text);
+        return format!("error: {text}");
+    }
+    if name == "task" {
+        if let Some(summary) = task_summary(output) {
+            return summary;
+        }
+    }
+    "ok".to_string()
+}
+
+/// `task`'s output is `{"results": [{"status": …}, …]}`: `ok` when every child
+/// completed, else what became of the others (`2 of 3 failed`, `1 of 3 failed, 1 of
+/// 3 cancelled`; `child failed` for a single one). `None` for another shape.
+fn task_summary(output: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(output).ok()?;
+    let results = v.get("results")?.as_array()?;
+    let total = results.len();
+    let mut others: Vec<(String, usize)> = Vec::new();
+    for r in results {
+        let status = r
+            .get("status")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("unknown");
+        if status == "completed" {
+            continue;
+        }
+        match others.iter_mut().find(|(s, _)| s == status) {
+            Some((_, n)) => *n += 1,
+            None => others.push((status.to_string(), 1)),
+        }
+    }
+    if others.is_empty() {
+        return Some(if total == 1 {
+            "ok".to_string()
+        } else {
+            format!("ok ({total} children)")
+        });
+    }
+    if total == 1 {
+        return Some(format!("child {}", others[0].0));
+    }
+    Some(
+        others
+            .iter()
+            .map(|(status, n)| format!("{n} of {total} {status}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
 }
 
 fn first_line(s: &str) -> String {

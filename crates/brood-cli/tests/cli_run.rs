@@ -704,3 +704,42 @@ fn closed_stdout_and_stderr_do_not_end_the_run() {
     assert_eq!(runs[0]["status"], "completed", "{runs:?}");
     assert_eq!(runs[0]["steps"], 2, "{runs:?}");
 }
+
+/// The live tool lines tell the truth: a `task` with a failed child is not `ok`, and a
+/// failed tool reads `error: …` once, not `error: error: …`.
+#[test]
+fn tool_lines_report_failed_children_and_errors_once() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(f.ws.path().join(".brood/config.toml"), "max_attempts = 1\n").unwrap();
+    let server = MockServer::start(|req| {
+        match req.first_user_text() {
+            Some("child that works") => return MockReply::text("SUMMARY: fine"),
+            Some("child that breaks") => return MockReply::status(400, "refused on purpose"),
+            _ => {}
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call(
+                "task",
+                json!({"prompts": ["child that works", "child that breaks"]}),
+            ),
+            1 => MockReply::tool_call("read_file", json!({"path": "no-such-file.txt"})),
+            _ => MockReply::text("done"),
+        }
+    });
+    let out = run_local(&f, &server, &["--json", "delegate"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let task_line = stderr
+        .lines()
+        .find(|l| l.contains("[tool] task"))
+        .unwrap_or_else(|| panic!("no task line: {stderr}"));
+    assert!(task_line.contains("1 of 2 failed"), "{task_line}");
+    assert!(!task_line.contains(" ok"), "{task_line}");
+    let read_line = stderr
+        .lines()
+        .find(|l| l.contains("[tool] read_file"))
+        .unwrap_or_else(|| panic!("no read_file line: {stderr}"));
+    assert!(read_line.contains("error: "), "{read_line}");
+    assert!(!read_line.contains("error: error"), "{read_line}");
+}
