@@ -249,7 +249,7 @@ async fn show_transcript_cancel_export_and_prune() {
         ws.path(),
     );
     assert_eq!(code, 0);
-    assert!(out.starts_with("pruned 1 runs"), "{out}");
+    assert!(out.starts_with("pruned 1 run ("), "{out}");
     assert!(matches!(
         reader.run(&prior),
         Err(LedgerError::UnknownRun { .. })
