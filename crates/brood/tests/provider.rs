@@ -460,6 +460,93 @@ async fn too_many_requests_waits_for_retry_after_then_succeeds() {
 }
 
 #[tokio::test]
+async fn a_retry_after_past_the_step_budget_fails_at_once_naming_it() {
+    // 3600 s, and a value no Duration can hold (it used to panic): both are longer
+    // than the 10 s step, so the step ends at once with the 429 and the wait named.
+    for value in ["3600", "99999999999999999999"] {
+        let server =
+            MockServer::start(move |_| MockReply::status(429, "slow down").retry_after(value));
+        let mut c = config(&server);
+        c.api_timeout_secs = 10;
+        let started = Instant::now();
+        let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "{value}");
+        let e = r.unwrap_err();
+        match &e {
+            ModelError::StepBudget {
+                secs: 10,
+                attempts: 1,
+                retry_after_ms: Some(ms),
+                last,
+            } => {
+                assert!(*ms >= 3_600_000, "{ms}");
+                assert!(
+                    matches!(**last, ModelError::Status { status: 429, .. }),
+                    "{last:?}"
+                );
+            }
+            other => panic!("{value}: {other:?}"),
+        }
+        let text = e.to_string();
+        for part in [
+            "after 1 attempt:",
+            "429",
+            "slow down",
+            "Retry-After",
+            "api_timeout_secs",
+        ] {
+            assert!(text.contains(part), "{part} missing in: {text}");
+        }
+        assert!(!text.contains("1 attempts"), "{text}");
+        assert_eq!(server.request_count(), 1, "{value}");
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, StreamEvent::Retrying { .. })),
+            "{events:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_step_that_runs_out_of_budget_while_retrying_names_the_last_provider_error() {
+    // A 503, then a server that hangs: the budget ends during attempt 2, and the
+    // error still names the 503 (not just "timed out").
+    let server = MockServer::start_sequence(vec![
+        MockReply::status(503, "overloaded, try later"),
+        MockReply::Hang,
+    ]);
+    let mut c = config(&server);
+    c.api_timeout_secs = 1;
+    let (r, events) = step(&OpenAiProvider::new(c).unwrap(), &request("x")).await;
+    let e = r.unwrap_err();
+    match &e {
+        ModelError::StepBudget {
+            secs: 1,
+            attempts: 2,
+            retry_after_ms: None,
+            last,
+        } => assert!(
+            matches!(**last, ModelError::Status { status: 503, .. }),
+            "{last:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let text = e.to_string();
+    assert!(
+        text.contains("503") && text.contains("overloaded") && text.contains("2 attempts"),
+        "{text}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::Retrying { .. }))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
 async fn server_errors_are_retried_until_max_attempts() {
     let server = MockServer::start(|_| MockReply::status(500, "internal kaboom"));
     let mut c = config(&server);
@@ -468,6 +555,15 @@ async fn server_errors_are_retried_until_max_attempts() {
     match r.unwrap_err() {
         ModelError::RetriesExhausted { attempts, last } => {
             assert_eq!(attempts, 3);
+            assert!(
+                ModelError::RetriesExhausted {
+                    attempts: 1,
+                    last: last.clone()
+                }
+                .to_string()
+                .starts_with("gave up after 1 attempt: server answered 500"),
+                "singular"
+            );
             assert_eq!(
                 *last,
                 ModelError::Status {

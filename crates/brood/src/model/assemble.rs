@@ -15,6 +15,7 @@ use super::chunk::{Delta, Fragment};
 use super::retry::{classify_status, ErrorContext};
 use super::{
     EventFn, FinishReason, Message, ModelError, ModelResponse, Role, StreamEvent, ToolCall, Usage,
+    MAX_STEP_TOKENS,
 };
 use serde_json::Value;
 use std::borrow::Cow;
@@ -43,6 +44,8 @@ pub(crate) struct Assembler {
     calls: Vec<PartialCall>,
     finish: Option<FinishReason>,
     usage: Option<Usage>,
+    /// Counts of the server's usage that were rejected, and the raw usage (audit).
+    rejected_usage: Option<(Vec<String>, String)>,
     chunks: usize,
     done: bool,
     /// Tests only: read every chunk as a `Value` (to check both readers agree).
@@ -137,9 +140,7 @@ impl Assembler {
         if has_error(&v) {
             return Err(error_object(&v, ctx));
         }
-        if let Some(u) = parse_usage(v.get("usage"), v.get("timings")) {
-            self.usage = Some(u);
-        }
+        self.take_usage(parse_usage(v.get("usage"), v.get("timings")));
         if let Some(choice) = pick_choice(&v) {
             if let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) {
                 self.apply(delta_of(delta, false), on_event);
@@ -252,6 +253,16 @@ impl Assembler {
         self.calls.len() - 1
     }
 
+    /// Keep the usage of a chunk (a later one replaces an earlier one).
+    fn take_usage(&mut self, parsed: ParsedUsage) {
+        if let Some(u) = parsed.usage {
+            self.usage = Some(u);
+        }
+        if !parsed.rejected.is_empty() {
+            self.rejected_usage = Some((parsed.rejected, parsed.raw));
+        }
+    }
+
     /// Finish: report usage and the finish reason, return the assembled response.
     /// Calls without an id get `call_N`; empty arguments become `{}`.
     pub(crate) fn into_response(self, on_event: EventFn<'_>) -> Result<ModelResponse, ModelError> {
@@ -285,6 +296,9 @@ impl Assembler {
             Some(r) => r,
             None => FinishReason::Stop,
         };
+        if let Some((fields, raw)) = self.rejected_usage {
+            on_event(StreamEvent::UsageRejected { fields, raw });
+        }
         if let Some(usage) = self.usage {
             on_event(StreamEvent::Usage { usage });
         }
@@ -330,54 +344,104 @@ pub(crate) fn parse_completion(
         .and_then(Value::as_str)
         .filter(|r| !r.is_empty())
         .map(FinishReason::parse);
-    a.usage = parse_usage(v.get("usage"), v.get("timings"));
+    a.take_usage(parse_usage(v.get("usage"), v.get("timings")));
     a.into_response(on_event)
+}
+
+/// Usage read from a server's answer: the counts, and the fields whose value was
+/// not a plausible token count (read as unknown), with the raw objects for audit.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct ParsedUsage {
+    pub usage: Option<Usage>,
+    pub rejected: Vec<String>,
+    /// The usage and timings objects as parsed (shortened; an integer beyond `u64`
+    /// reads as a float), for audit; empty when nothing was rejected.
+    pub raw: String,
+}
+
+/// One token count: a JSON integer (or an integral float) in `0..=MAX_STEP_TOKENS`.
+/// Anything else — negative, fractional, a string, above the bound — is `Err`
+/// (unknown); an absent or `null` field is `Ok(None)`.
+fn token_count(v: &Value) -> Result<Option<u64>, ()> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => {
+            let count = match n.as_u64() {
+                Some(c) => c,
+                None => match n.as_f64() {
+                    Some(f) if f.is_finite() && f >= 0.0 && f.fract() == 0.0 => {
+                        if f > MAX_STEP_TOKENS as f64 {
+                            return Err(());
+                        }
+                        f as u64
+                    }
+                    _ => return Err(()),
+                },
+            };
+            if count > MAX_STEP_TOKENS {
+                Err(())
+            } else {
+                Ok(Some(count))
+            }
+        }
+        _ => Err(()),
+    }
 }
 
 /// Usage from any dialect: OpenAI (`prompt_tokens_details.cached_tokens`), DeepSeek
 /// (`prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`), llama.cpp `timings`
 /// (`prompt_n` + `cache_n` in, `predicted_n` out, `cache_n` cached) filling what the
-/// usage object lacks. `None` when neither is there.
-pub(crate) fn parse_usage(usage: Option<&Value>, timings: Option<&Value>) -> Option<Usage> {
-    let num = |v: &Value, p: &str| {
-        v.pointer(p)
-            .and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
+/// usage object lacks. `usage: None` when neither is there. Every count is bounded
+/// (see [`token_count`]): a rejected one is unknown, as if absent, and named in
+/// `rejected`; sums saturate.
+pub(crate) fn parse_usage(usage: Option<&Value>, timings: Option<&Value>) -> ParsedUsage {
+    let rejected = std::cell::RefCell::new(Vec::<String>::new());
+    let num = |v: &Value, obj: &str, p: &str| -> Option<u64> {
+        let x = v.pointer(p)?;
+        match token_count(x) {
+            Ok(c) => c,
+            Err(()) => {
+                rejected
+                    .borrow_mut()
+                    .push(format!("{obj}{}", p.replace('/', ".")));
+                None
+            }
+        }
     };
     let from_usage = usage.filter(|u| u.is_object()).map(|u| {
-        let hit = num(u, "/prompt_cache_hit_tokens");
-        let miss = num(u, "/prompt_cache_miss_tokens");
+        let num = |p: &str| num(u, "usage", p);
+        let hit = num("/prompt_cache_hit_tokens");
+        let miss = num("/prompt_cache_miss_tokens");
         let split = match (hit, miss) {
             (None, None) => None,
-            (h, m) => Some(h.unwrap_or(0) + m.unwrap_or(0)),
+            (h, m) => Some(h.unwrap_or(0).saturating_add(m.unwrap_or(0))),
         };
+        let prompt = num("/prompt_tokens");
+        let input = num("/input_tokens");
+        let completion = num("/completion_tokens");
+        let output = num("/output_tokens");
+        let cached = num("/prompt_tokens_details/cached_tokens");
+        let cached_alt = num("/input_tokens_details/cached_tokens");
         Usage {
-            input_tokens: num(u, "/prompt_tokens")
-                .or_else(|| num(u, "/input_tokens"))
-                .or(split)
-                .unwrap_or(0),
-            output_tokens: num(u, "/completion_tokens")
-                .or_else(|| num(u, "/output_tokens"))
-                .unwrap_or(0),
-            cached_input_tokens: num(u, "/prompt_tokens_details/cached_tokens")
-                .or(hit)
-                .or_else(|| num(u, "/input_tokens_details/cached_tokens"))
-                .unwrap_or(0),
+            input_tokens: prompt.or(input).or(split).unwrap_or(0),
+            output_tokens: completion.or(output).unwrap_or(0),
+            cached_input_tokens: cached.or(hit).or(cached_alt).unwrap_or(0),
         }
     });
     let from_timings = timings.filter(|t| t.is_object()).and_then(|t| {
-        let prompt = num(t, "/prompt_n");
-        let cache = num(t, "/cache_n");
-        let predicted = num(t, "/predicted_n");
+        let prompt = num(t, "timings", "/prompt_n");
+        let cache = num(t, "timings", "/cache_n");
+        let predicted = num(t, "timings", "/predicted_n");
         if prompt.is_none() && cache.is_none() && predicted.is_none() {
             return None;
         }
         Some(Usage {
-            input_tokens: prompt.unwrap_or(0) + cache.unwrap_or(0),
+            input_tokens: prompt.unwrap_or(0).saturating_add(cache.unwrap_or(0)),
             output_tokens: predicted.unwrap_or(0),
             cached_input_tokens: cache.unwrap_or(0),
         })
     });
-    match (from_usage, from_timings) {
+    let counts = match (from_usage, from_timings) {
         (Some(mut u), Some(t)) => {
             if u.input_tokens == 0 {
                 u.input_tokens = t.input_tokens;
@@ -391,7 +455,26 @@ pub(crate) fn parse_usage(usage: Option<&Value>, timings: Option<&Value>) -> Opt
             Some(u)
         }
         (u, t) => u.or(t),
+    };
+    let rejected = rejected.into_inner();
+    let raw = if rejected.is_empty() {
+        String::new()
+    } else {
+        let both = serde_json::json!({"usage": usage_raw(usage), "timings": usage_raw(timings)});
+        preview_n(&both.to_string(), RAW_USAGE_MAX)
+    };
+    ParsedUsage {
+        usage: counts,
+        rejected,
+        raw,
     }
+}
+
+/// How much of a rejected usage object is kept for audit.
+const RAW_USAGE_MAX: usize = 2000;
+
+fn usage_raw(v: Option<&Value>) -> Value {
+    v.cloned().unwrap_or(Value::Null)
 }
 
 /// A delta (streaming) or a whole message (`whole`: each tool call in the array is
@@ -486,11 +569,16 @@ fn error_object(v: &Value, ctx: &ErrorContext<'_>) -> ModelError {
 }
 
 pub(crate) fn preview(s: &str) -> String {
+    preview_n(s, 200)
+}
+
+/// `s` trimmed, at most `max` characters (then ending in `…`).
+fn preview_n(s: &str, max: usize) -> String {
     let s = s.trim();
-    if s.chars().count() <= 200 {
+    if s.chars().count() <= max {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(200).collect();
+    let mut out: String = s.chars().take(max).collect();
     out.push('…');
     out
 }
@@ -505,7 +593,7 @@ mod tests {
         let ds = json!({"prompt_tokens": 10, "completion_tokens": 3,
                         "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 4});
         assert_eq!(
-            parse_usage(Some(&ds), None),
+            parse_usage(Some(&ds), None).usage,
             Some(Usage {
                 input_tokens: 10,
                 output_tokens: 3,
@@ -513,16 +601,25 @@ mod tests {
             })
         );
         let ds_split = json!({"completion_tokens": 1, "prompt_cache_hit_tokens": 6, "prompt_cache_miss_tokens": 4});
-        assert_eq!(parse_usage(Some(&ds_split), None).unwrap().input_tokens, 10);
+        assert_eq!(
+            parse_usage(Some(&ds_split), None)
+                .usage
+                .unwrap()
+                .input_tokens,
+            10
+        );
         let oa = json!({"prompt_tokens": 20, "completion_tokens": 5,
                         "prompt_tokens_details": {"cached_tokens": 16}});
         assert_eq!(
-            parse_usage(Some(&oa), None).unwrap().cached_input_tokens,
+            parse_usage(Some(&oa), None)
+                .usage
+                .unwrap()
+                .cached_input_tokens,
             16
         );
         let timings = json!({"prompt_n": 4, "cache_n": 30, "predicted_n": 7});
         assert_eq!(
-            parse_usage(None, Some(&timings)),
+            parse_usage(None, Some(&timings)).usage,
             Some(Usage {
                 input_tokens: 34,
                 output_tokens: 7,
@@ -532,11 +629,106 @@ mod tests {
         let plain = json!({"prompt_tokens": 34, "completion_tokens": 7});
         assert_eq!(
             parse_usage(Some(&plain), Some(&timings))
+                .usage
                 .unwrap()
                 .cached_input_tokens,
             30
         );
-        assert_eq!(parse_usage(Some(&Value::Null), None), None);
+        assert_eq!(
+            parse_usage(Some(&Value::Null), None),
+            ParsedUsage::default()
+        );
+    }
+
+    #[test]
+    fn implausible_counts_are_unknown_and_kept_raw() {
+        // 2^70, 2^64, 5e18 (a float), negative, fractional, text: each unknown.
+        let usage: Value = serde_json::from_str(
+            r#"{"prompt_tokens": 1180591620717411303424, "completion_tokens": -2,
+                "prompt_cache_hit_tokens": 18446744073709551616,
+                "prompt_cache_miss_tokens": 5e18,
+                "prompt_tokens_details": {"cached_tokens": 1.5},
+                "output_tokens": "7"}"#,
+        )
+        .unwrap();
+        let p = parse_usage(Some(&usage), None);
+        assert_eq!(p.usage, Some(Usage::default()));
+        assert_eq!(
+            p.rejected,
+            [
+                "usage.prompt_cache_hit_tokens",
+                "usage.prompt_cache_miss_tokens",
+                "usage.prompt_tokens",
+                "usage.completion_tokens",
+                "usage.output_tokens",
+                "usage.prompt_tokens_details.cached_tokens",
+            ]
+        );
+        assert!(p.raw.contains("1.1805916207174113e+21"), "{}", p.raw);
+        // The bound itself and integral floats are fine; one over is not.
+        let edge = json!({"prompt_tokens": MAX_STEP_TOKENS, "completion_tokens": 12.0,
+                          "prompt_cache_hit_tokens": MAX_STEP_TOKENS + 1});
+        let p = parse_usage(Some(&edge), None);
+        assert_eq!(
+            p.usage,
+            Some(Usage {
+                input_tokens: MAX_STEP_TOKENS,
+                output_tokens: 12,
+                cached_input_tokens: 0
+            })
+        );
+        assert_eq!(p.rejected, ["usage.prompt_cache_hit_tokens"]);
+        // Timings too; hit + miss at the bound saturate, never wrap.
+        let p = parse_usage(None, Some(&json!({"prompt_n": -1, "predicted_n": 3})));
+        assert_eq!(p.rejected, ["timings.prompt_n"]);
+        assert_eq!(p.usage.unwrap().output_tokens, 3);
+        let mut total = Usage {
+            input_tokens: u64::MAX,
+            output_tokens: 1,
+            cached_input_tokens: u64::MAX,
+        };
+        total.add(&total.clone());
+        assert_eq!(total.input_tokens, u64::MAX);
+        assert_eq!(total.total(), u64::MAX);
+    }
+
+    #[test]
+    fn a_stream_with_absurd_usage_reports_it_rejected_before_usage() {
+        let events = std::sync::Mutex::new(Vec::new());
+        let on = |e: StreamEvent| events.lock().unwrap().push(e);
+        let ctx = ErrorContext {
+            url: "u",
+            model: "m",
+            api_key_env: None,
+        };
+        let mut a = Assembler::new();
+        let chunk = r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}],
+                        "usage":{"prompt_tokens":1180591620717411303424,"completion_tokens":3}}"#;
+        a.handle(chunk, &on, &ctx).unwrap();
+        let r = a.into_response(&on).unwrap();
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                input_tokens: 0,
+                output_tokens: 3,
+                cached_input_tokens: 0
+            })
+        );
+        let events = events.into_inner().unwrap();
+        let kinds: Vec<_> = events
+            .iter()
+            .map(|e| match e {
+                StreamEvent::UsageRejected { fields, raw } => {
+                    assert_eq!(fields, &["usage.prompt_tokens"]);
+                    assert!(raw.contains("1.1805916207174113e+21"), "{raw}");
+                    "rejected"
+                }
+                StreamEvent::Usage { .. } => "usage",
+                StreamEvent::Finish { .. } => "finish",
+                _ => "delta",
+            })
+            .collect();
+        assert_eq!(kinds, ["delta", "rejected", "usage", "finish"]);
     }
 
     #[test]

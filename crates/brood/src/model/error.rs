@@ -68,9 +68,20 @@ pub enum ModelError {
     #[error("invalid request: {detail}")]
     InvalidRequest { detail: String },
     /// Transient failures kept happening; `last` is the final one.
-    #[error("gave up after {attempts} attempts: {last}")]
+    #[error("gave up after {}: {last}", attempts_text(*attempts))]
     RetriesExhausted {
         attempts: u32,
+        last: Box<ModelError>,
+    },
+    /// The step's budget (`api_timeout_secs`) could not cover another attempt after a
+    /// transient failure: the server's `Retry-After` (`retry_after_ms`, when that was
+    /// the reason) or the backoff ends past it, or it ran out during a retry. `last`
+    /// is the last provider error, `attempts` the attempts made.
+    #[error("{}", step_budget_text(*secs, *attempts, *retry_after_ms, last))]
+    StepBudget {
+        secs: u64,
+        attempts: u32,
+        retry_after_ms: Option<u64>,
         last: Box<ModelError>,
     },
     /// A missing API key: says which variable to set.
@@ -95,6 +106,47 @@ pub enum ModelError {
     Record(String),
 }
 
+/// "1 attempt", "3 attempts".
+fn attempts_text(n: u32) -> String {
+    if n == 1 {
+        "1 attempt".to_string()
+    } else {
+        format!("{n} attempts")
+    }
+}
+
+fn step_budget_text(
+    secs: u64,
+    attempts: u32,
+    retry_after_ms: Option<u64>,
+    last: &ModelError,
+) -> String {
+    let tried = attempts_text(attempts);
+    match retry_after_ms {
+        Some(ms) => format!(
+            "gave up after {tried}: {last} — the server asked to wait {} s (Retry-After), \
+             longer than what is left of the step's {secs} s (api_timeout_secs); \
+             retry later or raise api_timeout_secs",
+            fmt_secs(ms)
+        ),
+        None => format!(
+            "model step ran out of its {secs} s (api_timeout_secs) after {tried}; \
+             the last error: {last}"
+        ),
+    }
+}
+
+/// Milliseconds as seconds: `3600`, `0.25`.
+fn fmt_secs(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        (ms / 1000).to_string()
+    } else {
+        format!("{}.{:03}", ms / 1000, ms % 1000)
+            .trim_end_matches('0')
+            .to_string()
+    }
+}
+
 fn auth_hint(env_var: &str) -> String {
     if env_var.is_empty() {
         "this endpoint wants an API key: put it in an env var and name it with --api-key-env"
@@ -112,5 +164,16 @@ impl ModelError {
             self,
             ModelError::Connect { .. } | ModelError::Status { .. } | ModelError::StreamCut { .. }
         )
+    }
+
+    /// The wait the server asked for (`Retry-After`) with this error, if any.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ModelError::Status {
+                retry_after_ms: Some(ms),
+                ..
+            } => Some(std::time::Duration::from_millis(*ms)),
+            _ => None,
+        }
     }
 }

@@ -210,14 +210,24 @@ pub struct Usage {
     pub cached_input_tokens: u64,
 }
 
+/// The most tokens one step may report for one count: a larger (or negative,
+/// fractional, non-numeric) count from a server is read as unknown (see
+/// [`StreamEvent::UsageRejected`]). Far above any real context window, far below
+/// where sums over a session could overflow `u64` or the ledger's `INTEGER`.
+pub const MAX_STEP_TOKENS: u64 = 1_000_000_000_000;
+
 impl Usage {
+    /// Add `other`'s counts, saturating (a sum never wraps past a budget).
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cached_input_tokens += other.cached_input_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
     }
+    /// Input plus output tokens, saturating.
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens.saturating_add(self.output_tokens)
     }
 }
 
@@ -266,6 +276,15 @@ pub enum StreamEvent {
     },
     Usage {
         usage: Usage,
+    },
+    /// The server's usage held counts that are not plausible token counts (negative,
+    /// fractional, non-numeric, above [`MAX_STEP_TOKENS`]): they were read as unknown.
+    /// `raw` is the usage (and timings) object as the server sent it (shortened),
+    /// kept for audit; `fields` names the rejected counts. Comes before
+    /// [`StreamEvent::Usage`] (if any count was usable) and [`StreamEvent::Finish`].
+    UsageRejected {
+        fields: Vec<String>,
+        raw: String,
     },
     Finish {
         reason: FinishReason,

@@ -366,15 +366,10 @@ impl Model for OpenAiProvider {
         let body = buf;
         let body = bytes::Bytes::from(body);
         let policy = self.config.retry_policy();
-        let run = retry(&policy, on_event, |_| {
+        retry(&policy, self.timeout_secs, on_event, |_| {
             self.attempt(&body, &request.model, on_event)
-        });
-        match tokio::time::timeout(Duration::from_secs(self.timeout_secs), run).await {
-            Ok(result) => result,
-            Err(_) => Err(ModelError::Timeout {
-                secs: self.timeout_secs,
-            }),
-        }
+        })
+        .await
     }
 
     /// `GET {base_url}/models`; `Ok(None)` when the server has no such route, or

@@ -61,11 +61,22 @@ impl RetryPolicy {
     }
 }
 
-/// Run `attempt(n)` (n = 1, 2, …) until it succeeds or fails for good. Before each
-/// wait, reports [`StreamEvent::Retrying`] (with the attempt that failed); after it the
-/// step starts over, so partial deltas of the failed attempt are to be discarded.
+/// Run `attempt(n)` (n = 1, 2, …) until it succeeds or fails for good, the whole of it
+/// bounded by `budget_secs` (the step's `api_timeout_secs`). Before each wait, reports
+/// [`StreamEvent::Retrying`] (with the attempt that failed); after it the step starts
+/// over, so partial deltas of the failed attempt are to be discarded.
+///
+/// Ends with:
+/// - the first non-transient error as it is;
+/// - [`ModelError::RetriesExhausted`] after [`RetryPolicy::max_attempts`];
+/// - [`ModelError::StepBudget`] at once, without sleeping, when the wait before the next
+///   attempt (the server's `Retry-After`, or the backoff) would not end before the
+///   budget does, and when the budget runs out during an attempt that follows a failed
+///   one: both name the last provider error and the attempts made;
+/// - [`ModelError::Timeout`] when the budget runs out during the first attempt.
 pub async fn retry<T, F, Fut>(
     policy: &RetryPolicy,
+    budget_secs: u64,
     on_event: EventFn<'_>,
     mut attempt: F,
 ) -> Result<T, ModelError>
@@ -74,41 +85,91 @@ where
     Fut: Future<Output = Result<T, ModelError>>,
 {
     let max = policy.max_attempts.max(1);
-    let mut n = 1;
+    let start = tokio::time::Instant::now();
+    let deadline = start
+        .checked_add(Duration::from_secs(budget_secs))
+        .unwrap_or(start + Duration::from_secs(crate::model::openai::MAX_API_TIMEOUT_SECS));
+    let mut last: Option<ModelError> = None;
+    let mut n: u32 = 1;
     loop {
-        match attempt(n).await {
-            Ok(v) => return Ok(v),
-            Err(e) if !e.is_transient() => return Err(e),
-            Err(e) if n >= max => {
-                return Err(ModelError::RetriesExhausted {
-                    attempts: n,
-                    last: Box::new(e),
+        let e = match tokio::time::timeout_at(deadline, attempt(n)).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => e,
+            Err(_) => {
+                return Err(match last {
+                    None => ModelError::Timeout { secs: budget_secs },
+                    Some(last) => ModelError::StepBudget {
+                        secs: budget_secs,
+                        attempts: n,
+                        retry_after_ms: None,
+                        last: Box::new(last),
+                    },
                 })
             }
-            Err(e) => {
-                let delay = policy.delay_for(n, &e, rand::random::<f64>());
-                on_event(StreamEvent::Retrying {
-                    attempt: n,
-                    delay_ms: delay.as_millis() as u64,
-                    error: e.to_string(),
-                });
-                tokio::time::sleep(delay).await;
-                n += 1;
-            }
+        };
+        if !e.is_transient() {
+            return Err(e);
         }
+        if n >= max {
+            return Err(ModelError::RetriesExhausted {
+                attempts: n,
+                last: Box::new(e),
+            });
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let asked = e.retry_after();
+        let delay = policy.delay_for(n, &e, rand::random::<f64>());
+        if asked.is_some_and(|a| a > left) || delay >= left {
+            return Err(ModelError::StepBudget {
+                secs: budget_secs,
+                attempts: n,
+                retry_after_ms: asked.filter(|a| *a > left).map(millis),
+                last: Box::new(e),
+            });
+        }
+        on_event(StreamEvent::Retrying {
+            attempt: n,
+            delay_ms: millis(delay),
+            error: e.to_string(),
+        });
+        tokio::time::sleep(delay).await;
+        last = Some(e);
+        n = n.saturating_add(1);
     }
 }
 
+/// The longest `Retry-After` kept as it was sent (a day): anything longer is read as
+/// this, which is far past any step budget (`api_timeout_secs` is at most 1800 s), so
+/// the step still fails at once naming the server's wait. Keeps every later sum and
+/// conversion of the value in range whatever the server sent.
+pub const RETRY_AFTER_CEILING: Duration = Duration::from_secs(86_400);
+
 /// Parse a `Retry-After` value: seconds (fractions accepted) or an HTTP date
-/// (a date in the past means now).
+/// (a date in the past means now). A value too large to be a duration (or above
+/// [`RETRY_AFTER_CEILING`]) reads as the ceiling; a negative or non-numeric one
+/// that is not a date reads as `None` (no server wait: plain backoff).
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        if secs.is_nan() || secs < 0.0 {
+            return None; // negative or NaN
+        }
+        // `try_from_secs_f64` refuses what does not fit a Duration (+inf, 1e20 …).
+        let d = Duration::try_from_secs_f64(secs).unwrap_or(RETRY_AFTER_CEILING);
+        return Some(d.min(RETRY_AFTER_CEILING));
     }
     let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
     let when = SystemTime::from(when.with_timezone(&chrono::Utc));
-    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(
+        when.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(RETRY_AFTER_CEILING),
+    )
+}
+
+/// Milliseconds of `d`, saturating at `u64::MAX`.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Where an error answer came from, to name things in the error.
@@ -219,7 +280,7 @@ pub fn classify_status(
         408 | 409 | 429 | 500..=599 => ModelError::Status {
             status,
             message,
-            retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
+            retry_after_ms: retry_after.map(millis),
         },
         401 | 403 => ModelError::Auth {
             status,
@@ -296,6 +357,24 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("NaN", now), None);
+        // Absurd values never panic: they read as the ceiling.
+        for absurd in [
+            "99999999999999999999",
+            "1e300",
+            "inf",
+            "18446744073709551616",
+        ] {
+            assert_eq!(
+                parse_retry_after(absurd, now),
+                Some(RETRY_AFTER_CEILING),
+                "{absurd}"
+            );
+        }
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now),
+            Some(RETRY_AFTER_CEILING)
+        );
         assert_eq!(parse_retry_after("soon", now), None);
     }
 

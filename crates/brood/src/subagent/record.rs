@@ -9,6 +9,7 @@ use crate::agent::AgentEvent;
 use crate::ledger::{
     EventKind, Ledger, LedgerError, ListFilter, NewRun, RunId, Transition, UsageDelta,
 };
+use crate::model::StreamEvent;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -231,6 +232,33 @@ impl Recorder {
                     "duration_ms": duration_ms,
                     "output_bytes": output.len(),
                 }),
+            ),
+            // A retry and a rejected usage are recorded (audit: why a step took
+            // long, which counts a server sent that were not believed); deltas are
+            // not (the assembled message is).
+            AgentEvent::Stream {
+                turn,
+                event:
+                    StreamEvent::Retrying {
+                        attempt,
+                        delay_ms,
+                        error,
+                    },
+            } => self.progress(
+                id,
+                EventKind::ModelResponse,
+                json!({
+                    "turn": turn,
+                    "retrying": { "attempt": attempt, "delay_ms": delay_ms, "error": error },
+                }),
+            ),
+            AgentEvent::Stream {
+                turn,
+                event: StreamEvent::UsageRejected { fields, raw },
+            } => self.progress(
+                id,
+                EventKind::Usage,
+                json!({ "turn": turn, "rejected": fields, "raw": raw }),
             ),
             AgentEvent::Injected { .. }
             | AgentEvent::Stream { .. }
