@@ -743,3 +743,75 @@ fn tool_lines_report_failed_children_and_errors_once() {
     assert!(read_line.contains("error: "), "{read_line}");
     assert!(!read_line.contains("error: error"), "{read_line}");
 }
+
+/// As a user without privileges (uid 65534) brood cannot make namespaces: it says so
+/// on stderr and in the ledger, and its shells still run under landlock — they read
+/// the workspace and write nothing outside it.
+#[test]
+fn without_privileges_the_sandbox_says_what_it_cannot_enforce_and_still_confines() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    for d in [f.home.path(), f.ws.path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(
+        f.ws.path().join("notes.txt"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let escape = outside.path().join("escaped");
+    let command = format!(
+        "cat notes.txt; echo new > made.txt; echo x > {}; echo done",
+        escape.display()
+    );
+    let server = MockServer::start(move |req| match req.assistant_turns() {
+        0 => MockReply::tool_call("bash", json!({ "command": command })),
+        _ => MockReply::text("done"),
+    });
+    let base = server.base_url();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_brood"))
+        .args([
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "x",
+        ])
+        .current_dir(f.ws.path())
+        .env_clear()
+        .env("HOME", f.home.path())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("run setpriv");
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("shell sandbox: namespaces unavailable"),
+        "{stderr}"
+    );
+    let second = serde_json::to_string(&server.requests()[1]).unwrap();
+    assert!(
+        second.contains("alpha") && second.contains("done"),
+        "{second}"
+    );
+    assert!(!escape.exists(), "a shell wrote outside the workspace");
+    assert!(f.ws.path().join("made.txt").exists(), "{second}");
+    let export = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "export", "--json"],
+        &[],
+    );
+    let (json, _) = text(&export);
+    assert!(
+        json.contains("\"warning\"") && json.contains("namespaces unavailable"),
+        "the ledger records what the sandbox could not enforce: {json}"
+    );
+}

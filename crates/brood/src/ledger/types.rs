@@ -150,6 +150,9 @@ pub enum EventKind {
     ToolFinished,
     Usage,
     MessageQueued,
+    /// Something the session could not give as configured (e.g. a sandbox feature
+    /// this kernel lacks), recorded once per session on its first root run.
+    Warning,
     Completed,
     Failed,
     Cancelled,
@@ -157,7 +160,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::Spawned,
         EventKind::Queued,
         EventKind::Started,
@@ -167,6 +170,7 @@ impl EventKind {
         EventKind::ToolFinished,
         EventKind::Usage,
         EventKind::MessageQueued,
+        EventKind::Warning,
         EventKind::Completed,
         EventKind::Failed,
         EventKind::Cancelled,
@@ -184,6 +188,7 @@ impl EventKind {
             EventKind::ToolFinished => "tool_finished",
             EventKind::Usage => "usage",
             EventKind::MessageQueued => "message_queued",
+            EventKind::Warning => "warning",
             EventKind::Completed => "completed",
             EventKind::Failed => "failed",
             EventKind::Cancelled => "cancelled",

@@ -131,6 +131,7 @@ pub struct Session {
     cancel: CancellationToken,
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
     sandbox: Arc<tool::Sandbox>,
+    sandbox_warned: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -221,6 +222,7 @@ impl Session {
             cancel,
             roots: Arc::new(Mutex::new(HashMap::new())),
             sandbox,
+            sandbox_warned: std::sync::atomic::AtomicBool::new(false),
         };
         session.start_cancel_poller();
         Ok(session)
@@ -331,9 +333,26 @@ impl Session {
             name: "parent".into(),
         };
         let roots = self.roots.clone();
+        // What the sandbox cannot enforce here goes into the ledger once per session,
+        // on its first root run (the CLI also prints it).
+        let warn = (!self
+            .sandbox_warned
+            .swap(true, std::sync::atomic::Ordering::Relaxed))
+        .then(|| self.sandbox.degradations())
+        .filter(|d| !d.is_empty())
+        .map(|d| (self.ledger.clone(), d));
         let (id, outcome): (String, AgentOutcome) = self
             .supervisor
             .run_root_with(req, move |id| {
+                if let Some((ledger, lines)) = &warn {
+                    // Fire-and-forget like every progress event; a failure is counted
+                    // in the ledger's stats.
+                    let _ = ledger.append_event(
+                        &crate::ledger::RunId::from_string(id),
+                        crate::ledger::EventKind::Warning,
+                        serde_json::json!({ "sandbox": lines }),
+                    );
+                }
                 roots
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())

@@ -184,9 +184,14 @@ impl Sandbox {
         let abi = landlock_abi();
         let mut writes = vec!["private tmp".to_string()];
         if mode == ShellMode::Writer {
+            let guard = if s.namespaces.is_ok() {
+                "but"
+            } else {
+                "file tools alone guard"
+            };
             writes.insert(
                 0,
-                format!("{} (but {})", workspace.display(), PROTECTED.join(", ")),
+                format!("{} ({guard} {})", workspace.display(), PROTECTED.join(", ")),
             );
             writes.extend(
                 self.options
@@ -210,10 +215,14 @@ impl Sandbox {
             } else {
                 "unavailable".into()
             },
-            if self.options.network && mode == ShellMode::Writer {
-                "allowed"
-            } else {
-                "none"
+            match (
+                self.options.network && mode == ShellMode::Writer,
+                &s.namespaces
+            ) {
+                (true, _) => "allowed",
+                (false, Ok(())) => "none",
+                (false, Err(_)) if landlock_net_available() => "TCP blocked (UDP not)",
+                (false, Err(_)) => "not blocked",
             },
             reads.join(", "),
             writes.join(", ")
