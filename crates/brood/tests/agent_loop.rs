@@ -107,6 +107,7 @@ fn spec<M: brood::model::Model + 'static>(
         workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
         max_turns,
         offered_tools: None,
+        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
     };
     (spec, dir)
 }
@@ -456,4 +457,129 @@ async fn a_tool_error_goes_back_to_the_model_and_the_loop_continues() {
         "{}",
         tool_msg.content
     );
+}
+
+/// Counts how many calls are inside it at once; each waits at a barrier of
+/// `limit`, so the step only finishes if exactly `limit` can run together.
+struct GaugeState {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    barrier: Barrier,
+}
+
+struct Gauge(Arc<GaugeState>);
+
+#[async_trait]
+impl Tool for Gauge {
+    fn name(&self) -> &str {
+        "gauge"
+    }
+    fn description(&self) -> &str {
+        "counts concurrent entries"
+    }
+    fn schema(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn capability(&self) -> Capability {
+        Capability::Read
+    }
+    async fn call(
+        &self,
+        _args: serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> Result<String, ToolError> {
+        let g = &self.0;
+        let now = g.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        g.most.fetch_max(now, Ordering::SeqCst);
+        g.barrier.wait().await;
+        g.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok("counted".into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tool_calls_of_one_step_never_exceed_tool_concurrency() {
+    let limit = 4;
+    let gauge = Arc::new(GaugeState {
+        in_flight: AtomicUsize::new(0),
+        most: AtomicUsize::new(0),
+        barrier: Barrier::new(limit),
+    });
+    let calls: Vec<(&str, serde_json::Value)> = (0..20).map(|_| ("gauge", json!({}))).collect();
+    let model = ScriptedModel::new().on(
+        "go",
+        vec![ScriptStep::tool_calls(calls), ScriptStep::text("done")],
+    );
+    let (mut spec, _dir) = spec(model, vec![Arc::new(Gauge(gauge.clone()))], 5);
+    spec.tool_concurrency = limit;
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        agent::run(
+            &spec,
+            vec![Message::user("go")],
+            &AgentHooks::default(),
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("calls must run `limit` at a time (a barrier of `limit` was never met)");
+    assert_eq!(out.ending, Ending::Completed);
+    assert_eq!(out.tool_calls, 20);
+    assert_eq!(
+        gauge.most.load(Ordering::SeqCst),
+        limit,
+        "at most tool_concurrency calls run at once"
+    );
+    let results = out.messages.iter().filter(|m| m.role == Role::Tool).count();
+    assert_eq!(results, 20);
+}
+
+#[tokio::test]
+async fn a_huge_tool_result_is_capped_in_the_conversation() {
+    struct Flood;
+    #[async_trait]
+    impl Tool for Flood {
+        fn name(&self) -> &str {
+            "flood"
+        }
+        fn description(&self) -> &str {
+            "returns 5 MB"
+        }
+        fn schema(&self) -> serde_json::Value {
+            json!({"type": "object"})
+        }
+        fn capability(&self) -> Capability {
+            Capability::Read
+        }
+        async fn call(
+            &self,
+            _args: serde_json::Value,
+            _ctx: &ToolContext,
+        ) -> Result<String, ToolError> {
+            Err(ToolError::Io {
+                path: "x".repeat(5 << 20),
+                detail: "boom".into(),
+            })
+        }
+    }
+    let model = ScriptedModel::new().on(
+        "go",
+        vec![
+            ScriptStep::tool_call("flood", json!({})),
+            ScriptStep::text("ok"),
+        ],
+    );
+    let (spec, _dir) = spec(model, vec![Arc::new(Flood)], 5);
+    let out = agent::run(
+        &spec,
+        vec![Message::user("go")],
+        &AgentHooks::default(),
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(out.ending, Ending::Completed);
+    let tool_msg = out.messages.iter().find(|m| m.role == Role::Tool).unwrap();
+    assert!(tool_msg.content.len() <= agent::TOOL_RESULT_MAX_BYTES);
+    assert!(tool_msg.content.contains("cut by brood"));
+    assert!(tool_msg.content.ends_with("boom"), "the tail is kept");
 }

@@ -261,6 +261,7 @@ async fn a_forced_read_file_runs_the_real_tool_and_the_next_answer_arrives() {
         workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
         max_turns: 3,
         offered_tools: None,
+        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
     };
     let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
     let sink = events.clone();

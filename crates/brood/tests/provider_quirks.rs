@@ -339,6 +339,7 @@ async fn arguments_cut_by_max_tokens_become_a_tool_error_the_model_sees() {
         workspace,
         max_turns: 4,
         offered_tools: None,
+        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
     };
     let out = agent::run(
         &spec,
@@ -381,4 +382,97 @@ async fn a_provider_that_does_not_list_models_never_asks() {
     c.lists_models = local.lists_models;
     let p = OpenAiProvider::new(c).unwrap();
     assert_eq!(p.list_models().await.unwrap(), None);
+}
+
+fn agent_on(server: &MockServer, dir: &tempfile::TempDir) -> AgentSpec {
+    AgentSpec {
+        run_id: "r".into(),
+        system: "You are a coding agent.".into(),
+        model: Arc::new(provider(server)),
+        model_id: "local".into(),
+        sampling: Sampling::default(),
+        tool_choice: ToolChoicePolicy::default(),
+        toolbox: Toolbox::new(
+            tool::builtin_tools(&Default::default()),
+            Permissions::full("t"),
+        ),
+        workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
+        max_turns: 4,
+        offered_tools: None,
+        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
+    }
+}
+
+/// Issue 13.10: a call with an empty or unknown function name is a tool error the
+/// model sees and can correct; the run goes on (it used to fail the whole run).
+#[tokio::test]
+async fn an_empty_or_unknown_function_name_is_a_tool_error_the_model_sees() {
+    let server = MockServer::start(|req| {
+        if req.assistant_turns() == 0 {
+            Answer::new()
+                .tool_call_with_id("call_empty", "", "{}")
+                .tool_call_with_id("call_bogus", "no_such_tool", "{}")
+                .into()
+        } else {
+            MockReply::text("corrected")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent::run(
+        &agent_on(&server, &dir),
+        vec![Message::user("go")],
+        &AgentHooks::default(),
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(out.ending, agent::Ending::Completed, "{out:?}");
+    assert_eq!(out.final_text, "corrected");
+    let second = serde_json::to_string(&server.requests()[1]).unwrap();
+    assert!(
+        second.contains("unknown tool ''") && second.contains("named no function"),
+        "{second}"
+    );
+    assert!(second.contains("unknown tool 'no_such_tool'"), "{second}");
+    assert!(
+        second.contains("read_file"),
+        "the error lists the tools: {second}"
+    );
+}
+
+/// Issue 13.9: a 5 MB argument that is not JSON (and a 1 MB name) is not echoed
+/// back whole: the next request stays small.
+#[tokio::test]
+async fn a_huge_bad_argument_is_not_echoed_into_the_next_request() {
+    let huge_args = format!("{{\"path\": \"{}", "a".repeat(5 << 20));
+    let huge_name = "n".repeat(1 << 20);
+    let server = MockServer::start(move |req| {
+        if req.assistant_turns() == 0 {
+            Answer::new()
+                .tool_call_with_id("call_big", "read_file", &huge_args)
+                .tool_call_with_id("call_name", &huge_name, "{}")
+                .into()
+        } else {
+            MockReply::text("ok")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent::run(
+        &agent_on(&server, &dir),
+        vec![Message::user("go")],
+        &AgentHooks::default(),
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(out.ending, agent::Ending::Completed, "{out:?}");
+    let second = serde_json::to_string(&server.requests()[1]).unwrap();
+    assert!(
+        second.len() < 20 * 1024,
+        "next request is {} bytes",
+        second.len()
+    );
+    assert!(second.contains("not valid JSON"), "{second}");
+    assert!(
+        second.contains("5242890 bytes"),
+        "the original size is named: {second}"
+    );
 }

@@ -73,6 +73,7 @@ fn supervisor_with(
         read_only_shell: false,
         sampling: Sampling::default(),
         tool_choice: Default::default(),
+        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
         session_cancel: CancellationToken::new(),
     })
 }

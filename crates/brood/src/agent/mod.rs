@@ -2,8 +2,9 @@
 //!
 //! [`run`] drives one conversation until the model answers without tool calls,
 //! `max_turns` is reached, a [`Guard`] refuses another step (a budget), or the
-//! cancellation token fires. Tool calls of one step run concurrently and their
-//! results go back in call order. On `max_turns` or a budget it makes one last
+//! cancellation token fires. Tool calls of one step run concurrently, at most
+//! `tool_concurrency` at once, and their results go back in call order, each capped
+//! (see `tool_result`); a call naming no known tool is a tool error the model sees. On `max_turns` or a budget it makes one last
 //! tool-less step asking the model to report what it has, so partial work is kept.
 //! Every step and tool call is reported as an [`AgentEvent`].
 //!
@@ -13,14 +14,17 @@
 //! open while work it is waiting for is still out; and tools that block a while.
 
 mod event;
+mod tool_result;
 
 pub use event::{AgentEvent, EventSink};
+pub use tool_result::{DEFAULT_TOOL_CONCURRENCY, TOOL_RESULT_MAX_BYTES};
 
 use crate::model::{
     Message, Model, ModelError, ModelRequest, Sampling, StreamEvent, ToolChoice, Usage,
 };
 use crate::tool::{ToolContext, Toolbox, Workspace};
 use async_trait::async_trait;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,6 +89,8 @@ pub struct AgentSpec {
     /// Tool specs to offer instead of the toolbox's own (a forked child is offered
     /// its parent's exact specs; its toolbox still decides what may run).
     pub offered_tools: Option<Vec<crate::model::ToolSpec>>,
+    /// How many tool calls of one step run at once (the rest queue; 0 counts as 1).
+    pub tool_concurrency: usize,
 }
 
 /// What the loop is wired to while it runs.
@@ -239,9 +245,14 @@ impl Loop<'_> {
                     )
                 }
             };
-            let calls = response.message.tool_calls.clone();
-            let text = response.message.content.clone();
-            self.push(response.message);
+            let mut message = response.message;
+            let calls = message.tool_calls.clone();
+            let text = message.content.clone();
+            message
+                .tool_calls
+                .iter_mut()
+                .for_each(tool_result::for_history);
+            self.push(message);
             if calls.is_empty() {
                 if let Some(inbox) = self.hooks.inbox.clone() {
                     if inbox.wait_for_more(self.cancel).await {
@@ -322,7 +333,8 @@ impl Loop<'_> {
         }
     }
 
-    /// Run one step's calls concurrently; append results in call order.
+    /// Run one step's calls, at most `tool_concurrency` at once; append the (capped)
+    /// results in call order.
     async fn run_tools(&mut self, calls: &[crate::model::ToolCall]) {
         let ctx = ToolContext {
             workspace: self.spec.workspace.clone(),
@@ -331,27 +343,37 @@ impl Loop<'_> {
             run_id: self.spec.run_id.clone(),
         };
         let this = &*self;
-        let futures = calls.iter().map(|call| {
-            let ctx = &ctx;
-            async move {
-                this.emit(AgentEvent::ToolStarted { call: call.clone() });
-                let started = Instant::now();
-                let result = this.spec.toolbox.call(call, ctx).await;
-                let duration_ms = started.elapsed().as_millis() as u64;
-                let (ok, output) = match result {
-                    Ok(text) => (true, text),
-                    Err(e) => (false, format!("error: {e}")),
-                };
-                this.emit(AgentEvent::ToolFinished {
-                    call: call.clone(),
-                    ok,
-                    output: output.clone(),
-                    duration_ms,
-                });
-                Message::tool_result(call.id.clone(), output)
-            }
-        });
-        let results = futures::future::join_all(futures).await;
+        // Boxed and collected first: a lazy `map` of borrowing closures inside
+        // `buffered` trips the compiler's `Send` proof for the spawned run.
+        let futures: Vec<futures::future::BoxFuture<'_, Message>> = calls
+            .iter()
+            .map(|call| {
+                let ctx = &ctx;
+                Box::pin(async move {
+                    this.emit(AgentEvent::ToolStarted { call: call.clone() });
+                    let started = Instant::now();
+                    let result = this.spec.toolbox.call(call, ctx).await;
+                    let duration_ms = started.elapsed().as_millis() as u64;
+                    let (ok, output) = match result {
+                        Ok(text) => (true, text),
+                        Err(e) => (false, format!("error: {e}")),
+                    };
+                    let output = tool_result::cap(output, TOOL_RESULT_MAX_BYTES);
+                    this.emit(AgentEvent::ToolFinished {
+                        call: call.clone(),
+                        ok,
+                        output: output.clone(),
+                        duration_ms,
+                    });
+                    Message::tool_result(call.id.clone(), output)
+                }) as futures::future::BoxFuture<'_, Message>
+            })
+            .collect();
+        let limit = self.spec.tool_concurrency.max(1);
+        let results: Vec<Message> = futures::stream::iter(futures)
+            .buffered(limit)
+            .collect()
+            .await;
         self.tool_calls += calls.len() as u32;
         for m in results {
             self.push(m);

@@ -264,18 +264,13 @@ impl Assembler {
     }
 
     /// Finish: report usage and the finish reason, return the assembled response.
-    /// Calls without an id get `call_N`; empty arguments become `{}`.
+    /// Calls without an id get `call_N`; empty arguments become `{}`; a call
+    /// without a name keeps an empty one (the loop answers it with a tool error).
     pub(crate) fn into_response(self, on_event: EventFn<'_>) -> Result<ModelResponse, ModelError> {
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for (i, c) in self.calls.into_iter().enumerate() {
-            if c.name.is_empty() {
-                return Err(ModelError::Protocol {
-                    detail: format!(
-                        "tool call #{i} (id '{}') came without a function name",
-                        c.id
-                    ),
-                });
-            }
+            // An empty name goes on to the agent loop, which answers it with a
+            // tool error the model can correct (not a failed run).
             tool_calls.push(ToolCall {
                 id: if c.id.is_empty() {
                     format!("call_{i}")

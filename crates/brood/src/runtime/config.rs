@@ -4,7 +4,7 @@
 //! remembers where it came from (`brood config show`). Unknown keys and bad values
 //! are errors naming the key and the file (or variable, or flag).
 
-use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS};
+use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS, DEFAULT_TOOL_CONCURRENCY};
 use crate::model::{Sampling, ToolChoice};
 use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
 use serde::Deserialize;
@@ -64,6 +64,7 @@ pub struct ConfigFile {
     /// Stream responses (SSE). Default true.
     pub stream: Option<bool>,
     pub max_turns: Option<u32>,
+    pub tool_concurrency: Option<u32>,
     /// auto, required, none, or a tool name: applies to every step.
     pub tool_choice: Option<String>,
     /// The same, for the first step only.
@@ -137,6 +138,8 @@ pub struct Config {
     pub max_attempts: u32,
     pub stream: bool,
     pub max_turns: u32,
+    /// How many tool calls of one step run at once (1..=64; default 8).
+    pub tool_concurrency: usize,
     pub tool_choice: ToolChoicePolicy,
     pub sampling: Sampling,
     pub subagents: SubagentsConfig,
@@ -177,6 +180,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("BROOD_MAX_ATTEMPTS", "max_attempts"),
     ("BROOD_STREAM", "stream"),
     ("BROOD_MAX_TURNS", "max_turns"),
+    ("BROOD_TOOL_CONCURRENCY", "tool_concurrency"),
     ("BROOD_TOOL_CHOICE", "tool_choice"),
     ("BROOD_FIRST_TOOL_CHOICE", "first_tool_choice"),
     ("BROOD_MEMORY", "memory.enabled"),
@@ -406,6 +410,11 @@ impl Config {
                 source("max_turns"),
             ),
             (
+                "tool_concurrency".into(),
+                self.tool_concurrency.to_string(),
+                source("tool_concurrency"),
+            ),
+            (
                 "tool_choice".into(),
                 choice(&self.tool_choice.rest),
                 source("tool_choice"),
@@ -436,13 +445,15 @@ fn env_value(var: &str, key: &str, raw: &str) -> Result<toml::Value, ConfigError
     };
     let raw_t = raw.trim();
     Ok(match key {
-        "api_timeout_secs" | "max_attempts" | "max_turns" | "subagents.max_concurrent" => {
-            toml::Value::Integer(
-                raw_t
-                    .parse::<i64>()
-                    .map_err(|_| bad("expected a whole number"))?,
-            )
-        }
+        "api_timeout_secs"
+        | "max_attempts"
+        | "max_turns"
+        | "tool_concurrency"
+        | "subagents.max_concurrent" => toml::Value::Integer(
+            raw_t
+                .parse::<i64>()
+                .map_err(|_| bad("expected a whole number"))?,
+        ),
         "stream" | "memory.enabled" => {
             toml::Value::Boolean(match raw_t.to_ascii_lowercase().as_str() {
                 "1" | "true" | "on" | "yes" => true,
@@ -489,6 +500,16 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             "max_turns",
             max_turns.to_string(),
             "must be between 1 and 1000",
+        ));
+    }
+    let tool_concurrency = merged
+        .tool_concurrency
+        .unwrap_or(DEFAULT_TOOL_CONCURRENCY as u32);
+    if !(1..=64).contains(&tool_concurrency) {
+        return Err(bad(
+            "tool_concurrency",
+            tool_concurrency.to_string(),
+            "must be between 1 and 64",
         ));
     }
     let choice = |key: &str, v: &Option<String>| -> Result<Option<ToolChoice>, ConfigError> {
@@ -556,6 +577,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         max_attempts,
         stream: merged.stream.unwrap_or(true),
         max_turns,
+        tool_concurrency: tool_concurrency as usize,
         tool_choice: ToolChoicePolicy {
             first: choice("first_tool_choice", &merged.first_tool_choice)?,
             rest: choice("tool_choice", &merged.tool_choice)?,

@@ -207,6 +207,7 @@ impl Session {
             read_only_shell,
             sampling: config.sampling.clone(),
             tool_choice: config.tool_choice.clone(),
+            tool_concurrency: config.tool_concurrency,
             session_cancel: cancel.clone(),
             session_id: ledger.session_id().to_string(),
         };

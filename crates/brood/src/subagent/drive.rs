@@ -347,6 +347,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         workspace: inner.env.workspace.clone(),
         max_turns: plan.max_turns,
         offered_tools: offered,
+        tool_concurrency: inner.env.tool_concurrency,
     };
     let hooks = hooks_for(&sup, &ctx, None);
     let mut outcome = agent::run(&spec, messages, &hooks, &plan.cancel).await;
@@ -734,6 +735,7 @@ pub(crate) async fn run_root(
         workspace: env.workspace.clone(),
         max_turns: req.max_turns,
         offered_tools: None,
+        tool_concurrency: env.tool_concurrency,
     };
     let hooks = hooks_for(sup, &ctx, req.events);
     let outcome = agent::run(&spec, vec![first], &hooks, &cancel).await;

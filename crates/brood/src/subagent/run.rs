@@ -48,6 +48,8 @@ pub struct SupervisorEnv {
     /// The session's tool-choice policy: the root run's, and children's where
     /// `[subagents] tool_choice / first_tool_choice` do not override it.
     pub tool_choice: ToolChoicePolicy,
+    /// How many tool calls of one step run at once, in every run (`tool_concurrency`).
+    pub tool_concurrency: usize,
     /// The session's token: cancelling it stops every run.
     pub session_cancel: CancellationToken,
     /// Session identity for the ledger.

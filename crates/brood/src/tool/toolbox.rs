@@ -134,12 +134,21 @@ impl Toolbox {
     /// Run one call: find the tool, check the permissions again, parse the
     /// arguments, call it. A panic inside the tool becomes [`ToolError::Panicked`].
     pub async fn call(&self, call: &ToolCall, ctx: &ToolContext) -> Result<String, ToolError> {
+        if call.name.trim().is_empty() {
+            return Err(ToolError::UnknownTool {
+                name: String::new(),
+                available: format!(
+                    "{} (the call named no function; call one of these by name)",
+                    self.names().join(", ")
+                ),
+            });
+        }
         let Some(tool) = self.get(&call.name) else {
             if let Some((_, e)) = self.refused.iter().find(|(n, _)| n == &call.name) {
                 return Err(e.clone());
             }
             return Err(ToolError::UnknownTool {
-                name: call.name.clone(),
+                name: super::clip(&call.name),
                 available: self.names().join(", "),
             });
         };
@@ -166,11 +175,14 @@ fn parse_arguments(tool: &str, raw: &str) -> Result<serde_json::Value, ToolError
         Ok(v @ serde_json::Value::Object(_)) => Ok(v),
         Ok(other) => Err(ToolError::InvalidArguments {
             tool: tool.to_string(),
-            detail: format!("expected a JSON object, got {other}"),
+            detail: format!(
+                "expected a JSON object, got {}",
+                super::clip(&other.to_string())
+            ),
         }),
         Err(e) => Err(ToolError::InvalidArguments {
             tool: tool.to_string(),
-            detail: format!("arguments are not valid JSON ({e}): {raw}"),
+            detail: format!("arguments are not valid JSON ({e}): {}", super::clip(raw)),
         }),
     }
 }
