@@ -388,7 +388,14 @@ fn agent_on(server: &MockServer, dir: &tempfile::TempDir) -> AgentSpec {
     AgentSpec {
         run_id: "r".into(),
         system: "You are a coding agent.".into(),
-        model: Arc::new(provider(server)),
+        // A 5 MB answer takes a while in a debug build on a busy machine.
+        model: Arc::new(
+            OpenAiProvider::new(ProviderConfig {
+                api_timeout_secs: 120,
+                ..config(server)
+            })
+            .unwrap(),
+        ),
         model_id: "local".into(),
         sampling: Sampling::default(),
         tool_choice: ToolChoicePolicy::default(),
