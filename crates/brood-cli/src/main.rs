@@ -322,6 +322,12 @@ async fn run(args: RunArgs) -> u8 {
             },
         }
     }
+    let waited = ledger.stats().busy_retries;
+    if waited > 0 {
+        errln!(
+            "brood: note: the ledger waited for another process's write lock on .brood/state/brood.db ({waited} retries); writes wait, none was dropped for it"
+        );
+    }
     if failures > 0 {
         errln!(
             "brood: warning: {} failed in this session; the record in .brood/state may be incomplete",

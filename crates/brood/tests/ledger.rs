@@ -231,6 +231,11 @@ async fn progress_events_and_usage_are_numbered_summed_and_counted() {
         .events(&RunId::from_string("ghost"))
         .unwrap()
         .is_empty());
+    // Closing says how many writes did not make it, rather than a bare Ok.
+    match ledger.close().await {
+        Err(LedgerError::Unwritten { failed }) => assert_eq!(failed, before + 1),
+        other => panic!("close hid the failed write: {other:?}"),
+    }
 }
 
 #[tokio::test]

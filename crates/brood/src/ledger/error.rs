@@ -67,6 +67,8 @@ pub enum LedgerError {
     /// The writer thread has stopped (the ledger was closed, or its thread died).
     #[error("the ledger writer has stopped; no further writes are possible in this session")]
     WriterStopped,
+    #[error("{failed} ledger write(s) of this session were rejected or lost to a failed commit; the record in .brood/state is incomplete (the ledger's stats count them)")]
+    Unwritten { failed: u64 },
     /// Another live process is already using this boot id (should never happen: ids are fresh).
     #[error("could not lock {path}: {detail}")]
     Lock { path: PathBuf, detail: String },

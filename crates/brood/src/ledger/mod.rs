@@ -340,8 +340,10 @@ impl Ledger {
     }
 
     /// Mark this boot's unfinished runs `interrupted` ("session ended …"), commit
-    /// everything queued, and stop the writer. Dropping the ledger does the same but
-    /// cannot report a failure.
+    /// everything queued (waiting out another connection's lock as long as it takes),
+    /// and stop the writer. Ok only if every write of this ledger is on disk; else
+    /// [`LedgerError::Unwritten`] says how many were not. Dropping the ledger does the
+    /// same but cannot report a failure.
     pub async fn close(mut self) -> Result<(), LedgerError> {
         let (tx, rx) = oneshot::channel();
         let sent = self
@@ -352,7 +354,11 @@ impl Ledger {
         if !sent {
             return Err(LedgerError::WriterStopped);
         }
-        Durable::waiting(rx).await
+        Durable::waiting(rx).await?;
+        match self.counters.snapshot().ops_failed {
+            0 => Ok(()),
+            failed => Err(LedgerError::Unwritten { failed }),
+        }
     }
 
     /// A reader on its own connection whose "current session" is this ledger's session.

@@ -454,8 +454,18 @@ pub struct LedgerStats {
     pub batches_committed: u64,
     /// Operations committed (sum of batch sizes).
     pub ops_committed: u64,
-    /// Operations rejected (invalid transition, unknown run, …) or lost to a failed commit.
+    /// Operations rejected (invalid transition, unknown run, …) or lost to a commit
+    /// that failed for a reason other than waiting (a lock, a transient I/O error).
     pub ops_failed: u64,
+    /// Times the writer found the database locked by another connection (or a
+    /// transient I/O error) past the busy timeout and tried again: writes wait, they
+    /// are never dropped for it.
+    #[serde(default)]
+    pub busy_retries: u64,
+    /// Since when (Unix ms) the writer has been waiting for the database, if it is
+    /// waiting now.
+    #[serde(default)]
+    pub waiting_since_ms: Option<i64>,
 }
 
 /// How hard a commit pushes data to the disk.

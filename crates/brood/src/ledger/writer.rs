@@ -4,11 +4,15 @@
 //! rejected operation does not undo the others; an op of one statement needs none, as
 //! SQLite backs out a failed statement by itself), commits once, and only then answers
 //! the callers that wait for durability ([`Durable`]). It keeps a [`Memo`] of the
-//! live runs it writes so their ops skip their lookups.
+//! live runs it writes so their ops skip their lookups. Writes wait, never vanish: a
+//! `BEGIN IMMEDIATE` or `COMMIT` refused for a lock held past the busy timeout (or a
+//! transient I/O error) is retried with backoff for as long as the ledger lives
+//! (counted in `busy_retries`, `waiting_since_ms` set meanwhile); only an op that
+//! itself fails (its savepoint rolled back) is rejected, alone.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -162,6 +166,9 @@ pub(crate) struct Counters {
     batches_committed: AtomicU64,
     ops_committed: AtomicU64,
     ops_failed: AtomicU64,
+    busy_retries: AtomicU64,
+    /// Unix ms the current wait began; 0 when the writer is not waiting.
+    waiting_since_ms: AtomicI64,
 }
 
 impl Counters {
@@ -174,6 +181,11 @@ impl Counters {
             batches_committed: self.batches_committed.load(Ordering::Relaxed),
             ops_committed: self.ops_committed.load(Ordering::Relaxed),
             ops_failed: self.ops_failed.load(Ordering::Relaxed),
+            busy_retries: self.busy_retries.load(Ordering::Relaxed),
+            waiting_since_ms: match self.waiting_since_ms.load(Ordering::Relaxed) {
+                0 => None,
+                ms => Some(ms),
+            },
         }
     }
 
@@ -189,6 +201,7 @@ impl Counters {
             (&self.batches_committed, t.batches_committed),
             (&self.ops_committed, t.ops_committed),
             (&self.ops_failed, t.ops_failed),
+            (&self.busy_retries, t.busy_retries),
         ];
         for (counter, n) in pairs {
             if n > 0 {
@@ -276,11 +289,17 @@ impl Writer {
         let mut tally = LedgerStats::default();
         let mut shutdown = None;
         let mut spills = Vec::new();
-        let commit = match self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .ctx("starting a group commit")
-        {
+        let mut wait = Wait::new(&self.counters);
+        let begun = loop {
+            match self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+            {
+                Err(e) if transient(&e) => wait.again(),
+                other => break other.ctx("starting a group commit"),
+            }
+        };
+        let commit = match begun {
             Err(e) => {
                 for op in batch {
                     if let Some(reply) = fail_op(op, &e, &mut tally) {
@@ -311,9 +330,20 @@ impl Writer {
                         shutdown = Some(reply);
                     }
                 }
-                tx.commit().ctx("committing a group commit")
+                // A COMMIT refused for a lock (or a transient I/O error) leaves the
+                // transaction open, and it can be committed later: wait, never drop.
+                let committed = loop {
+                    match tx.execute_batch("COMMIT") {
+                        Err(e) if transient(&e) && !tx.is_autocommit() => wait.again(),
+                        other => break other.ctx("committing a group commit"),
+                    }
+                };
+                // Rolls back only what a failed COMMIT left open (a no-op after COMMIT).
+                drop(tx);
+                committed
             }
         };
+        wait.done();
         match &commit {
             Ok(()) => {
                 tally.batches_committed = 1;
@@ -339,12 +369,26 @@ impl Writer {
     /// Mark this boot's unfinished runs interrupted and the boot ended.
     fn shutdown(&mut self, reply: Reply<()>) {
         let result = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .ctx("starting the closing transaction")?;
+            let mut wait = Wait::new(&self.counters);
+            let tx = loop {
+                match self
+                    .conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                {
+                    Err(e) if transient(&e) => wait.again(),
+                    other => break other.ctx("starting the closing transaction")?,
+                }
+            };
             let runs = ops::interrupt_boot(&tx, &self.boot_id, SESSION_ENDED_REASON, now_ms())?;
-            tx.commit().ctx("committing the closing transaction")?;
+            let committed = loop {
+                match tx.execute_batch("COMMIT") {
+                    Err(e) if transient(&e) && !tx.is_autocommit() => wait.again(),
+                    other => break other.ctx("committing the closing transaction"),
+                }
+            };
+            drop(tx);
+            wait.done();
+            committed?;
             self.counters.add(&LedgerStats {
                 transitions: runs.len() as u64,
                 events_written: runs.len() as u64,
@@ -563,6 +607,55 @@ fn in_savepoint<T>(
             run("ROLLBACK TO op", "rolling back a savepoint")?;
             run("RELEASE op", "releasing a savepoint")?;
             Err(e)
+        }
+    }
+}
+
+/// Whether an error only means "not now": another connection holds the write lock
+/// past the busy timeout, or the disk had a transient failure. The writer waits and
+/// tries again; it never drops a write for these.
+fn transient(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    matches!(
+        e.sqlite_error_code(),
+        Some(C::DatabaseBusy | C::DatabaseLocked | C::SystemIoFailure | C::DiskFull)
+    )
+}
+
+/// A writer waiting for the database: counts each retry, marks since when it waits
+/// (shown in [`LedgerStats`]), and backs off between attempts (the busy timeout
+/// already waited inside SQLite).
+struct Wait<'a> {
+    counters: &'a Counters,
+    attempts: u32,
+}
+
+/// Longest pause between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+impl<'a> Wait<'a> {
+    fn new(counters: &'a Counters) -> Self {
+        Wait {
+            counters,
+            attempts: 0,
+        }
+    }
+
+    fn again(&mut self) {
+        if self.attempts == 0 {
+            self.counters
+                .waiting_since_ms
+                .store(now_ms().max(1), Ordering::Relaxed);
+        }
+        self.attempts = self.attempts.saturating_add(1);
+        self.counters.busy_retries.fetch_add(1, Ordering::Relaxed);
+        let pause = Duration::from_millis(10u64 << self.attempts.min(7));
+        std::thread::sleep(pause.min(MAX_BACKOFF));
+    }
+
+    fn done(self) {
+        if self.attempts > 0 {
+            self.counters.waiting_since_ms.store(0, Ordering::Relaxed);
         }
     }
 }
