@@ -898,3 +898,94 @@ async fn an_event_stream_without_its_content_type_is_still_read() {
     let r = step(&provider(&server), &request("x")).await.0.unwrap();
     assert_eq!(r.message.content, "mislabelled");
 }
+
+/// A bare HTTP/1.1 server that answers the first request on each connection with a
+/// complete completion and keeps the connection open (no `Connection: close`), then
+/// closes it — without a byte of answer — when a second request comes on it: what
+/// uvicorn and nginx do to a connection they let idle. Returns its URL and a count of
+/// the connections it accepted.
+async fn idle_closing_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let conns = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = conns.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut served = 0;
+                let mut buf = Vec::new();
+                loop {
+                    // Read one request: headers, then Content-Length bytes of body.
+                    let head_end = loop {
+                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break p + 4;
+                        }
+                        let mut chunk = [0u8; 4096];
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map(|v| v.trim().parse().unwrap())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        let mut chunk = [0u8; 4096];
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + len);
+                    if served == 1 {
+                        return; // the idle connection is closed under the request
+                    }
+                    served += 1;
+                    let body = json!({
+                        "id": "c", "object": "chat.completion", "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "pong"}}],
+                    })
+                    .to_string();
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if sock.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, conns)
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_closed_by_the_server_is_retried_without_spending_an_attempt() {
+    let (url, conns) = idle_closing_server().await;
+    let mut c = ProviderConfig::new("idle", url);
+    c.max_attempts = 1;
+    c.stream = false;
+    c.api_timeout_secs = 20;
+    let p = OpenAiProvider::new(c).unwrap();
+    for turn in 0..3 {
+        let (r, events) = step(&p, &request("ping")).await;
+        let r = r.unwrap_or_else(|e| panic!("step {turn} failed: {e}"));
+        assert_eq!(r.message.content, "pong");
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, StreamEvent::Retrying { .. })),
+            "the stale connection costs no attempt and no retry: {events:?}"
+        );
+    }
+    // Steps 2 and 3 each met the closed connection, then went on a fresh one.
+    assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
+}

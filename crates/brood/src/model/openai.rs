@@ -217,9 +217,40 @@ impl OpenAiProvider {
         if e.is_builder() {
             return ModelError::Config(format!("cannot build a request to {url}: {e}"));
         }
+        let detail = if closed_before_answer(&e) {
+            format!(
+                "connection closed by the server before it answered ({})",
+                error_chain(&e)
+            )
+        } else {
+            error_chain(&e)
+        };
         ModelError::Connect {
             url: url.to_string(),
-            detail: error_chain(&e),
+            detail,
+        }
+    }
+
+    /// Send one request. A kept-alive connection the server closed while idle (it
+    /// answered the last request completely, then hung up without `Connection:
+    /// close`, as uvicorn and nginx do) fails before any byte of the answer; that
+    /// is the pool's stale connection, not the server refusing: the request is sent
+    /// once more on a fresh connection, without spending an attempt.
+    async fn send(&self, body: &bytes::Bytes) -> Result<reqwest::Response, reqwest::Error> {
+        let build = || {
+            let mut rb = self
+                .client
+                .post(self.endpoint.clone())
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            if self.config.stream {
+                rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
+            }
+            self.with_headers(rb)
+        };
+        match build().send().await {
+            Err(e) if closed_before_answer(&e) => build().send().await,
+            r => r,
         }
     }
 
@@ -231,17 +262,8 @@ impl OpenAiProvider {
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let ctx = self.context(self.endpoint.as_str(), model);
-        let mut rb = self
-            .client
-            .post(self.endpoint.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.clone());
-        if self.config.stream {
-            rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
-        }
         let resp = self
-            .with_headers(rb)
-            .send()
+            .send(body)
             .await
             .map_err(|e| self.send_error(self.endpoint.as_str(), e))?;
         let status = resp.status();
@@ -329,6 +351,20 @@ where
         return Err(acc.incomplete(ctx));
     }
     acc.into_response(on_event)
+}
+
+/// Whether sending failed because the connection was closed before any byte of the
+/// answer came (hyper's `IncompleteMessage`: "connection closed before message
+/// completed") — what a reused keep-alive connection the server dropped looks like.
+fn closed_before_answer(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// An error with its causes ("error sending request: … : connection refused").
