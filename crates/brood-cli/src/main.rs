@@ -18,7 +18,7 @@ mod words;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::runtime::session::{ModelSource, Session, SessionOptions};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +68,13 @@ enum Command {
         #[command(subcommand)]
         command: agents::AgentsCmd,
     },
+    /// Print a shell completion script, e.g. `brood completions bash > ~/.local/share/bash-completion/completions/brood`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `brood man > ~/.local/share/man/man1/brood.1`.
+    Man,
 }
 
 #[derive(Subcommand)]
@@ -84,7 +91,7 @@ enum ConfigCmd {
 
 #[derive(Args, Clone, Default)]
 struct ProviderArgs {
-    /// Provider preset: deepseek (default), openai, openrouter, ollama, vllm, llamacpp, local.
+    /// Provider preset: deepseek (default), openai, openrouter, ollama, vllm, sglang, llamacpp, local.
     #[arg(long)]
     provider: Option<String>,
     /// OpenAI-compatible base URL (overrides the preset's).
@@ -169,6 +176,36 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(code) => return code,
             };
             agents::run(command, &ws).await as u8
+        }
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "brood", &mut out);
+            write_stdout(&out)
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut out) {
+                Ok(()) => write_stdout(&out),
+                Err(e) => {
+                    eprintln!("brood: cannot render the man page: {e}");
+                    1
+                }
+            }
+        }
+    }
+}
+
+/// Write generated text to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> u8 {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("brood: cannot write to stdout: {e}");
+            1
         }
     }
 }

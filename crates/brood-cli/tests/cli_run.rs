@@ -476,6 +476,51 @@ fn odd_ledger_rows_are_listed_with_the_field_unknown() {
 }
 
 #[test]
+fn config_show_prints_token_counts_and_key_variable_names() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "max_tokens = 128\napi_key_env = \"MY_KEY_VAR\"\n[subagents]\ntoken_budget = 5000\n",
+    )
+    .unwrap();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["config", "show"],
+        &[("MY_KEY_VAR", "sk-never-printed")],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("max_tokens = 128"), "{stdout}");
+    assert!(stdout.contains("subagents.token_budget = 5000"), "{stdout}");
+    assert!(stdout.contains("api_key_env = \"MY_KEY_VAR\""), "{stdout}");
+    assert!(!stdout.contains("<redacted>"), "{stdout}");
+    assert!(!stdout.contains("sk-never-printed") && !stderr.contains("sk-never-printed"));
+}
+
+#[test]
+fn completions_for_every_shell_and_a_man_page() {
+    let f = fixture();
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let out = brood(f.home.path(), f.ws.path(), &["completions", shell], &[]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {stderr}");
+        assert!(stdout.contains("agents"), "{shell}: {stdout}");
+    }
+    let out = brood(f.home.path(), f.ws.path(), &["completions", "tcsh"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = brood(f.home.path(), f.ws.path(), &["man"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains(".TH"), "{stdout}");
+    assert!(
+        stdout.contains("completions") && stdout.contains("agents"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn config_show_prints_the_sandbox_each_role_gets() {
     let f = fixture();
     let out = brood(f.home.path(), f.ws.path(), &["config", "show"], &[]);
