@@ -52,7 +52,7 @@ impl std::fmt::Display for Source {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
-    /// Provider preset: deepseek, openai, openrouter, ollama, vllm, llamacpp, local.
+    /// Provider preset: deepseek, openai, openrouter, ollama, vllm, sglang, llamacpp, local.
     pub provider: Option<String>,
     pub base_url: Option<String>,
     pub model: Option<String>,
@@ -605,12 +605,15 @@ pub fn clamp_api_timeout(v: Option<u64>) -> u64 {
     }
 }
 
-/// Values shown by `config show`: secrets are never printed.
+/// Values shown by `config show`. No secret is stored in config — a key's value is
+/// only ever read from the variable `api_key_env` names — so nothing known is
+/// redacted; as a guard, a key whose last word names a secret value (`api_key`,
+/// `token`, `secret`, `password`) is, while `max_tokens`, `token_budget` and
+/// `api_key_env` (a variable's name) print.
 fn display_value(key: &str, v: &toml::Value) -> String {
-    let k = key.to_ascii_lowercase();
-    let secret = (k.contains("key") && !k.ends_with("key_env"))
-        || k.contains("token") && !k.contains("budget")
-        || k.contains("secret");
+    let leaf = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let last_word = leaf.rsplit(['_', '-']).next().unwrap_or(&leaf);
+    let secret = matches!(last_word, "key" | "token" | "secret" | "password");
     if secret {
         "<redacted>".into()
     } else {
