@@ -179,33 +179,23 @@ async fn dispatch(cli: Cli) -> u8 {
         }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            let mut out = Vec::new();
-            clap_complete::generate(shell, &mut cmd, "brood", &mut out);
-            write_stdout(&out)
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "brood", &mut buf);
+            out::stdout_bytes(&buf);
+            0
         }
         Command::Man => {
-            let mut out = Vec::new();
-            match clap_mangen::Man::new(Cli::command()).render(&mut out) {
-                Ok(()) => write_stdout(&out),
+            let mut buf = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut buf) {
+                Ok(()) => {
+                    out::stdout_bytes(&buf);
+                    0
+                }
                 Err(e) => {
-                    eprintln!("brood: cannot render the man page: {e}");
+                    errln!("brood: cannot render the man page: {e}");
                     1
                 }
             }
-        }
-    }
-}
-
-/// Write generated text to stdout; a closed pipe (`| head`) is not an error.
-fn write_stdout(bytes: &[u8]) -> u8 {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => {
-            eprintln!("brood: cannot write to stdout: {e}");
-            1
         }
     }
 }
