@@ -189,3 +189,65 @@ async fn dropping_a_run_future_stops_the_run() {
         .expect("the step in progress was dropped with the run");
     session.close().await;
 }
+
+/// Dropping the future of `Session::run` cancels its whole tree: a `task` child in
+/// the middle of a model step stops and is recorded `cancelled` without anyone
+/// closing the session, and the root records its own end `cancelled` (closing the
+/// session waits for that record) — neither is left `running` or `interrupted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_run_future_cancels_its_task_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, mut child_began) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let model = ScriptedModel::new()
+        .on(
+            "stuck child",
+            vec![ScriptStep::func(move |_req| {
+                let _ = tx.send(());
+                Err(brood::model::ModelError::Script("unreachable".into()))
+            })],
+        )
+        .on(
+            "parent",
+            vec![
+                ScriptStep::tool_call("task", json!({"description": "stuck child"})),
+                ScriptStep::text("never reached"),
+            ],
+        );
+    let session = open_with(dir.path(), Arc::new(HangAfter { inner: model })).await;
+    let mut changes = session.supervisor().subscribe();
+    {
+        let run = session.run("parent", None, CancellationToken::new());
+        tokio::select! {
+            _ = run => panic!("the parent waits on a stuck child"),
+            began = child_began.recv() => began.expect("the child's step began"),
+        }
+        // `run` is dropped here, while its `task` waits on the child.
+    }
+    let child = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let settled = session
+                .supervisor()
+                .snapshot()
+                .into_iter()
+                .find(|r| r.status.is_terminal());
+            if let Some(r) = settled {
+                return r;
+            }
+            changes.changed().await.expect("supervisor alive");
+        }
+    })
+    .await
+    .expect("dropping the run must cancel its task child");
+    assert_eq!(child.status.as_str(), "cancelled");
+
+    let ledger = session.ledger().clone();
+    session.close().await;
+    let runs = ledger
+        .list_runs(brood::ledger::ListFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for r in &runs {
+        assert_eq!(r.run.status.as_str(), "cancelled", "{:?}", r.run);
+    }
+}

@@ -318,7 +318,9 @@ impl Session {
     }
 
     /// Run a parent agent on `prompt` until it ends (and, if it opened background
-    /// children, until their completions were delivered to it). `turn` cancels it.
+    /// children, until their completions were delivered to it). `turn` cancels it;
+    /// so does dropping the returned future — the root and its `task` children stop
+    /// and record their end `cancelled` ([`Session::close`] waits for those records).
     pub async fn run(
         &self,
         prompt: &str,

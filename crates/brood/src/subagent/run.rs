@@ -109,6 +109,8 @@ pub(crate) struct Inner {
     pub specs: crate::tool::SpecCache,
     pub board: Board,
     pub recorder: Recorder,
+    /// The root runs' tasks: shutdown waits for their end records.
+    roots: tokio_util::task::TaskTracker,
     /// Models each provider accepts, once asked (`None`: it does not say).
     known_models: Mutex<HashMap<String, Option<Vec<String>>>>,
 }
@@ -135,6 +137,7 @@ impl Supervisor {
                 specs: crate::tool::SpecCache::default(),
                 board,
                 recorder,
+                roots: tokio_util::task::TaskTracker::new(),
                 known_models: Mutex::new(HashMap::new()),
             }),
         };
@@ -202,19 +205,29 @@ impl Supervisor {
     /// otherwise run the parent — its parsing, its opens, its next request — on a
     /// thread outside the runtime's workers, and every child it spawns and every
     /// wake between them would cross threads (on the fan-out benchmark: N = 200
-    /// 1.188× → 1.179×, brood's CPU 50.7 → 47.4 ms). Dropping the returned future
-    /// still stops the run (the task is aborted), and a panic in it reaches the
+    /// 1.188× → 1.179×, brood's CPU 50.7 → 47.4 ms). A panic in it reaches the
     /// caller as before.
+    ///
+    /// Dropping the returned future cancels the run's tree (a drop guard on its
+    /// token): the root stops at its next await, its `task` children are cancelled,
+    /// and each records its end `cancelled`; [`Supervisor::shutdown`] waits for those
+    /// records.
     pub async fn run_root_with(
         &self,
-        req: RootRequest,
+        mut req: RootRequest,
         on_start: impl FnOnce(&str) + Send + 'static,
     ) -> Result<(String, AgentOutcome), SpawnError> {
         let sup = self.clone();
-        let task = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
-            drive::run_root(&sup, req, on_start).await
-        }));
-        match task.await {
+        let token = req.cancel.child_token();
+        req.cancel = token.clone();
+        let guard = token.drop_guard();
+        let task = self
+            .inner
+            .roots
+            .spawn(async move { drive::run_root(&sup, req, on_start).await });
+        let joined = task.await;
+        guard.disarm();
+        match joined {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Aborted: only by the runtime shutting down under us.
@@ -556,6 +569,10 @@ impl Supervisor {
             self.cancel(&run.agent_id, "the session ended");
         }
         self.inner.env.session_cancel.cancel();
+        // Roots (not in the registry) stop on the session's token; a root whose
+        // caller dropped its future is still writing its end.
+        self.inner.roots.close();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.inner.roots.wait()).await;
         for run in self.snapshot() {
             if !run.status.is_terminal() {
                 let _ = self
