@@ -765,6 +765,7 @@ async fn end_of_run_records_wait_out_a_lock_held_across_the_end_of_a_fan_out() {
         read_only_shell: false,
         sampling: Sampling::default(),
         tool_choice: Default::default(),
+        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
         session_cancel: CancellationToken::new(),
     });
     let (_, outcome) = run_root(&sup, "parent: three").await;
