@@ -860,3 +860,49 @@ fn without_privileges_the_sandbox_says_what_it_cannot_enforce_and_still_confines
         "the ledger records what the sandbox could not enforce: {json}"
     );
 }
+
+/// A second signal does not wait for the cancellation to settle: with the ledger's
+/// write lock held by another process (so the cancelled runs cannot commit their
+/// ends), the second SIGTERM goes to the final flush, a third skips even that, and
+/// brood exits 143 (128 + SIGTERM) at once.
+#[test]
+fn a_second_signal_exits_at_once_with_128_plus_the_signal() {
+    use std::io::BufRead;
+    let f = fixture();
+    let server = hanging_child_server();
+    let mut child = spawn_local(&f, &server, &["--json", "delegate"]);
+    wait_for_requests(&server, 2);
+    // Each stderr line as it comes, so the test sends the next signal only once
+    // brood has acted on the previous one (signals sent together may merge).
+    let (line_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_line = |needle: &str| -> String {
+        loop {
+            match lines.recv_timeout(std::time::Duration::from_secs(60)) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(e) => panic!("brood never printed '{needle}': {e}"),
+            }
+        }
+    };
+    let db = rusqlite::Connection::open(f.ws.path().join(".brood/state/brood.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+    db.execute_batch("BEGIN IMMEDIATE").unwrap();
+    send_signal(child.id(), "TERM");
+    wait_line("SIGTERM received; cancelling");
+    send_signal(child.id(), "TERM");
+    wait_line("received again; exiting now");
+    send_signal(child.id(), "TERM");
+    let out = wait_bounded(child);
+    let _ = reader.join();
+    db.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(out.status.code(), Some(143));
+}
