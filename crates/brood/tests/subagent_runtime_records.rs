@@ -57,7 +57,21 @@ fn supervisor_with(
     tools: ToolFactory,
     options: LedgerOptions,
 ) -> Supervisor {
-    let ledger = Arc::new(Ledger::open(ws, options).unwrap());
+    supervisor_on(
+        ws,
+        Arc::new(Ledger::open(ws, options).unwrap()),
+        model,
+        tools,
+    )
+}
+
+/// A supervisor on a ledger the test keeps a handle to.
+fn supervisor_on(
+    ws: &Path,
+    ledger: Arc<Ledger>,
+    model: Arc<dyn Model>,
+    tools: ToolFactory,
+) -> Supervisor {
     Supervisor::new(SupervisorEnv {
         workspace: Arc::new(Workspace::open(ws).unwrap()),
         session_id: ledger.session_id().to_string(),
@@ -750,24 +764,12 @@ async fn end_of_run_records_wait_out_a_lock_held_across_the_end_of_a_fan_out() {
         retries: 5,
         holder: holder.clone(),
     };
-    let sup = Supervisor::new(SupervisorEnv {
-        workspace: Arc::new(Workspace::open(ws.path()).unwrap()),
-        session_id: ledger.session_id().to_string(),
-        ledger: ledger.clone(),
-        catalog: Arc::new(AgentCatalog::load(ws.path(), None).unwrap()),
-        settings: SubagentSettings::default(),
-        quick_models: QuickModels::default(),
-        main_provider: "local".into(),
-        main_model_id: "mock-model".into(),
-        main_model: Arc::new(model),
-        routes: Arc::new(|p: &str, _m: &str| Err(ModelError::Config(format!("no provider {p}")))),
-        tools: builtin_plus(Vec::new),
-        read_only_shell: false,
-        sampling: Sampling::default(),
-        tool_choice: Default::default(),
-        tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
-        session_cancel: CancellationToken::new(),
-    });
+    let sup = supervisor_on(
+        ws.path(),
+        ledger.clone(),
+        Arc::new(model),
+        builtin_plus(Vec::new),
+    );
     let (_, outcome) = run_root(&sup, "parent: three").await;
     assert_eq!(outcome.final_text, "parent fine");
     let handle = holder.lock().unwrap().take().expect("the lock was taken");
