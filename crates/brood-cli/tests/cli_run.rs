@@ -906,3 +906,29 @@ fn a_second_signal_exits_at_once_with_128_plus_the_signal() {
     db.execute_batch("ROLLBACK").unwrap();
     assert_eq!(out.status.code(), Some(143));
 }
+
+/// After a run, `git status` shows nothing of brood's ledger, while a workspace
+/// config stays committable.
+#[test]
+fn the_ledger_stays_out_of_git_status() {
+    let f = fixture();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(f.ws.path())
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(f.ws.path().join(".brood/config.toml"), "max_turns = 5\n").unwrap();
+    let server = two_step_server();
+    let out = run_local(&f, &server, &["hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    assert!(f.ws.path().join(".brood/state/brood.db").exists());
+    let status = git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(!status.contains(".brood/state"), "{status}");
+    assert!(status.contains(".brood/config.toml"), "{status}");
+}

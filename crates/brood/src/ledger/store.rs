@@ -83,6 +83,17 @@ impl LedgerPaths {
         for dir in [&self.state, &self.boots, &self.spill] {
             std::fs::create_dir_all(dir).map_err(|e| LedgerError::io(dir, e))?;
         }
+        // The ledger is the machine's state, not the project's: it never shows in
+        // `git status` (while `.brood/config.toml` and `.brood/agents/` stay
+        // committable). Written once; a user's own file is left alone.
+        let ignore = self.state.join(".gitignore");
+        if std::fs::symlink_metadata(&ignore).is_err() {
+            std::fs::write(
+                &ignore,
+                "# brood's ledger and transcripts: local state\n*\n",
+            )
+            .map_err(|e| LedgerError::io(&ignore, e))?;
+        }
         Ok(())
     }
 }
