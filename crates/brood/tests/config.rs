@@ -205,3 +205,27 @@ fn key_variable_names_are_shown_never_keys() {
         "{shown:?}"
     );
 }
+
+#[test]
+fn max_answer_bytes_defaults_to_8_mib_and_is_bounded() {
+    let f = fixture("", "");
+    let c = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(c.max_answer_bytes, 8 * 1024 * 1024);
+    let f = fixture("max_answer_bytes = 100000\n", "");
+    let c = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(c.max_answer_bytes, 100_000);
+    let c = Config::load(
+        &f.paths,
+        &env(&[("BROOD_MAX_ANSWER_BYTES", "200000")]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.max_answer_bytes, 200_000);
+    for bad in ["0", "1000", "2000000000", "-5"] {
+        let f = fixture(&format!("max_answer_bytes = {bad}\n"), "");
+        let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_answer_bytes"), "{bad}: {err}");
+    }
+}

@@ -989,3 +989,87 @@ async fn a_kept_alive_connection_closed_by_the_server_is_retried_without_spendin
     // Steps 2 and 3 each met the closed connection, then went on a fresh one.
     assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn an_answer_past_max_answer_bytes_fails_naming_the_cap_and_stops_reading() {
+    const CAP: u64 = 64 * 1024;
+    let big = "x".repeat(1024 * 1024);
+    let cases = [
+        // Text in many deltas, streamed and whole.
+        (
+            MockReply::Answer(Answer::text(big.clone()).fragment(4096)),
+            true,
+            "answer",
+        ),
+        (MockReply::text(big.clone()), false, "answer"),
+        (
+            MockReply::text("z".repeat(2 * 1024 * 1024)),
+            false,
+            "body (read up to 4 × the cap + 1 MiB)",
+        ),
+        // Tool-call arguments in many fragments.
+        (
+            MockReply::Answer(
+                Answer::new()
+                    .tool_call("write_file", json!({ "content": big }))
+                    .fragment(4096),
+            ),
+            true,
+            "answer",
+        ),
+        // One SSE line longer than the cap, in many pieces, never ended.
+        (
+            MockReply::Raw {
+                parts: std::iter::once(b"data: {\"choices\":[{\"delta\":{\"content\":\"".to_vec())
+                    .chain(std::iter::repeat_n(vec![b'y'; 8192], 128))
+                    .collect(),
+            },
+            true,
+            "stream line",
+        ),
+    ];
+    for (reply, stream, what) in cases {
+        let server = MockServer::start(move |_| reply.clone());
+        let mut c = config(&server);
+        c.max_answer_bytes = CAP;
+        c.stream = stream;
+        let p = OpenAiProvider::new(c).unwrap();
+        let (r, events) = step(&p, &request("write a lot")).await;
+        match r {
+            Err(ModelError::AnswerTooLarge { cap, size, what: w }) => {
+                assert_eq!(cap, CAP, "{what}");
+                assert_eq!(w, what);
+                if stream {
+                    let soon = size > CAP && size < CAP + 16 * 1024;
+                    assert!(soon, "dropped soon past the cap: {size}");
+                } else if what == "answer" {
+                    // A whole JSON body is read (up to 4 × the cap + 1 MiB), then judged.
+                    assert_eq!(size, 1024 * 1024);
+                } else {
+                    let limit = 4 * CAP + (1 << 20);
+                    assert!(size > limit && size < 2 * 1024 * 1024, "{size}");
+                }
+            }
+            other => panic!("{what} (stream {stream}): expected AnswerTooLarge, got {other:?}"),
+        }
+        let err = ModelError::AnswerTooLarge {
+            cap: CAP,
+            size: CAP + 1,
+            what: what.into(),
+        };
+        assert!(
+            err.to_string().contains("max_answer_bytes (65536 bytes)"),
+            "{err}"
+        );
+        // Not retried: the same request would get the same answer.
+        assert_eq!(server.captured().len(), 1);
+        assert!(!events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Retrying { .. })));
+    }
+    // The default leaves room for real answers.
+    assert_eq!(
+        ProviderConfig::new("x", "http://127.0.0.1:1").max_answer_bytes,
+        8 << 20
+    );
+}

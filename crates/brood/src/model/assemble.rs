@@ -65,6 +65,19 @@ impl Assembler {
         }
     }
 
+    /// Bytes of the answer accumulated so far: content, reasoning, and every tool
+    /// call's name and arguments (what `max_answer_bytes` bounds).
+    pub(crate) fn size(&self) -> usize {
+        let calls = self.calls.iter().fold(0usize, |n, c| {
+            n.saturating_add(c.name.len())
+                .saturating_add(c.arguments.len())
+        });
+        self.content
+            .len()
+            .saturating_add(self.reasoning.len())
+            .saturating_add(calls)
+    }
+
     /// Chunks received so far.
     pub(crate) fn chunks(&self) -> usize {
         self.chunks

@@ -63,6 +63,19 @@ pub enum ModelError {
         /// `stream` or `body`.
         what: String,
     },
+    /// One step's answer (content, reasoning and tool-call arguments, or one line of
+    /// its stream) grew past `max_answer_bytes`: the stream was dropped there. Not
+    /// retried (the same request would get the same answer).
+    #[error(
+        "the model's answer exceeded max_answer_bytes ({cap} bytes): {size} bytes of \
+         {what} read when it was dropped; raise max_answer_bytes or ask for a shorter answer"
+    )]
+    AnswerTooLarge {
+        cap: u64,
+        size: u64,
+        /// `answer`, `stream line` or `body`.
+        what: String,
+    },
     /// The request cannot be sent as it is; checked before anything goes out
     /// (see [`super::ModelRequest::check`]).
     #[error("invalid request: {detail}")]

@@ -20,6 +20,10 @@ pub const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
 /// The largest accepted `api_timeout_secs`.
 pub const MAX_API_TIMEOUT_SECS: u64 = 1800;
 
+/// `max_answer_bytes` by default: 8 MiB of one step's content, reasoning and
+/// tool-call arguments.
+pub const DEFAULT_MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
+
 /// The per-step timeout: `None` or 0 → 120 s; otherwise clamped to `1..=1800`.
 pub fn clamp_api_timeout(secs: Option<u64>) -> u64 {
     match secs {
@@ -62,6 +66,10 @@ pub struct ProviderConfig {
     /// whose `/models` waits behind a running generation): then
     /// [`Model::list_models`] answers `Ok(None)` without asking. Default on.
     pub lists_models: bool,
+    /// The most bytes one step's answer may hold (content, reasoning and tool-call
+    /// arguments; also the longest line of its stream): past it the step fails with
+    /// [`ModelError::AnswerTooLarge`] and the stream is dropped. At least 1.
+    pub max_answer_bytes: u64,
 }
 
 impl ProviderConfig {
@@ -83,6 +91,7 @@ impl ProviderConfig {
             send_reasoning: false,
             extra_headers: Vec::new(),
             lists_models: true,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 
@@ -281,12 +290,11 @@ impl OpenAiProvider {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
+        let cap = self.answer_cap();
         if is_sse {
-            return read_stream(resp.bytes_stream(), on_event, &ctx).await;
+            return read_stream(resp.bytes_stream(), on_event, &ctx, cap).await;
         }
-        let bytes = resp.bytes().await.map_err(|e| ModelError::StreamCut {
-            detail: format!("answer body cut: {}", error_chain(&e)),
-        })?;
+        let bytes = read_body(resp, cap).await?;
         if bytes.trim_ascii().is_empty() {
             return Err(ModelError::EmptyAnswer {
                 url: self.endpoint.to_string(),
@@ -296,31 +304,61 @@ impl OpenAiProvider {
         if bytes.trim_ascii_start().starts_with(b"data:") {
             // An event stream sent without its content type.
             let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
-            return read_stream(whole, on_event, &ctx).await;
+            return read_stream(whole, on_event, &ctx, cap).await;
         }
-        parse_completion(&bytes, on_event, &ctx)
+        let response = parse_completion(&bytes, on_event, &ctx)?;
+        let m = &response.message;
+        let size = m.tool_calls.iter().fold(
+            m.content
+                .len()
+                .saturating_add(m.reasoning.as_ref().map_or(0, String::len)),
+            |n, c| {
+                n.saturating_add(c.name.len())
+                    .saturating_add(c.arguments.len())
+            },
+        );
+        if size > cap {
+            return Err(too_large(cap, size, "answer"));
+        }
+        Ok(response)
+    }
+
+    /// `max_answer_bytes` as a length (at least 1).
+    fn answer_cap(&self) -> usize {
+        usize::try_from(self.config.max_answer_bytes.max(1)).unwrap_or(usize::MAX)
     }
 }
 
 /// Read an SSE answer to its end. A stream that stops before a finish reason —
 /// cut, or closed with or without `[DONE]` — is [`ModelError::StreamCut`]; one that
 /// closes cleanly without a single event is [`ModelError::EmptyAnswer`].
+/// `cap` bounds the answer accumulated and each line of the stream: past it the
+/// stream is dropped with [`ModelError::AnswerTooLarge`].
 async fn read_stream<S>(
     mut body: S,
     on_event: EventFn<'_>,
     ctx: &ErrorContext<'_>,
+    cap: usize,
 ) -> Result<ModelResponse, ModelError>
 where
     S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
 {
-    let mut parser = SseParser::new();
+    let mut parser = SseParser::with_line_cap(cap);
     let mut acc = Assembler::new();
-    let protocol = |e: super::sse::SseError| ModelError::Protocol { detail: e.0 };
+    let protocol = |e: super::sse::SseError| match e {
+        super::sse::SseError::LineTooLong(size) => too_large(cap, size, "stream line"),
+        super::sse::SseError::NotUtf8(detail) => ModelError::Protocol { detail },
+    };
     'read: loop {
         match body.next().await {
             Some(Ok(bytes)) => {
-                for data in parser.feed(&bytes).map_err(protocol)? {
-                    if acc.handle(&data, on_event, ctx)? == ChunkOutcome::Done {
+                let events = parser.feed(&bytes).map_err(protocol)?;
+                for data in events {
+                    let outcome = acc.handle(&data, on_event, ctx)?;
+                    if acc.size() > cap {
+                        return Err(too_large(cap, acc.size(), "answer"));
+                    }
+                    if outcome == ChunkOutcome::Done {
                         break 'read;
                     }
                 }
@@ -351,6 +389,42 @@ where
         return Err(acc.incomplete(ctx));
     }
     acc.into_response(on_event)
+}
+
+/// [`ModelError::AnswerTooLarge`] for `size` bytes of `what` past `cap`.
+fn too_large(cap: usize, size: usize, what: &str) -> ModelError {
+    ModelError::AnswerTooLarge {
+        cap: cap as u64,
+        size: size as u64,
+        what: what.to_string(),
+    }
+}
+
+/// A whole (non-streamed) answer body, read up to 4 × `cap` plus 1 MiB (JSON
+/// escaping of the capped text, and the envelope); a longer body is dropped there.
+async fn read_body(mut resp: reqwest::Response, cap: usize) -> Result<bytes::Bytes, ModelError> {
+    let limit = cap.saturating_mul(4).saturating_add(1 << 20);
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                body.extend_from_slice(&chunk);
+                if body.len() > limit {
+                    return Err(too_large(
+                        cap,
+                        body.len(),
+                        "body (read up to 4 × the cap + 1 MiB)",
+                    ));
+                }
+            }
+            Ok(None) => return Ok(bytes::Bytes::from(body)),
+            Err(e) => {
+                return Err(ModelError::StreamCut {
+                    detail: format!("answer body cut: {}", error_chain(&e)),
+                })
+            }
+        }
+    }
 }
 
 /// Whether sending failed because the connection was closed before any byte of the

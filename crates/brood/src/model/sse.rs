@@ -4,20 +4,49 @@
 //! or without the space. Other fields (`event`, `id`, `retry`) are ignored.
 
 /// Parser state between reads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SseParser {
+    /// Bytes of the line being read (a partial line after each `feed`).
     buf: Vec<u8>,
+    /// How much of `buf` is known to hold no line end: the next scan starts there,
+    /// so a long line arriving in many reads is scanned once, not once per read.
+    scanned: usize,
+    /// The longest line accepted.
+    line_cap: usize,
     data: String,
     has_data: bool,
 }
 
-/// The stream's bytes were not UTF-8.
+impl Default for SseParser {
+    fn default() -> SseParser {
+        SseParser::with_line_cap(usize::MAX)
+    }
+}
+
+/// Why the stream cannot be read on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SseError(pub String);
+pub(crate) enum SseError {
+    /// The stream's bytes were not UTF-8.
+    NotUtf8(String),
+    /// A line grew past the cap; the size reached when it was dropped.
+    LineTooLong(usize),
+}
 
 impl SseParser {
+    #[cfg(test)]
     pub(crate) fn new() -> SseParser {
         SseParser::default()
+    }
+
+    /// A parser refusing any line longer than `line_cap` bytes.
+    pub(crate) fn with_line_cap(line_cap: usize) -> SseParser {
+        SseParser {
+            buf: Vec::new(),
+            scanned: 0,
+            line_cap,
+            data: String::new(),
+            has_data: false,
+        }
     }
 
     /// Add bytes; return the data of every event completed by them.
@@ -25,29 +54,41 @@ impl SseParser {
         self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
         let mut start = 0;
-        let mut i = 0;
-        while i < self.buf.len() {
-            let b = self.buf[i];
-            if b == b'\n' || b == b'\r' {
-                // A CR at the very end may be the first half of a CRLF: wait for more.
-                if b == b'\r' && i + 1 == self.buf.len() {
-                    break;
-                }
-                let line = std::str::from_utf8(&self.buf[start..i])
-                    .map_err(|e| SseError(format!("stream is not UTF-8: {e}")))?
-                    .to_string();
-                self.line(&line, &mut out);
-                i += if b == b'\r' && self.buf[i + 1] == b'\n' {
-                    2
-                } else {
-                    1
-                };
-                start = i;
-            } else {
-                i += 1;
+        let mut i = self.scanned;
+        while let Some(off) = self
+            .buf
+            .get(i..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n' || b == b'\r'))
+        {
+            let end = i + off;
+            let is_cr = self.buf.get(end) == Some(&b'\r');
+            // A CR at the very end may be the first half of a CRLF: wait for more.
+            if is_cr && end + 1 == self.buf.len() {
+                i = end;
+                break;
             }
+            if end - start > self.line_cap {
+                return Err(SseError::LineTooLong(end - start));
+            }
+            let line = std::str::from_utf8(self.buf.get(start..end).unwrap_or_default())
+                .map_err(|e| SseError::NotUtf8(format!("stream is not UTF-8: {e}")))?
+                .to_string();
+            self.line(&line, &mut out);
+            i = if is_cr && self.buf.get(end + 1) == Some(&b'\n') {
+                end + 2
+            } else {
+                end + 1
+            };
+            start = i;
+        }
+        if !self.buf.get(i..).is_some_and(|r| r.contains(&b'\r')) {
+            i = self.buf.len().max(start);
         }
         self.buf.drain(..start);
+        self.scanned = i - start;
+        if self.buf.len() > self.line_cap {
+            return Err(SseError::LineTooLong(self.buf.len()));
+        }
         Ok(out)
     }
 
@@ -56,8 +97,9 @@ impl SseParser {
         let mut out = Vec::new();
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
+            self.scanned = 0;
             let line = std::str::from_utf8(&rest)
-                .map_err(|e| SseError(format!("stream is not UTF-8: {e}")))?;
+                .map_err(|e| SseError::NotUtf8(format!("stream is not UTF-8: {e}")))?;
             let line = line.trim_end_matches(['\r', '\n']).to_string();
             self.line(&line, &mut out);
         }
@@ -129,6 +171,34 @@ mod tests {
         // Without finish() the tail is not an event yet.
         let mut p = SseParser::new();
         assert_eq!(p.feed(b"data: tail").unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_long_line_in_many_reads_is_scanned_once_and_capped() {
+        let mut p = SseParser::with_line_cap(2000);
+        for _ in 0..99 {
+            assert_eq!(p.feed(b"data: xxxxx").unwrap(), Vec::<String>::new());
+        }
+        // Only the newly arrived bytes were scanned each time.
+        assert_eq!(p.scanned, p.buf.len());
+        let out = p.feed(b"\n\n").unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].len(), 5 + 98 * 11);
+        let mut p = SseParser::with_line_cap(1000);
+        let mut err = None;
+        for _ in 0..300 {
+            if let Err(e) = p.feed(b"data: xxxxx") {
+                err = Some(e);
+                break;
+            }
+        }
+        assert!(matches!(err, Some(SseError::LineTooLong(n)) if n > 1000 && n < 1100));
+        // A complete line past the cap, in one read, is refused too.
+        let mut p = SseParser::with_line_cap(10);
+        assert!(matches!(
+            p.feed(b"data: 0123456789\n\n"),
+            Err(SseError::LineTooLong(16))
+        ));
     }
 
     #[test]

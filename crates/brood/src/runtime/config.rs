@@ -5,6 +5,7 @@
 //! are errors naming the key and the file (or variable, or flag).
 
 use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS, DEFAULT_TOOL_CONCURRENCY};
+use crate::model::openai::DEFAULT_MAX_ANSWER_BYTES;
 use crate::model::{Sampling, ToolChoice};
 use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
 use serde::Deserialize;
@@ -65,6 +66,9 @@ pub struct ConfigFile {
     pub stream: Option<bool>,
     pub max_turns: Option<u32>,
     pub tool_concurrency: Option<u32>,
+    /// The most bytes one model step's answer may hold (content, reasoning and
+    /// tool-call arguments); 64 KiB..=1 GiB, default 8 MiB.
+    pub max_answer_bytes: Option<u64>,
     /// auto, required, none, or a tool name: applies to every step.
     pub tool_choice: Option<String>,
     /// The same, for the first step only.
@@ -140,6 +144,8 @@ pub struct Config {
     pub max_turns: u32,
     /// How many tool calls of one step run at once (1..=64; default 8).
     pub tool_concurrency: usize,
+    /// The most bytes one model step's answer may hold (default 8 MiB).
+    pub max_answer_bytes: u64,
     pub tool_choice: ToolChoicePolicy,
     pub sampling: Sampling,
     pub subagents: SubagentsConfig,
@@ -181,6 +187,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("BROOD_STREAM", "stream"),
     ("BROOD_MAX_TURNS", "max_turns"),
     ("BROOD_TOOL_CONCURRENCY", "tool_concurrency"),
+    ("BROOD_MAX_ANSWER_BYTES", "max_answer_bytes"),
     ("BROOD_TOOL_CHOICE", "tool_choice"),
     ("BROOD_FIRST_TOOL_CHOICE", "first_tool_choice"),
     ("BROOD_MEMORY", "memory.enabled"),
@@ -415,6 +422,11 @@ impl Config {
                 source("tool_concurrency"),
             ),
             (
+                "max_answer_bytes".into(),
+                self.max_answer_bytes.to_string(),
+                source("max_answer_bytes"),
+            ),
+            (
                 "tool_choice".into(),
                 choice(&self.tool_choice.rest),
                 source("tool_choice"),
@@ -449,6 +461,7 @@ fn env_value(var: &str, key: &str, raw: &str) -> Result<toml::Value, ConfigError
         | "max_attempts"
         | "max_turns"
         | "tool_concurrency"
+        | "max_answer_bytes"
         | "subagents.max_concurrent" => toml::Value::Integer(
             raw_t
                 .parse::<i64>()
@@ -510,6 +523,14 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
             "tool_concurrency",
             tool_concurrency.to_string(),
             "must be between 1 and 64",
+        ));
+    }
+    let max_answer_bytes = merged.max_answer_bytes.unwrap_or(DEFAULT_MAX_ANSWER_BYTES);
+    if !(MIN_MAX_ANSWER_BYTES..=MAX_MAX_ANSWER_BYTES).contains(&max_answer_bytes) {
+        return Err(bad(
+            "max_answer_bytes",
+            max_answer_bytes.to_string(),
+            "must be between 65536 (64 KiB) and 1073741824 (1 GiB)",
         ));
     }
     let choice = |key: &str, v: &Option<String>| -> Result<Option<ToolChoice>, ConfigError> {
@@ -578,6 +599,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         stream: merged.stream.unwrap_or(true),
         max_turns,
         tool_concurrency: tool_concurrency as usize,
+        max_answer_bytes,
         tool_choice: ToolChoicePolicy {
             first: choice("first_tool_choice", &merged.first_tool_choice)?,
             rest: choice("tool_choice", &merged.tool_choice)?,
@@ -596,6 +618,11 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         provenance,
     })
 }
+
+/// The smallest accepted `max_answer_bytes`.
+pub const MIN_MAX_ANSWER_BYTES: u64 = 64 * 1024;
+/// The largest accepted `max_answer_bytes`.
+pub const MAX_MAX_ANSWER_BYTES: u64 = 1 << 30;
 
 /// `api_timeout_secs`: default 120, clamped to 1..=1800; 0 or unset means 120.
 pub fn clamp_api_timeout(v: Option<u64>) -> u64 {

@@ -97,6 +97,7 @@ impl ProviderFactory {
         cfg.api_key_env = key_env;
         cfg.api_timeout_secs = self.config.api_timeout_secs;
         cfg.max_attempts = self.config.max_attempts;
+        cfg.max_answer_bytes = self.config.max_answer_bytes;
         cfg.stream = self.config.stream;
         cfg.lists_models = self
             .config
