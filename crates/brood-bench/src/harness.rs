@@ -65,6 +65,7 @@ pub async fn open_session(
         model: Some("mock-model".into()),
         api_key_env: None,
         max_turns: Some(max_turns),
+        trust_workspace: false,
     };
     let config =
         Config::load(&paths, &BTreeMap::new(), &flags).map_err(|e| format!("bench config: {e}"))?;

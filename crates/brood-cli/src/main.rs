@@ -115,6 +115,10 @@ struct RunArgs {
     /// Most model steps for the parent agent.
     #[arg(long)]
     max_turns: Option<u32>,
+    /// Trust this workspace's `.brood/config.toml` to set provider, base_url,
+    /// api_key_env, [providers.*] and [models.*] (see README "Trust").
+    #[arg(long)]
+    trust: bool,
     /// Print exactly one JSON object at the end instead of streaming.
     #[arg(long)]
     json: bool,
@@ -214,6 +218,7 @@ fn load_config(
     workspace: &std::path::Path,
     provider: &ProviderArgs,
     max_turns: Option<u32>,
+    trust_workspace: bool,
 ) -> Result<(Config, BTreeMap<String, String>), u8> {
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let flags = Overrides {
@@ -222,9 +227,15 @@ fn load_config(
         model: provider.model.clone(),
         api_key_env: provider.api_key_env.clone(),
         max_turns,
+        trust_workspace,
     };
     match Config::load(&ConfigPaths::from_env(workspace), &env, &flags) {
-        Ok(c) => Ok((c, env)),
+        Ok(c) => {
+            if let Some(w) = c.ignored_warning() {
+                errln!("brood: {w}");
+            }
+            Ok((c, env))
+        }
         Err(e) => {
             errln!("brood: {e}");
             Err(2)
@@ -237,12 +248,18 @@ fn config_show(provider: ProviderArgs, workspace: Option<PathBuf>) -> u8 {
         Ok(w) => w,
         Err(c) => return c,
     };
-    let (config, _) = match load_config(&ws, &provider, None) {
+    let (config, _) = match load_config(&ws, &provider, None, false) {
         Ok(c) => c,
         Err(c) => return c,
     };
     for (key, value, source) in config.effective() {
         outln!("{key} = {value}    # {source}");
+    }
+    for (key, value, file) in &config.ignored {
+        outln!(
+            "# ignored: {key} = {value}    # {} (untrusted workspace; see trusted_workspaces, --trust)",
+            file.display()
+        );
     }
     // What each role's shell gets on this kernel (docs/SECURITY.md).
     let sandbox = brood::tool::Sandbox::with_options(brood::runtime::sandbox_options(&config));
@@ -273,7 +290,7 @@ async fn run(args: RunArgs) -> u8 {
         Ok(w) => w,
         Err(c) => return c,
     };
-    let (config, env) = match load_config(&ws, &args.provider, args.max_turns) {
+    let (config, env) = match load_config(&ws, &args.provider, args.max_turns, args.trust) {
         Ok(c) => c,
         Err(c) => return c,
     };

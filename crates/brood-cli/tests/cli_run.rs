@@ -932,3 +932,80 @@ fn the_ledger_stays_out_of_git_status() {
     assert!(!status.contains(".brood/state"), "{status}");
     assert!(status.contains(".brood/config.toml"), "{status}");
 }
+
+/// Issue 13.6: a workspace `.brood/config.toml` cannot choose the endpoint or the
+/// key variable unless the user trusts the workspace (`trusted_workspaces` in the
+/// user config, or `--trust`). Also: an empty `XDG_CONFIG_HOME` means unset, so
+/// the user config under `$HOME/.config` is still read.
+#[test]
+fn an_untrusted_workspace_cannot_choose_the_endpoint_a_trusted_one_can() {
+    let f = fixture();
+    let server = MockServer::start(|_| MockReply::text("reached the mock"));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let user_dir = f.home.path().join(".config/brood");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    let user_cfg = format!(
+        "provider = \"local\"\nbase_url = \"{}\"\nmodel = \"m\"\nmax_attempts = 1\n",
+        server.base_url()
+    );
+    std::fs::write(user_dir.join("config.toml"), &user_cfg).unwrap();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    let ws_file = f.ws.path().join(".brood/config.toml");
+    std::fs::write(
+        &ws_file,
+        format!(
+            "base_url = \"http://127.0.0.1:{closed}/v1\"\napi_key_env = \"BROOD_TEST_SECRET\"\n\
+             [providers.local]\nbase_url = \"http://127.0.0.1:{closed}/v1\"\n"
+        ),
+    )
+    .unwrap();
+    let env = [("XDG_CONFIG_HOME", ""), ("BROOD_TEST_SECRET", "s3cret")];
+
+    let out = brood(f.home.path(), f.ws.path(), &["run", "go"], &env);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("reached the mock"), "{stdout}");
+    assert_eq!(server.requests().len(), 1);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("ignoring")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line: {stderr}");
+    for needle in [
+        "base_url",
+        "api_key_env",
+        "providers",
+        "config.toml",
+        "--trust",
+    ] {
+        assert!(warnings[0].contains(needle), "{needle}: {}", warnings[0]);
+    }
+
+    let show = brood(f.home.path(), f.ws.path(), &["config", "show"], &env);
+    let (shown, _) = text(&show);
+    assert!(
+        shown.contains("# ignored: base_url") && shown.contains("# ignored: api_key_env"),
+        "{shown}"
+    );
+
+    // `--trust`: the workspace's endpoint is used (and refuses connections).
+    let out = brood(f.home.path(), f.ws.path(), &["run", "--trust", "go"], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{closed}")), "{stderr}");
+
+    // Listed in the user's trusted_workspaces (by another spelling of the path).
+    let listed = format!("{}/.", f.ws.path().display());
+    std::fs::write(
+        user_dir.join("config.toml"),
+        format!("{user_cfg}trusted_workspaces = [{listed:?}]\n"),
+    )
+    .unwrap();
+    let out = brood(f.home.path(), f.ws.path(), &["run", "go"], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{closed}")), "{stderr}");
+    assert!(!stderr.contains("ignoring"), "{stderr}");
+    assert_eq!(server.requests().len(), 1, "the mock was not asked again");
+}

@@ -229,3 +229,34 @@ fn max_answer_bytes_defaults_to_8_mib_and_is_bounded() {
         assert!(err.contains("max_answer_bytes"), "{bad}: {err}");
     }
 }
+
+/// An empty `XDG_CONFIG_HOME` means unset (XDG Base Directory spec): the user's
+/// config is found under `$HOME/.config`, not under a relative `brood/`.
+#[test]
+fn an_empty_xdg_config_home_means_unset() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // In a child process: the environment is process-global.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "xdg_probe", "--nocapture", "--ignored"])
+        .env_clear()
+        .env("XDG_CONFIG_HOME", "")
+        .env("HOME", home.path())
+        .env("BROOD_XDG_PROBE_WS", ws.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("user_dir={}/.config/brood", home.path().display())),
+        "{stdout}"
+    );
+}
+
+/// Run in a child process by `an_empty_xdg_config_home_means_unset`.
+#[test]
+#[ignore]
+fn xdg_probe() {
+    let ws = std::env::var("BROOD_XDG_PROBE_WS").unwrap_or_else(|_| ".".into());
+    let paths = brood::runtime::config::ConfigPaths::from_env(std::path::Path::new(&ws));
+    println!("user_dir={}", paths.user_dir.unwrap_or_default().display());
+}

@@ -343,8 +343,16 @@ fn session_options(dir: &Path, toml: &str) -> SessionOptions {
         user_dir: None,
         workspace: dir.to_path_buf(),
     };
-    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(
+        &paths,
+        &BTreeMap::new(),
+        &Overrides {
+            // The test's own workspace sets the endpoint.
+            trust_workspace: true,
+            ..Overrides::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     SessionOptions::new(dir, config)
 }
 

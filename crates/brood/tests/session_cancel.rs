@@ -102,7 +102,16 @@ async fn open_with(ws: &std::path::Path, model: Arc<dyn brood::model::Model>) ->
         user_dir: None,
         workspace: ws.to_path_buf(),
     };
-    let config = Config::load(&paths, &BTreeMap::new(), &Overrides::default()).unwrap();
+    let config = Config::load(
+        &paths,
+        &BTreeMap::new(),
+        &Overrides {
+            // The test's own workspace sets the endpoint.
+            trust_workspace: true,
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
     let mut opts = SessionOptions::new(ws, config);
     opts.models = ModelSource::Fixed(model);
     Session::open(opts).await.unwrap()

@@ -28,7 +28,16 @@ fn options(dir: &Path, toml: &str, env: &[(&str, &str)]) -> SessionOptions {
         user_dir: None,
         workspace: dir.to_path_buf(),
     };
-    let config = Config::load(&paths, &env, &Overrides::default()).unwrap();
+    let config = Config::load(
+        &paths,
+        &env,
+        &Overrides {
+            // The test's own workspace sets the endpoint.
+            trust_workspace: true,
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
     let mut opts = SessionOptions::new(dir, config);
     opts.env = env;
     opts

@@ -83,6 +83,8 @@ pub struct ConfigFile {
     /// Per-provider endpoint overrides: `[providers.<preset>] base_url, api_key_env,
     /// lists_models`.
     pub providers: Option<toml::Table>,
+    /// Workspaces whose config may set [`USER_ONLY_KEYS`] (user config only).
+    pub trusted_workspaces: Option<Vec<String>>,
 }
 
 /// `[providers.<preset>]`: where a preset's endpoint really is (e.g. children on a
@@ -107,7 +109,14 @@ pub struct Overrides {
     pub model: Option<String>,
     pub api_key_env: Option<String>,
     pub max_turns: Option<u32>,
+    /// `--trust`: the workspace config may set the user-only keys this once.
+    pub trust_workspace: bool,
 }
+
+/// Keys a workspace `.brood/config.toml` may set only when the workspace is
+/// trusted: they choose where requests go and which variable's value is sent as
+/// the key. `trusted_workspaces` itself is read from the user's config only.
+pub const USER_ONLY_KEYS: &[&str] = &["provider", "base_url", "api_key_env", "providers", "models"];
 
 /// Where to look for the layers. `user_dir` is normally `~/.config/brood`.
 #[derive(Debug, Clone)]
@@ -119,9 +128,11 @@ pub struct ConfigPaths {
 impl ConfigPaths {
     /// `~/.config/brood` from `$XDG_CONFIG_HOME` or `$HOME`, and the workspace.
     pub fn from_env(workspace: &Path) -> ConfigPaths {
-        let user_dir = std::env::var_os("XDG_CONFIG_HOME")
+        // An empty value means unset (XDG Base Directory spec), for both.
+        let set = |v: &str| std::env::var_os(v).filter(|x| !x.is_empty());
+        let user_dir = set("XDG_CONFIG_HOME")
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".config")))
             .map(|d| d.join("brood"));
         ConfigPaths {
             user_dir,
@@ -157,6 +168,9 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderOverride>,
     /// Directory of user-level files (`config.toml`, `agents/`, `memory.md`).
     pub user_dir: Option<PathBuf>,
+    /// Workspace-config keys ignored because the workspace is not trusted:
+    /// (key, value as written, file).
+    pub ignored: Vec<(String, String, PathBuf)>,
     /// Each effective leaf key, its value, and where it came from.
     pub provenance: Vec<(String, String, Source)>,
 }
@@ -212,25 +226,52 @@ impl Config {
         flags: &Overrides,
     ) -> Result<Config, ConfigError> {
         let mut layers = Layers::new();
-        let mut files = Vec::new();
+        let mut ignored = Vec::new();
+        let mut trusted = flags.trust_workspace;
         if let Some(dir) = &paths.user_dir {
-            files.push(dir.join("config.toml"));
-        }
-        let workspace_file = paths.workspace.join(".brood").join("config.toml");
-        files.push(workspace_file.clone());
-        for path in files {
-            if let Some(table) = read_file(&path)? {
-                if path == workspace_file && table.contains_key("sandbox") {
-                    return Err(ConfigError::Invalid {
-                        path: path.display().to_string(),
-                        detail: "[sandbox] may only be set in the user's config \
-                                 (~/.config/brood/config.toml): a workspace must not widen \
-                                 what its shells may reach; remove the section"
-                            .into(),
-                    });
+            let path = dir.join("config.toml");
+            if let Some(mut table) = read_file(&path)? {
+                if let Some(list) = table.remove("trusted_workspaces") {
+                    trusted |= lists_workspace(&list, &paths.workspace).map_err(|detail| {
+                        ConfigError::Invalid {
+                            path: path.display().to_string(),
+                            detail,
+                        }
+                    })?;
                 }
                 flatten("", table, &Source::File(path.clone()), &mut layers);
             }
+        }
+        let workspace_file = paths.workspace.join(".brood").join("config.toml");
+        if let Some(mut table) = read_file(&workspace_file)? {
+            if table.contains_key("sandbox") {
+                return Err(ConfigError::Invalid {
+                    path: workspace_file.display().to_string(),
+                    detail: "[sandbox] may only be set in the user's config \
+                             (~/.config/brood/config.toml): a workspace must not widen \
+                             what its shells may reach; remove the section"
+                        .into(),
+                });
+            }
+            let mut user_only: Vec<&str> = vec!["trusted_workspaces"];
+            if !trusted {
+                user_only.extend_from_slice(USER_ONLY_KEYS);
+            }
+            for key in user_only {
+                if let Some(v) = table.remove(key) {
+                    ignored.push((
+                        key.to_string(),
+                        display_value(key, &v),
+                        workspace_file.clone(),
+                    ));
+                }
+            }
+            flatten(
+                "",
+                table,
+                &Source::File(workspace_file.clone()),
+                &mut layers,
+            );
         }
         for (var, key) in ENV_KEYS {
             if let Some(raw) = env.get(*var) {
@@ -261,8 +302,39 @@ impl Config {
         if let Some(v) = flags.max_turns {
             flag(&mut layers, "max_turns", "--max-turns", i64::from(v).into());
         }
-        build(layers, paths.user_dir.clone())
+        let mut config = build(layers, paths.user_dir.clone())?;
+        config.ignored = ignored;
+        Ok(config)
     }
+
+    /// One warning line naming the file and the workspace keys that were ignored,
+    /// or `None` when nothing was.
+    pub fn ignored_warning(&self) -> Option<String> {
+        let (_, _, file) = self.ignored.first()?;
+        let keys: Vec<&str> = self.ignored.iter().map(|(k, _, _)| k.as_str()).collect();
+        Some(format!(
+            "warning: ignoring {} in {}: this workspace is not trusted to choose the \
+             endpoint or key; add it to trusted_workspaces in your user config \
+             (~/.config/brood/config.toml) or pass --trust",
+            keys.join(", "),
+            file.display()
+        ))
+    }
+}
+
+/// Whether `list` (the user's `trusted_workspaces`) names `workspace`; both sides
+/// canonicalized. A list entry that does not exist names nothing.
+fn lists_workspace(list: &toml::Value, workspace: &Path) -> Result<bool, String> {
+    let bad = || "trusted_workspaces must be a list of directory paths".to_string();
+    let entries = list.as_array().ok_or_else(bad)?;
+    let here = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    for e in entries {
+        let p = e.as_str().ok_or_else(bad)?;
+        if std::fs::canonicalize(p).is_ok_and(|c| c == here) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn read_file(path: &Path) -> Result<Option<toml::Table>, ConfigError> {
@@ -616,6 +688,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         providers,
         user_dir,
         provenance,
+        ignored: Vec::new(),
     })
 }
 

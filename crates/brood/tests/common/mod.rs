@@ -41,7 +41,16 @@ pub fn load_config(ws: &Path, env: &BTreeMap<String, String>) -> Config {
         user_dir: None,
         workspace: ws.to_path_buf(),
     };
-    Config::load(&paths, env, &Overrides::default()).unwrap()
+    Config::load(
+        &paths,
+        env,
+        &Overrides {
+            // The test's own workspace sets the endpoint.
+            trust_workspace: true,
+            ..Overrides::default()
+        },
+    )
+    .unwrap()
 }
 
 /// Supervisor limits for tests (heartbeat long unless a test shortens it).
