@@ -1017,6 +1017,17 @@ async fn an_answer_past_max_answer_bytes_fails_naming_the_cap_and_stops_reading(
             true,
             "answer",
         ),
+        // Many empty tool calls: each counts, so their number is bounded too.
+        (
+            MockReply::Sse {
+                chunks: (0..4000)
+                    .map(|i| json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i}]}}]}))
+                    .collect(),
+                done: true,
+            },
+            true,
+            "answer",
+        ),
         // One SSE line longer than the cap, in many pieces, never ended.
         (
             MockReply::Raw {

@@ -36,6 +36,9 @@ struct PartialCall {
     arguments: String,
 }
 
+/// What one tool call counts toward [`Assembler::size`] besides its text.
+const CALL_OVERHEAD: usize = 64;
+
 /// Accumulates one step's answer and reports each piece as it arrives.
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
@@ -47,6 +50,8 @@ pub(crate) struct Assembler {
     /// Counts of the server's usage that were rejected, and the raw usage (audit).
     rejected_usage: Option<(Vec<String>, String)>,
     chunks: usize,
+    /// Bytes accumulated so far (see [`Assembler::size`]), kept as they come.
+    size: usize,
     done: bool,
     /// Tests only: read every chunk as a `Value` (to check both readers agree).
     value_only: bool,
@@ -67,15 +72,14 @@ impl Assembler {
 
     /// Bytes of the answer accumulated so far: content, reasoning, and every tool
     /// call's name and arguments (what `max_answer_bytes` bounds).
+    /// Each tool call also counts [`CALL_OVERHEAD`], so a stream of empty calls is
+    /// bounded too.
     pub(crate) fn size(&self) -> usize {
-        let calls = self.calls.iter().fold(0usize, |n, c| {
-            n.saturating_add(c.name.len())
-                .saturating_add(c.arguments.len())
-        });
-        self.content
-            .len()
-            .saturating_add(self.reasoning.len())
-            .saturating_add(calls)
+        self.size
+    }
+
+    fn grow(&mut self, bytes: usize) {
+        self.size = self.size.saturating_add(bytes);
     }
 
     /// Chunks received so far.
@@ -174,12 +178,14 @@ impl Assembler {
     fn apply(&mut self, delta: Delta<'_>, on_event: EventFn<'_>) {
         if !delta.reasoning.is_empty() {
             self.reasoning.push_str(&delta.reasoning);
+            self.grow(delta.reasoning.len());
             on_event(StreamEvent::ReasoningDelta {
                 text: delta.reasoning.into_owned(),
             });
         }
         if !delta.content.is_empty() {
             self.content.push_str(&delta.content);
+            self.grow(delta.content.len());
             on_event(StreamEvent::TextDelta {
                 text: delta.content.into_owned(),
             });
@@ -223,6 +229,10 @@ impl Assembler {
             f.arguments.into_owned()
         };
         call.arguments.push_str(&args);
+        let grown = new_id.as_ref().map_or(0, String::len)
+            + new_name.as_ref().map_or(0, String::len)
+            + args.len();
+        self.grow(grown);
         if new_id.is_some() || new_name.is_some() || !args.is_empty() {
             on_event(StreamEvent::ToolCallDelta {
                 index: pos,
@@ -259,6 +269,7 @@ impl Assembler {
     }
 
     fn push(&mut self, key: Option<u64>) -> usize {
+        self.grow(CALL_OVERHEAD);
         self.calls.push(PartialCall {
             key,
             ..PartialCall::default()
