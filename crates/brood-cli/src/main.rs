@@ -321,6 +321,9 @@ async fn run(args: RunArgs) -> u8 {
     for d in session.sandbox_degradations() {
         errln!("brood: warning: shell sandbox: {d}");
     }
+    for w in session.definition_warnings() {
+        errln!("brood: warning: agent definition {w}");
+    }
     let turn = CancellationToken::new();
     let printer = render::Printer::new(!args.json);
     let mut cancelled_by: Option<signals::Sig> = None;

@@ -132,6 +132,7 @@ pub struct Session {
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
     sandbox: Arc<tool::Sandbox>,
     sandbox_warned: std::sync::atomic::AtomicBool,
+    definition_warnings: Vec<String>,
 }
 
 impl Session {
@@ -139,6 +140,11 @@ impl Session {
     /// everything). The CLI prints these once per session.
     pub fn sandbox_degradations(&self) -> Vec<String> {
         self.sandbox.degradations()
+    }
+
+    /// Agent definition files this session did not take, one line each (file, why).
+    pub fn definition_warnings(&self) -> &[String] {
+        &self.definition_warnings
     }
 
     /// Open the workspace: ledger (recovering dead sessions' runs), providers,
@@ -175,6 +181,11 @@ impl Session {
         let ledger = Arc::new(ledger);
         let catalog = AgentCatalog::load(workspace.root(), config.user_dir.as_deref())
             .map_err(|e| SessionError::Subagents(e.to_string()))?;
+        let definition_warnings: Vec<String> = catalog
+            .refused()
+            .iter()
+            .map(|r| format!("{}: not used: {}", r.path.display(), r.why))
+            .collect();
 
         // One sandbox per session: its landlock probe runs once.
         let sandbox = Arc::new(tool::Sandbox::with_options(sandbox_options(&config)));
@@ -224,6 +235,7 @@ impl Session {
             roots: Arc::new(Mutex::new(HashMap::new())),
             sandbox,
             sandbox_warned: std::sync::atomic::AtomicBool::new(false),
+            definition_warnings,
         };
         session.start_cancel_poller();
         Ok(session)

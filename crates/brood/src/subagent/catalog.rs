@@ -128,6 +128,17 @@ pub struct Shadowed {
 pub struct AgentCatalog {
     definitions: Vec<Arc<AgentDefinition>>,
     shadowed: Vec<Shadowed>,
+    refused: Vec<Refused>,
+}
+
+/// A definition not taken: its name is a built-in role's or alias's. A workspace
+/// file named `explore.md` must not replace the explore posture while results still
+/// say "explore"; asking for that name gets the built-in role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub name: String,
+    pub path: PathBuf,
+    pub why: String,
 }
 
 impl AgentCatalog {
@@ -170,6 +181,18 @@ impl AgentCatalog {
     fn from_layers(layers: Vec<Vec<AgentDefinition>>) -> Self {
         let mut cat = AgentCatalog::default();
         for def in layers.into_iter().flatten() {
+            if let Ok(role) = Role::parse(&def.name) {
+                cat.refused.push(Refused {
+                    why: format!(
+                        "'{}' is the built-in role {role} (or one of its aliases); a definition \
+                         may not take it — rename the file's `name`",
+                        def.name
+                    ),
+                    name: def.name.clone(),
+                    path: def.path.clone(),
+                });
+                continue;
+            }
             if let Some(winner) = cat.get(&def.name) {
                 cat.shadowed.push(Shadowed {
                     name: def.name.clone(),
@@ -190,6 +213,11 @@ impl AgentCatalog {
 
     pub fn shadowed(&self) -> &[Shadowed] {
         &self.shadowed
+    }
+
+    /// Definitions not taken because they name a built-in role or alias.
+    pub fn refused(&self) -> &[Refused] {
+        &self.refused
     }
 
     /// The definition called `name` (case-insensitive).
