@@ -463,7 +463,13 @@ async fn too_many_requests_waits_for_retry_after_then_succeeds() {
 async fn a_retry_after_past_the_step_budget_fails_at_once_naming_it() {
     // 3600 s, and a value no Duration can hold (it used to panic): both are longer
     // than the 10 s step, so the step ends at once with the 429 and the wait named.
-    for value in ["3600", "99999999999999999999"] {
+    for value in [
+        "3600",
+        "99999999999999999999",
+        "1e308",
+        "inf",
+        "Fri, 31 Dec 9999 23:59:59 GMT",
+    ] {
         let server =
             MockServer::start(move |_| MockReply::status(429, "slow down").retry_after(value));
         let mut c = config(&server);
@@ -505,6 +511,25 @@ async fn a_retry_after_past_the_step_budget_fails_at_once_naming_it() {
                 .any(|e| matches!(e, StreamEvent::Retrying { .. })),
             "{events:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_negative_or_nonsense_retry_after_is_plain_backoff() {
+    // Not a wait at all: the step retries with its own backoff and succeeds.
+    for value in ["-5", "NaN", "soon", ""] {
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = hits.clone();
+        let server = MockServer::start(move |_| {
+            if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                MockReply::status(429, "slow down").retry_after(value)
+            } else {
+                MockReply::text("ok")
+            }
+        });
+        let (r, _) = step(&provider(&server), &request("x")).await;
+        assert_eq!(r.unwrap().message.content, "ok", "{value}");
+        assert_eq!(server.request_count(), 2, "{value}");
     }
 }
 
