@@ -7,6 +7,9 @@
 //!
 //! The modules are the layers of `docs/ARCHITECTURE.md`; arrows point down only:
 //!
+//! Embedding starts at [`Session::builder`]; the names a program needs are
+//! re-exported here.
+//!
 //! ```text
 //! runtime   Session: config, event bus, supervisor wiring
 //!  ├─ subagent  roles, definitions, grants, supervisor, model-facing tools, fork, contract
@@ -22,3 +25,9 @@ pub mod model;
 pub mod runtime;
 pub mod subagent;
 pub mod tool;
+
+pub use agent::AgentEvent;
+pub use model::{Model, ModelError, ModelRequest, ModelResponse};
+pub use runtime::{Config, RunReport, Session, SessionBuilder, SessionError as Error};
+pub use subagent::{Grant, Role};
+pub use tool::{Capability, Permissions, Tool, ToolContext, ToolError};

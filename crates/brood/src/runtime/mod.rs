@@ -5,9 +5,11 @@
 //! ledger, owns the session's cancellation token and supervisor, and runs parent
 //! agents whose every step is recorded.
 
+pub mod builder;
 pub mod config;
 pub mod provider;
 pub mod session;
 
+pub use builder::SessionBuilder;
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
 pub use session::{sandbox_options, RunReport, Session, SessionError, SessionOptions};

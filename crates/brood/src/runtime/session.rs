@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Why a session could not open or a run could not start.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum SessionError {
     #[error("workspace {path}: {detail}")]
     Workspace { path: PathBuf, detail: String },
@@ -33,6 +34,9 @@ pub enum SessionError {
     Ledger(#[from] LedgerError),
     #[error("{0}")]
     Spawn(String),
+    /// An embedder's tool is unnamed or reuses a name already offered.
+    #[error("tool name {name:?} is empty or already taken (built-in, delegation or another added tool); rename the tool")]
+    ToolName { name: String },
 }
 
 impl SessionError {
@@ -43,6 +47,7 @@ impl SessionError {
             SessionError::Workspace { .. }
                 | SessionError::Config(_)
                 | SessionError::Subagents(_)
+                | SessionError::ToolName { .. }
                 | SessionError::Model(ModelError::MissingKey { .. })
                 | SessionError::Model(ModelError::Config(_))
                 | SessionError::Model(ModelError::UnknownProvider { .. })
@@ -83,6 +88,9 @@ pub struct SessionOptions {
     pub route_builder: Option<crate::subagent::run::RouteBuilder>,
     /// Overrides the supervisor limits derived from the config (tests).
     pub limits: Option<crate::subagent::Limits>,
+    /// The embedder's own tools, offered to the parent with the built-in ones and
+    /// to children that are granted them by name.
+    pub tools: Vec<Arc<dyn tool::Tool>>,
 }
 
 impl SessionOptions {
@@ -94,6 +102,7 @@ impl SessionOptions {
             models: ModelSource::Live,
             route_builder: None,
             limits: None,
+            tools: Vec::new(),
         }
     }
 }
@@ -197,11 +206,14 @@ impl Session {
             )
         });
         let tool_sandbox = sandbox.clone();
+        let extra = check_extra_tools(opts.tools)?;
         let tools: ToolFactory = Arc::new(move |_run_id: &str| {
-            tool::builtin_tools(&tool::BuiltinOptions {
+            let mut tools = tool::builtin_tools(&tool::BuiltinOptions {
                 memory: memory_files.clone(),
                 sandbox: Some(tool_sandbox.clone()),
-            })
+            });
+            tools.extend(extra.iter().cloned());
+            tools
         });
         let cancel = CancellationToken::new();
         let env = SupervisorEnv {
@@ -405,6 +417,34 @@ impl Session {
         self.supervisor.shutdown().await;
         let _ = self.ledger.flush().await;
     }
+}
+
+/// The embedder's tools, refused when a name is empty, repeated, or taken by a
+/// built-in or delegation tool (the model could not tell them apart).
+fn check_extra_tools(
+    tools: Vec<Arc<dyn tool::Tool>>,
+) -> Result<Vec<Arc<dyn tool::Tool>>, SessionError> {
+    let mut taken: std::collections::BTreeSet<String> =
+        tool::builtin_tools(&tool::BuiltinOptions::default())
+            .iter()
+            .map(|t| t.name().to_string())
+            .chain(
+                crate::subagent::definition::DELEGATION_TOOLS
+                    .iter()
+                    .chain(crate::subagent::role::MEMORY_READ_TOOLS.iter())
+                    .chain([crate::subagent::role::REMEMBER_TOOL].iter())
+                    .map(|n| n.to_string()),
+            )
+            .collect();
+    for t in &tools {
+        let name = t.name();
+        if name.is_empty() || !taken.insert(name.to_string()) {
+            return Err(SessionError::ToolName {
+                name: name.to_string(),
+            });
+        }
+    }
+    Ok(tools)
 }
 
 type Models = (
