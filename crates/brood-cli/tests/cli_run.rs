@@ -93,6 +93,74 @@ fn json_output_is_one_object_with_the_documented_fields() {
     );
 }
 
+/// `usage` is the whole tree's (the parent and its three children: every token and
+/// request the mock answered) and `parent_usage` the parent's own.
+#[test]
+fn json_usage_counts_the_whole_tree_and_the_parent_apart() {
+    use std::sync::{Arc, Mutex};
+    let f = fixture();
+    // (input, cached, output, requests) answered: to everyone, to the parent.
+    let sums: Arc<Mutex<[[u64; 4]; 2]>> = Arc::default();
+    let sums2 = sums.clone();
+    let server = MockServer::start(move |req| {
+        let mut s = sums2.lock().unwrap();
+        // Distinct counts per answer so a missed or doubled one shows.
+        let n = s[0][3] + 1;
+        let (input, cached, output) = (100 * n + 7, 10 * n, n + 3);
+        let is_child = req
+            .first_user_text()
+            .is_some_and(|t| t.starts_with("child "));
+        for (i, add) in [input, cached, output, 1].into_iter().enumerate() {
+            s[0][i] += add;
+            if !is_child {
+                s[1][i] += add;
+            }
+        }
+        let answer = if is_child {
+            brood_mock::Answer::text("SUMMARY: looked")
+        } else {
+            match req.assistant_turns() {
+                0 => brood_mock::Answer::new().tool_call(
+                    "task",
+                    json!({"prompts": ["child one", "child two", "child three"]}),
+                ),
+                _ => brood_mock::Answer::text("done"),
+            }
+        };
+        answer
+            .usage(json!({
+                "prompt_tokens": input,
+                "completion_tokens": output,
+                "prompt_tokens_details": {"cached_tokens": cached}
+            }))
+            .into()
+    });
+    let out = run_local(&f, &server, &["--json", "delegate"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let s = *sums.lock().unwrap();
+    assert!(
+        s[0][3] >= 5,
+        "parent 2 + children 3 requests at least: {s:?}"
+    );
+    assert_eq!(server.request_count() as u64, s[0][3]);
+    for (key, want) in [("usage", s[0]), ("parent_usage", s[1])] {
+        let u = &v[key];
+        let got = [
+            u["input_tokens"].as_u64(),
+            u["cached_input_tokens"].as_u64(),
+            u["output_tokens"].as_u64(),
+            u["requests"].as_u64(),
+        ];
+        assert_eq!(got, want.map(Some), "{key}: {v}");
+    }
+    assert!(
+        s[1][3] < s[0][3],
+        "the parent's own figures are not the tree's"
+    );
+}
+
 #[test]
 fn streaming_prints_the_answer_to_stdout() {
     let f = fixture();

@@ -112,6 +112,7 @@ async fn run_root(sup: &Supervisor, prompt: &str) -> (String, AgentOutcome) {
         events: None,
         cancel: CancellationToken::new(),
         name: "parent".into(),
+        tallies: None,
     };
     within("the parent run", sup.run_root(req)).await.unwrap()
 }
@@ -484,6 +485,7 @@ async fn shutdown_stops_the_parent_and_its_task_children_promptly() {
                 events: None,
                 cancel: CancellationToken::new(),
                 name: "parent".into(),
+                tallies: None,
             })
             .await
         })

@@ -6,8 +6,9 @@ use super::provider::ProviderFactory;
 use crate::agent::{AgentOutcome, Ending, EventSink};
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
 use crate::model::record::{Recorder, Replayer};
-use crate::model::{Model, ModelError, Usage};
+use crate::model::{Model, ModelError};
 use crate::subagent::config::{memory_enabled, QuickModels};
+use crate::subagent::tally::{RootTallies, Tally};
 use crate::subagent::AgentCatalog;
 use crate::subagent::{RootRequest, Supervisor, SupervisorEnv, ToolFactory};
 use crate::tool::{self, Workspace};
@@ -115,7 +116,10 @@ pub struct RunReport {
     pub final_text: String,
     pub turns: u32,
     pub tool_calls: u32,
-    pub usage: Usage,
+    /// What the model answered to the whole tree: this run and every descendant.
+    pub usage: Tally,
+    /// What it answered to this run alone.
+    pub parent_usage: Tally,
     #[serde(skip)]
     pub ending: Ending,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -351,6 +355,7 @@ impl Session {
         events: Option<EventSink>,
         turn: CancellationToken,
     ) -> Result<RunReport, SessionError> {
+        let tallies = Arc::new(RootTallies::default());
         let req = RootRequest {
             prompt: prompt.to_string(),
             system: None,
@@ -358,6 +363,7 @@ impl Session {
             events,
             cancel: turn.clone(),
             name: "parent".into(),
+            tallies: Some(tallies.clone()),
         };
         let roots = self.roots.clone();
         // What the sandbox cannot enforce here goes into the ledger once per session,
@@ -397,7 +403,8 @@ impl Session {
             final_text: outcome.final_text,
             turns: outcome.turns,
             tool_calls: outcome.tool_calls,
-            usage: outcome.usage,
+            usage: tallies.tree.get(),
+            parent_usage: tallies.own.get(),
             error: outcome
                 .error
                 .map(|e| e.to_string())

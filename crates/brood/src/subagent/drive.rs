@@ -16,6 +16,7 @@ use super::result::ChildResult;
 use super::role::Role;
 use super::run::{RootRequest, Supervisor};
 use super::supervisor::{LiveStatus, Progress};
+use super::tally::{RootTallies, TallyCell};
 use super::tools::delegation_tools;
 use super::SpawnError;
 use crate::agent::{
@@ -37,6 +38,9 @@ use tokio_util::sync::CancellationToken;
 pub struct Budgets {
     /// Tokens used by the whole tree (root and all descendants).
     tree_used: Arc<AtomicU64>,
+    /// What the model answered to the whole tree, and to this run.
+    tree_tally: Arc<TallyCell>,
+    own_tally: Arc<TallyCell>,
     tree_budget: Option<u64>,
     run_budget: Option<u64>,
     /// How long the run may work once it has started (queued time is free).
@@ -45,9 +49,13 @@ pub struct Budgets {
 }
 
 impl Budgets {
-    pub fn root(tree_budget: Option<u64>) -> Self {
+    pub fn root(tree_budget: Option<u64>, tallies: Option<&RootTallies>) -> Self {
+        let tallies = tallies.map(|t| (t.tree.clone(), t.own.clone()));
+        let (tree_tally, own_tally) = tallies.unwrap_or_default();
         Budgets {
             tree_used: Arc::new(AtomicU64::new(0)),
+            tree_tally,
+            own_tally,
             tree_budget,
             run_budget: None,
             wall_time: None,
@@ -57,6 +65,8 @@ impl Budgets {
     pub fn child(parent: &Budgets, run_budget: Option<u64>, wall_time: Duration) -> Self {
         Budgets {
             tree_used: parent.tree_used.clone(),
+            tree_tally: parent.tree_tally.clone(),
+            own_tally: Arc::default(),
             tree_budget: parent.tree_budget,
             run_budget,
             wall_time: Some(wall_time),
@@ -67,8 +77,13 @@ impl Budgets {
     pub fn start(&self) {
         let _ = self.started.set(Instant::now());
     }
-    fn add(&self, usage: &Usage) {
-        self.tree_used.fetch_add(usage.total(), Ordering::Relaxed);
+    /// Count one model answer (with its usage, if reported) for this run and its tree.
+    fn add(&self, usage: Option<&Usage>) {
+        if let Some(u) = usage {
+            self.tree_used.fetch_add(u.total(), Ordering::Relaxed);
+        }
+        self.tree_tally.add(usage);
+        self.own_tally.add(usage);
     }
     pub fn check_tree(&self) -> Result<(), SpawnError> {
         match self.tree_budget {
@@ -520,9 +535,7 @@ fn hooks_for(sup: &Supervisor, ctx: &Arc<RunCtx>, extra: Option<EventSink>) -> A
                     Some(request.clone());
             }
             AgentEvent::ModelResponse { response, .. } => {
-                if let Some(u) = &response.usage {
-                    ctx2.budgets.add(u);
-                }
+                ctx2.budgets.add(response.usage.as_ref());
             }
             AgentEvent::ToolStarted { .. } => ctx2.progress.tool_started(),
             AgentEvent::ToolFinished { .. } => ctx2.progress.tool_finished(),
@@ -685,7 +698,7 @@ pub(crate) async fn run_root(
         permissions: Arc::new(permissions),
         inbox: RunInbox::new(),
         progress,
-        budgets: Budgets::root(env.settings.tree_token_budget),
+        budgets: Budgets::root(env.settings.tree_token_budget, req.tallies.as_deref()),
         provider_name: env.main_provider.clone(),
         model_id: env.main_model_id.clone(),
         model: env.main_model.clone(),

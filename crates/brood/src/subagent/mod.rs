@@ -24,6 +24,7 @@
 //! - [`run`]: the [`Supervisor`] API (open, wait, cancel, the session's root run);
 //! - `drive`: one run from spawn to its terminal record;
 //! - [`inbox`]: completions and messages pushed into a run's next step;
+//! - [`tally`]: the usage of a run and of its tree;
 //! - [`tools`]: the model-facing delegation tools; [`fork`]: forked context.
 
 pub mod catalog;
@@ -42,6 +43,7 @@ pub mod role;
 pub mod routing;
 pub mod run;
 pub mod supervisor;
+pub mod tally;
 pub mod tools;
 
 pub use catalog::{AgentCatalog, AgentKind, CatalogError, Shadowed, UnknownAgentType};

@@ -88,6 +88,9 @@ pub struct RootRequest {
     /// The turn's token.
     pub cancel: CancellationToken,
     pub name: String,
+    /// Where the run counts what the model answered to it and to its tree (read
+    /// them when it ends); `None` when the caller does not want them.
+    pub tallies: Option<Arc<super::tally::RootTallies>>,
 }
 
 /// What `agent_open` returns at once.
