@@ -468,6 +468,18 @@ fn grant_limits_fork_and_prompt() {
     );
     assert_eq!(g.permissions.holder, "x");
     assert!(g.system_prompt.starts_with("Verify."));
+    // A definition may lower the user's limits, never raise them.
+    let greedy = AgentKind::Definition(Arc::new(
+        parse("---\ndescription: d\nmax_turns: 500\nrole: verifier\n---\nV.").unwrap(),
+    ));
+    let spec_greedy = SpawnSpec {
+        kind: &greedy,
+        ..spec
+    };
+    for (s, limit) in [(&settings, 33), (&defaults, 50)] {
+        let g = grant_for(&spec_greedy, s, &quick, ("p", "m")).unwrap();
+        assert_eq!(g.max_turns, limit);
+    }
     let g = grant_for(
         &SpawnSpec {
             kind: &kind,

@@ -11,8 +11,8 @@
 //! grant that would get [`ShellPolicy::ReadOnly`] gets [`ShellPolicy::None`] instead
 //! (and loses the Shell capability), whatever the parent had.
 //!
-//! Turn limit: the definition's `max_turns`, else `[subagents] max_turns`, else the
-//! role default (20 read-only, 50 otherwise). `fork_context`: the call's, else the
+//! Turn limit: `[subagents] max_turns`, else the role default (20 read-only, 50
+//! otherwise); a definition's `max_turns` may lower it, never raise it. `fork_context`: the call's, else the
 //! definition's, else false.
 
 use super::catalog::AgentKind;
@@ -194,10 +194,14 @@ pub fn grant_for(
         allowed_tools: spec.allowed_tools,
         read_only_shell_available: spec.read_only_shell_available,
     })?;
+    // A definition (a workspace file, attacker input) may lower the user's limit,
+    // never raise it.
+    let limit = settings
+        .max_turns
+        .unwrap_or_else(|| role.default_max_turns());
     let max_turns = def
         .and_then(|d| d.max_turns)
-        .or(settings.max_turns)
-        .unwrap_or_else(|| role.default_max_turns());
+        .map_or(limit, |d| d.min(limit));
     Ok(Grant {
         agent: spec.kind.name().to_string(),
         role,
