@@ -857,26 +857,33 @@ fn tool_lines_report_failed_children_and_errors_once() {
     assert!(!read_line.contains("error: error"), "{read_line}");
 }
 
-/// As a user without privileges (uid 65534) brood cannot make namespaces: it says so
-/// on stderr and in the ledger, and its shells still run under landlock — they read
-/// the workspace and write nothing outside it.
+/// As a user without privileges (uid 65534) the sandbox is the same as root's: the
+/// namespaces come from a user namespace. Shells read the workspace, write it, and
+/// still cannot change `.git/config` (writable for that user on disk), write outside
+/// the workspace, or keep a daemon running.
 #[test]
-fn without_privileges_the_sandbox_says_what_it_cannot_enforce_and_still_confines() {
-    use std::os::unix::fs::PermissionsExt;
+fn without_privileges_every_shell_is_still_sandboxed() {
     let f = fixture();
-    for d in [f.home.path(), f.ws.path()] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
-    }
-    std::fs::set_permissions(
-        f.ws.path().join("notes.txt"),
-        std::fs::Permissions::from_mode(0o666),
-    )
-    .unwrap();
+    let status = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(f.ws.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
     let outside = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    for root in [f.home.path(), f.ws.path(), outside.path()] {
+        let st = Command::new("chmod")
+            .args(["-R", "a+rwX"])
+            .arg(root)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let config_before = std::fs::read_to_string(f.ws.path().join(".git/config")).unwrap();
     let escape = outside.path().join("escaped");
     let command = format!(
-        "cat notes.txt; echo new > made.txt; echo x > {}; echo done",
+        "cat notes.txt; echo new > made.txt; echo x > {}; echo '[x]' >> .git/config; \
+         setsid -f sleep 300.4242; echo done",
         escape.display()
     );
     let server = MockServer::start(move |req| match req.assistant_turns() {
@@ -905,10 +912,7 @@ fn without_privileges_the_sandbox_says_what_it_cannot_enforce_and_still_confines
         .expect("run setpriv");
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("shell sandbox: namespaces unavailable"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("namespaces unavailable"), "{stderr}");
     let second = serde_json::to_string(&server.requests()[1]).unwrap();
     assert!(
         second.contains("alpha") && second.contains("done"),
@@ -916,17 +920,15 @@ fn without_privileges_the_sandbox_says_what_it_cannot_enforce_and_still_confines
     );
     assert!(!escape.exists(), "a shell wrote outside the workspace");
     assert!(f.ws.path().join("made.txt").exists(), "{second}");
-    let export = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "export", "--json"],
-        &[],
+    assert_eq!(
+        std::fs::read_to_string(f.ws.path().join(".git/config")).unwrap(),
+        config_before,
+        "{second}"
     );
-    let (json, _) = text(&export);
-    assert!(
-        json.contains("\"warning\"") && json.contains("namespaces unavailable"),
-        "the ledger records what the sandbox could not enforce: {json}"
-    );
+    let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00300.4242\x00")
+    });
+    assert!(!alive, "a detached daemon outlived the call");
 }
 
 /// A second signal does not wait for the cancellation to settle: with the ledger's

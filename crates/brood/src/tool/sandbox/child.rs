@@ -43,6 +43,10 @@ pub(crate) struct ChildPlan {
     pub proc_access: u64,
     /// Whether to drop every capability before `exec`.
     pub drop_caps: bool,
+    /// For a brood without privileges: the lines for `/proc/self/uid_map` and
+    /// `gid_map` (its own ids, mapped to themselves) written after
+    /// `unshare(CLONE_NEWUSER | …)`, which gives the namespaces without root.
+    pub user_maps: Option<(CString, CString)>,
 }
 
 #[repr(C, packed)]
@@ -87,6 +91,16 @@ pub(crate) unsafe fn enter(plan: &ChildPlan) -> io::Result<()> {
     check(libc::setsid())?;
     if plan.unshare_flags != 0 {
         check(libc::unshare(plan.unshare_flags))?;
+        if let Some((uid_map, gid_map)) = &plan.user_maps {
+            // A non-dumpable brood's /proc/self files belong to root, so its fork may
+            // not write its own id maps; dumpable only while it does.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            let written = write_file(c"/proc/self/setgroups", c"deny")
+                .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
+                .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+            written?;
+        }
         // The waiter dies with the thread that spawned it; C2 dies with the waiter.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0, 0, 0);
         if plan.unshare_flags & libc::CLONE_NEWPID != 0 {
@@ -106,6 +120,22 @@ pub(crate) unsafe fn enter(plan: &ChildPlan) -> io::Result<()> {
     }
     if plan.drop_caps {
         drop_capabilities()?;
+    }
+    Ok(())
+}
+
+/// Write `text` to `path` with raw syscalls.
+unsafe fn write_file(path: &std::ffi::CStr, text: &std::ffi::CStr) -> io::Result<()> {
+    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+    if fd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let bytes = text.to_bytes();
+    let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+    let err = io::Error::last_os_error();
+    libc::close(fd);
+    if n != bytes.len() as isize {
+        return Err(err);
     }
     Ok(())
 }

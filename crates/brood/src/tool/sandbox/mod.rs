@@ -211,7 +211,11 @@ impl Sandbox {
                 (Err(_), _) => "unavailable".into(),
             },
             if s.namespaces.is_ok() {
-                "mount+pid+ipc".to_string() + if self.options.network { "" } else { "+net" }
+                let user = if user_maps().is_some() { "user+" } else { "" };
+                format!(
+                    "{user}mount+pid+ipc{}",
+                    if self.options.network { "" } else { "+net" }
+                )
             } else {
                 "unavailable".into()
             },
@@ -265,6 +269,10 @@ impl Sandbox {
         };
         if support.namespaces.is_ok() {
             plan.unshare_flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+            plan.user_maps = user_maps();
+            if plan.user_maps.is_some() {
+                plan.unshare_flags |= libc::CLONE_NEWUSER;
+            }
             if !network {
                 plan.unshare_flags |= libc::CLONE_NEWNET;
             }
@@ -485,10 +493,27 @@ fn ensure_protected_exist(workspace: &Path) {
     }
 }
 
-/// Whether this process may make the namespaces a shell runs in: a short-lived
-/// thread tries (mount, PID, network and IPC namespaces are per thread until a
-/// child is made, so nothing stays on the process).
+/// For a brood without root: the id maps of a user namespace that maps its own
+/// user and group to themselves (`None` as root: no user namespace is needed).
+fn user_maps() -> Option<(CString, CString)> {
+    // SAFETY: plain getters.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if uid == 0 {
+        return None;
+    }
+    let line = |id: u32| CString::new(format!("{id} {id} 1")).ok();
+    Some((line(uid)?, line(gid)?))
+}
+
+/// Whether this process may make the namespaces a shell runs in. As root a
+/// short-lived thread tries (mount, PID, network and IPC namespaces are per thread
+/// until a child is made, so nothing stays on the process). Without root they come
+/// from a user namespace, which a multi-threaded process cannot enter: a child
+/// process tries the whole plan once (`true` in the namespaces, with a fresh `/proc`).
 fn probe_namespaces() -> Result<(), String> {
+    if user_maps().is_some() {
+        return probe_user_namespaces();
+    }
     std::thread::Builder::new()
         .name("brood-ns-probe".into())
         .spawn(|| {
@@ -505,7 +530,7 @@ fn probe_namespaces() -> Result<(), String> {
                 Ok(())
             } else {
                 Err(format!(
-                    "unshare: {} (brood makes namespaces as root or with CAP_SYS_ADMIN)",
+                    "unshare: {} (as root brood makes namespaces directly)",
                     io::Error::last_os_error()
                 ))
             }
@@ -513,6 +538,45 @@ fn probe_namespaces() -> Result<(), String> {
         .map_err(|e| format!("cannot start the namespace probe: {e}"))?
         .join()
         .unwrap_or_else(|_| Err("the namespace probe panicked".into()))
+}
+
+fn probe_user_namespaces() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let plan = std::sync::Arc::new(ChildPlan {
+        unshare_flags: libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWNET,
+        mounts: vec![MountStep {
+            source: CString::from(c"proc"),
+            target: CString::from(c"/proc"),
+            fstype: Some(CString::from(c"proc")),
+            flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            read_only: false,
+        }],
+        ruleset_fd: -1,
+        proc_access: 0,
+        drop_caps: true,
+        user_maps: user_maps(),
+    });
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", "exit 0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: `enter` makes raw syscalls only, on buffers built above.
+    unsafe {
+        cmd.pre_exec(move || enter(&plan));
+    }
+    match cmd.status() {
+        Ok(st) if st.success() => Ok(()),
+        Ok(st) => Err(format!("a user namespace could not be set up ({st})")),
+        Err(e) => Err(format!(
+            "user namespaces are not available to this user: {e} (kernel.unprivileged_userns_clone, \
+             user.max_user_namespaces or an AppArmor/SELinux policy)"
+        )),
+    }
 }
 
 /// Apply the ruleset to a thread made for the probe (landlock restricts only the
