@@ -8,16 +8,30 @@ use std::process::{Command, Output};
 
 /// Run the brood binary with a clean, isolated environment.
 fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
-    cmd.args(args)
-        .current_dir(ws)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    let mut cmd = brood_command(&[], home, ws);
+    cmd.args(args);
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
     cmd.output().expect("run brood")
+}
+
+/// The brood binary, run through `wrapper` (e.g. `setpriv …` to drop root) when
+/// given, in `ws` with only `HOME` and `PATH` set.
+fn brood_command(wrapper: &[&str], home: &Path, ws: &Path) -> Command {
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(env!("CARGO_BIN_EXE_brood"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_brood")),
+    };
+    cmd.current_dir(ws)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd
 }
 
 /// `brood run --provider local --base-url <server> --model m ARGS…`.
@@ -891,25 +905,28 @@ fn without_privileges_every_shell_is_still_sandboxed() {
         _ => MockReply::text("done"),
     });
     let base = server.base_url();
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_brood"))
-        .args([
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &base,
-            "--model",
-            "m",
-            "x",
-        ])
-        .current_dir(f.ws.path())
-        .env_clear()
-        .env("HOME", f.home.path())
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .output()
-        .expect("run setpriv");
+    let out = brood_command(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        f.home.path(),
+        f.ws.path(),
+    )
+    .args([
+        "run",
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "x",
+    ])
+    .output()
+    .expect("run setpriv");
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("namespaces unavailable"), "{stderr}");
