@@ -221,6 +221,10 @@ impl Loop<'_> {
             }
             if let Some(guard) = &self.hooks.guard {
                 if let Err(reason) = guard.before_step(&self.usage, self.turns + 1) {
+                    // Nothing done yet, nothing to report: no request at all.
+                    if self.turns == 0 {
+                        return (Ending::Budget { reason }, String::new(), None);
+                    }
                     return self
                         .final_report(
                             Ending::Budget {

@@ -110,7 +110,7 @@ impl Guard for Budgets {
         if let Some(b) = self.run_budget {
             if usage.total() >= b {
                 return Err(format!(
-                    "token budget exhausted ({} of {b} tokens)",
+                    "token budget exhausted (token_budget = {b}, {} used)",
                     usage.total()
                 ));
             }
@@ -324,6 +324,15 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     if !gate.passed().await {
         return;
     }
+    // The tree's budget was spent while this child waited for its slot: it never
+    // starts (no model request), and its record says which budget stopped it.
+    if let Err(spent) = ctx.budgets.check_tree() {
+        drop(permit);
+        let mut result = settle(&sup, &plan, None, LiveStatus::Cancelled).await;
+        result.reason = Some(spent.to_string());
+        finish(&sup, &plan.delivery(), result).await;
+        return;
+    }
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
     ctx.budgets.start();
     inner.board.set_status(&ctx.run_id, LiveStatus::Running);
@@ -370,7 +379,11 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     let mut report = None;
     if outcome.succeeded() {
         let mut parsed = contract::parse(&outcome.final_text);
-        if !parsed.missing.is_empty() && !plan.cancel.is_cancelled() {
+        // The repair is a model request like any other: not after a budget stopped
+        // the run, nor once the tree's budget is spent.
+        let budget_left = !matches!(outcome.ending, Ending::Budget { .. })
+            && ctx.budgets.check_tree().is_ok();
+        if !parsed.missing.is_empty() && !plan.cancel.is_cancelled() && budget_left {
             let mut messages = outcome.messages.clone();
             let repair = Message::user(contract::repair_prompt(&parsed.missing));
             record_message(&sup, &ctx, &repair);
@@ -398,7 +411,11 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     ctx.progress.pause(true);
     // Give the slot back before the (durable) terminal write.
     drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-    let status = status_of(&outcome.ending);
+    // A budget that stopped the run before its first request: it never started.
+    let status = match &outcome.ending {
+        Ending::Budget { .. } if outcome.turns == 0 => LiveStatus::Cancelled,
+        ending => status_of(ending),
+    };
     let mut result = settle(&sup, &plan, Some(&outcome), status).await;
     result.report = report;
     finish(&sup, &plan.delivery(), result).await;
@@ -621,6 +638,9 @@ async fn settle(
             "max_turns = {} reached; final report",
             plan.max_turns
         )),
+        Some(Ending::Budget { reason }) if outcome.is_some_and(|o| o.turns == 0) => {
+            Some(reason.clone())
+        }
         Some(Ending::Budget { reason }) => Some(format!("{reason}; final report")),
         Some(Ending::Failed { error }) => Some(error.clone()),
         Some(Ending::Cancelled) | None => Some(

@@ -86,7 +86,7 @@ pub enum SpawnError {
     #[error("{0}")]
     Model(String),
     #[error(
-        "tree token budget exhausted ({used} of {budget} tokens); no more sub-agents for this tree"
+        "tree token budget exhausted (tree_token_budget = {budget}, {used} used); no more sub-agents for this tree"
     )]
     TreeBudget { used: u64, budget: u64 },
     #[error("the ledger could not record the run: {0}")]

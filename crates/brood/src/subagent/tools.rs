@@ -222,7 +222,12 @@ child's failure does not affect the others. Prefer precise questions over broad 
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        Ok(to_text(&json!({ "results": results })))
+        let mut out = json!({ "results": results });
+        // Say which budget stopped the tree, so the model does not retry.
+        if let Err(spent) = b.ctx.budgets.check_tree() {
+            out["budget"] = json!(spent.to_string());
+        }
+        Ok(to_text(&out))
     }
 }
 
