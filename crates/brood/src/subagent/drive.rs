@@ -381,8 +381,8 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         let mut parsed = contract::parse(&outcome.final_text);
         // The repair is a model request like any other: not after a budget stopped
         // the run, nor once the tree's budget is spent.
-        let budget_left = !matches!(outcome.ending, Ending::Budget { .. })
-            && ctx.budgets.check_tree().is_ok();
+        let budget_left =
+            !matches!(outcome.ending, Ending::Budget { .. }) && ctx.budgets.check_tree().is_ok();
         if !parsed.missing.is_empty() && !plan.cancel.is_cancelled() && budget_left {
             let mut messages = outcome.messages.clone();
             let repair = Message::user(contract::repair_prompt(&parsed.missing));
