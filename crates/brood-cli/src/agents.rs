@@ -14,6 +14,8 @@ use brood::ledger::{
     CancelOutcome, Ledger, LedgerError, LedgerReader, ListFilter, RunDetail, RunRecord, RunStatus,
     RunSummaries, RunSummary, TranscriptSlice,
 };
+use brood::runtime::config::{user_pricing, ConfigPaths};
+use brood::subagent::pricing::Pricing;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use serde_json::Value;
@@ -151,8 +153,8 @@ impl std::fmt::Display for Failure {
 /// The command, with output collected into `out` (stdout) and `err` (stderr).
 fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i32 {
     let result = match cmd {
-        AgentsCmd::List { all, json, tree } => list(ws, *all, *json, *tree, out),
-        AgentsCmd::Show { id, json } => show(ws, id, *json, out),
+        AgentsCmd::List { all, json, tree } => list(ws, *all, *json, *tree, out, err),
+        AgentsCmd::Show { id, json } => show(ws, id, *json, out, err),
         AgentsCmd::Transcript {
             id,
             from,
@@ -182,7 +184,14 @@ fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i3
     }
 }
 
-fn list(ws: &Path, all: bool, json: bool, tree: bool, out: &mut String) -> Result<(), Failure> {
+fn list(
+    ws: &Path,
+    all: bool,
+    json: bool,
+    tree: bool,
+    out: &mut String,
+    err: &mut String,
+) -> Result<(), Failure> {
     let filter = ListFilter {
         include_archived: all,
     };
@@ -197,7 +206,14 @@ fn list(ws: &Path, all: bool, json: bool, tree: bool, out: &mut String) -> Resul
             Some(reader) => reader.list_runs(filter)?,
             None => Vec::new(),
         };
-        out.push_str(&to_json(&runs)?);
+        let pricing = pricing(ws, err);
+        let mut v = serde_json::to_value(&runs).unwrap_or_default();
+        if let Some(items) = v.as_array_mut() {
+            for (item, run) in items.iter_mut().zip(&runs) {
+                item["cost_usd"] = cost_of(&run.run, &pricing).into();
+            }
+        }
+        out.push_str(&to_json(&v)?);
         out.push('\n');
         return Ok(());
     }
@@ -270,6 +286,24 @@ fn render_list(runs: &RunSummaries, all: bool, tree: bool, now: DateTime<Utc>, o
 
 /// Depth-first order as (depth, index into `runs`): roots (runs whose parent is not
 /// listed) oldest first, each followed by its children.
+/// The user's prices; a config that cannot be read prices nothing (and says so).
+fn pricing(ws: &Path, err: &mut String) -> Pricing {
+    user_pricing(&ConfigPaths::from_env(ws)).unwrap_or_else(|e| {
+        let _ = writeln!(err, "warning: no prices ({e}); cost_usd is null");
+        Pricing::default()
+    })
+}
+
+/// What a recorded run cost at the user's prices (`None`: its model has none).
+fn cost_of(r: &RunRecord, pricing: &Pricing) -> Option<f64> {
+    let usage = brood::model::Usage {
+        input_tokens: r.input_tokens,
+        output_tokens: r.output_tokens,
+        cached_input_tokens: r.cached_input_tokens,
+    };
+    pricing.cost(r.provider.as_deref()?, r.model.as_deref()?, &usage)
+}
+
 fn tree_order(runs: &RunSummaries) -> Vec<(usize, usize)> {
     let listed: HashSet<&str> = runs.iter().map(|r| r.id).collect();
     let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -291,12 +325,20 @@ fn tree_order(runs: &RunSummaries) -> Vec<(usize, usize)> {
     order
 }
 
-fn show(ws: &Path, id: &str, json: bool, out: &mut String) -> Result<(), Failure> {
+fn show(
+    ws: &Path,
+    id: &str,
+    json: bool,
+    out: &mut String,
+    err: &mut String,
+) -> Result<(), Failure> {
     let reader = Ledger::open_reader(ws)?;
     let id = reader.resolve_id(id)?;
     let detail = reader.get_run(&id)?;
     if json {
-        out.push_str(&to_json(&detail)?);
+        let mut v = serde_json::to_value(&detail).unwrap_or_default();
+        v["cost_usd"] = cost_of(&detail.run, &pricing(ws, err)).into();
+        out.push_str(&to_json(&v)?);
         out.push('\n');
         return Ok(());
     }

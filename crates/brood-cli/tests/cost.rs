@@ -143,3 +143,203 @@ fn a_tree_token_budget_holds_with_ten_children() {
     let n_cancelled = runs.iter().filter(|r| r["status"] == "cancelled").count();
     assert_eq!(n_cancelled, cancelled.len(), "{runs:?}");
 }
+
+/// A parent that fans out to three children; every answer has distinct usage
+/// (with cached tokens). Returns the server and, per answer, (is_child, input,
+/// cached, output).
+type Answered = std::sync::Arc<std::sync::Mutex<Vec<(bool, u64, u64, u64)>>>;
+
+fn fan_out_server(children: usize) -> (MockServer, Answered) {
+    let answered: Answered = Default::default();
+    let log = answered.clone();
+    let server = MockServer::start(move |req| {
+        let mut log = log.lock().unwrap();
+        let n = log.len() as u64 + 1;
+        let (input, cached, output) = (1000 * n + 7, 100 * n, 10 * n + 3);
+        let child = is_child(req);
+        log.push((child, input, cached, output));
+        let answer = if child {
+            Answer::text(
+                "SUMMARY: looked\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none",
+            )
+        } else if req.assistant_turns() == 0 {
+            let prompts: Vec<String> = (0..children).map(|i| format!("child {i}")).collect();
+            Answer::new().tool_call("task", json!({ "prompts": prompts }))
+        } else {
+            Answer::text("parent done")
+        };
+        answer
+            .usage(json!({
+                "prompt_tokens": input,
+                "completion_tokens": output,
+                "prompt_tokens_details": {"cached_tokens": cached}
+            }))
+            .into()
+    });
+    (server, answered)
+}
+
+const PRICED: &str =
+    "[pricing.\"m\"]\ninput_per_mtok = 2.0\ncached_input_per_mtok = 0.5\noutput_per_mtok = 8.0\n";
+
+/// The price of one answer at PRICED, computed here independently.
+fn priced(input: u64, cached: u64, output: u64) -> f64 {
+    ((input - cached) as f64 * 2.0 + cached as f64 * 0.5 + output as f64 * 8.0) / 1e6
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * b.abs().max(1.0)
+}
+
+fn agents_list(f: &Fixture) -> Vec<Value> {
+    let out = brood_cmd(f.home.path(), f.ws.path())
+        .args(["agents", "list", "--json"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    serde_json::from_str::<Value>(stdout.trim())
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// `cost_usd` of the tree, of the parent, per model and per recorded run equals the
+/// sum over every answer the mock gave, at the user's prices.
+#[test]
+fn cost_usd_is_the_sum_over_every_answer_at_the_users_prices() {
+    let f = fixture(PRICED);
+    let (server, answered) = fan_out_server(3);
+    let out = run_local(&f, &server, &["--json", "delegate"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let log = answered.lock().unwrap().clone();
+    assert_eq!(log.len(), 5, "parent 2 + 3 children");
+    let tree: f64 = log.iter().map(|a| priced(a.1, a.2, a.3)).sum();
+    let parent: f64 = log
+        .iter()
+        .filter(|a| !a.0)
+        .map(|a| priced(a.1, a.2, a.3))
+        .sum();
+    let got = v["usage"]["cost_usd"].as_f64().expect("a number");
+    assert!(close(got, tree), "tree {got} != {tree}: {v}");
+    let got = v["parent_usage"]["cost_usd"].as_f64().unwrap();
+    assert!(close(got, parent), "parent {got} != {parent}");
+    let per_model = &v["usage"]["models"]["m"];
+    assert_eq!(per_model["requests"], 5, "{v}");
+    assert!(close(per_model["cost_usd"].as_f64().unwrap(), tree));
+    // Per run, from the ledger: the runs' costs add up to the tree's.
+    let runs = agents_list(&f);
+    assert_eq!(runs.len(), 4);
+    let sum: f64 = runs.iter().map(|r| r["cost_usd"].as_f64().unwrap()).sum();
+    assert!(close(sum, tree), "runs {sum} != tree {tree}");
+    let id = runs[0]["id"].as_str().unwrap();
+    let show = brood_cmd(f.home.path(), f.ws.path())
+        .args(["agents", "show", id, "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_str(text(&show).0.trim()).unwrap();
+    assert_eq!(shown["cost_usd"], runs[0]["cost_usd"]);
+}
+
+/// Without a price, `cost_usd` is null everywhere: never 0, never invented.
+#[test]
+fn an_unpriced_model_has_a_null_cost_everywhere() {
+    let f = fixture("[pricing.\"other-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n");
+    let (server, _) = fan_out_server(2);
+    let out = run_local(&f, &server, &["--json", "delegate"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(v["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    for key in ["usage", "parent_usage"] {
+        assert!(v[key]["cost_usd"].is_null(), "{key}: {v}");
+    }
+    assert!(v["usage"]["models"]["m"]["cost_usd"].is_null());
+    for r in agents_list(&f) {
+        assert!(r.get("cost_usd").is_some_and(Value::is_null), "{r}");
+    }
+}
+
+/// A workspace config may not set prices (it could hide spending); a bad price in
+/// the user's config names the key.
+#[test]
+fn prices_come_only_from_the_users_config_and_are_checked() {
+    let f = fixture("");
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[pricing.\"m\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n",
+    )
+    .unwrap();
+    let (server, _) = fan_out_server(1);
+    let out = run_local(&f, &server, &["--json", "x"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[pricing] may only be set in the user's config"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), 0);
+
+    let f = fixture("[pricing.\"gpt-4.1\"]\ninput_per_mtok = -3\noutput_per_mtok = 1\n");
+    let out = run_local(&f, &server, &["x"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("pricing.\"gpt-4.1\"") && stderr.contains("input_per_mtok = -3"),
+        "{stderr}"
+    );
+}
+
+/// A tree cost budget of a few answers' worth with ten children: the model is
+/// reached a handful of times and the parent is told which budget stopped it.
+#[test]
+fn a_tree_cost_budget_holds_with_ten_children() {
+    // 15 tokens an answer at $1 per million in and out: $0.000015 an answer.
+    let f = fixture(
+        "[subagents]\nmax_concurrent = 1\ntree_cost_budget_usd = 0.00006\n\
+         [pricing.\"m\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n",
+    );
+    let server = MockServer::start(|req| {
+        let answer = if is_child(req) {
+            Answer::text("SUMMARY: looked")
+        } else if req.assistant_turns() == 0 {
+            let prompts: Vec<String> = (0..10).map(|i| format!("child {i}")).collect();
+            Answer::new().tool_call("task", json!({ "prompts": prompts }))
+        } else {
+            Answer::text("parent done")
+        };
+        answer
+            .usage(json!({"prompt_tokens": 10, "completion_tokens": 5}))
+            .into()
+    });
+    let out = run_local(&f, &server, &["--json", "delegate"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let reqs = server.requests();
+    assert!(reqs.len() <= 6, "{} requests", reqs.len());
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let cost = v["usage"]["cost_usd"].as_f64().unwrap();
+    assert!(close(cost, reqs.len() as f64 * 15e-6), "{v}");
+    let task = reqs
+        .iter()
+        .rev()
+        .find(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool")
+        })
+        .map(last_tool_result)
+        .unwrap();
+    assert!(
+        task["budget"]
+            .as_str()
+            .is_some_and(|b| b.contains("tree_cost_budget_usd = 0.00006")),
+        "{task}"
+    );
+}

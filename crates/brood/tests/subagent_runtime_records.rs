@@ -89,6 +89,7 @@ fn supervisor_on(
         tool_choice: Default::default(),
         tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
         session_cancel: CancellationToken::new(),
+        pricing: Default::default(),
     })
 }
 

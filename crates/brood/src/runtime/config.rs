@@ -8,6 +8,7 @@ use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS, DEFAULT_TOOL_CONCURRENCY
 use crate::model::openai::DEFAULT_MAX_ANSWER_BYTES;
 use crate::model::{Sampling, ToolChoice};
 use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
+use crate::subagent::pricing::Pricing;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -85,6 +86,8 @@ pub struct ConfigFile {
     pub providers: Option<toml::Table>,
     /// Workspaces whose config may set [`USER_ONLY_KEYS`] (user config only).
     pub trusted_workspaces: Option<Vec<String>>,
+    /// `[pricing."<model>"]`: USD per million tokens (user config only).
+    pub pricing: Option<toml::Table>,
 }
 
 /// `[providers.<preset>]`: where a preset's endpoint really is (e.g. children on a
@@ -164,6 +167,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// `[sandbox]`, from the user's config only.
     pub sandbox: SandboxConfig,
+    /// `[pricing]`, from the user's config only.
+    pub pricing: Pricing,
     /// Endpoint overrides by preset name (lowercase).
     pub providers: BTreeMap<String, ProviderOverride>,
     /// Directory of user-level files (`config.toml`, `agents/`, `memory.md`).
@@ -228,9 +233,18 @@ impl Config {
         let mut layers = Layers::new();
         let mut ignored = Vec::new();
         let mut trusted = flags.trust_workspace;
+        let mut pricing = Pricing::default();
         if let Some(dir) = &paths.user_dir {
             let path = dir.join("config.toml");
             if let Some(mut table) = read_file(&path)? {
+                // Model ids hold dots (`gpt-4.1`): the table is read whole, not
+                // flattened into dotted keys like the rest.
+                if let Some(toml::Value::Table(t)) = table.remove("pricing") {
+                    pricing = Pricing::from_table(&t).map_err(|e| ConfigError::Invalid {
+                        path: path.display().to_string(),
+                        detail: e.to_string(),
+                    })?;
+                }
                 if let Some(list) = table.remove("trusted_workspaces") {
                     trusted |= lists_workspace(&list, &paths.workspace).map_err(|detail| {
                         ConfigError::Invalid {
@@ -250,6 +264,15 @@ impl Config {
                     detail: "[sandbox] may only be set in the user's config \
                              (~/.config/brood/config.toml): a workspace must not widen \
                              what its shells may reach; remove the section"
+                        .into(),
+                });
+            }
+            if table.contains_key("pricing") {
+                return Err(ConfigError::Invalid {
+                    path: workspace_file.display().to_string(),
+                    detail: "[pricing] may only be set in the user's config \
+                             (~/.config/brood/config.toml): a workspace could hide what \
+                             its runs spend; remove the section"
                         .into(),
                 });
             }
@@ -304,6 +327,7 @@ impl Config {
         }
         let mut config = build(layers, paths.user_dir.clone())?;
         config.ignored = ignored;
+        config.pricing = pricing;
         Ok(config)
     }
 
@@ -319,6 +343,22 @@ impl Config {
             keys.join(", "),
             file.display()
         ))
+    }
+}
+
+/// The user's `[pricing]` alone (for readers such as `brood agents`, which need
+/// no session): empty when there is no user config.
+pub fn user_pricing(paths: &ConfigPaths) -> Result<Pricing, ConfigError> {
+    let Some(dir) = &paths.user_dir else {
+        return Ok(Pricing::default());
+    };
+    let path = dir.join("config.toml");
+    match read_file(&path)?.and_then(|mut t| t.remove("pricing")) {
+        Some(toml::Value::Table(t)) => Pricing::from_table(&t).map_err(|e| ConfigError::Invalid {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        }),
+        _ => Ok(Pricing::default()),
     }
 }
 
@@ -386,6 +426,12 @@ fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), ConfigError> {
         toml::Value::Table(t.clone())
             .try_into::<SandboxConfig>()
             .map_err(|e| invalid("sandbox", e.to_string()))?;
+    }
+    if let Some(t) = &file.pricing {
+        Pricing::from_table(t).map_err(|e| ConfigError::Invalid {
+            path: origin.to_string(),
+            detail: e.to_string(),
+        })?;
     }
     if let Some(t) = &file.providers {
         let map = toml::Value::Table(t.clone())
@@ -513,6 +559,19 @@ impl Config {
         for (k, v, s) in &self.provenance {
             if !shown.contains(k) {
                 out.push((k.clone(), v.clone(), s.clone()));
+            }
+        }
+        if let Some(dir) = &self.user_dir {
+            for (model, p) in self.pricing.iter() {
+                let cached = p.cached_input_per_mtok.unwrap_or(p.input_per_mtok);
+                out.push((
+                    format!("pricing.{model:?}"),
+                    format!(
+                        "input {} / cached input {cached} / output {} USD per million tokens",
+                        p.input_per_mtok, p.output_per_mtok
+                    ),
+                    Source::File(dir.join("config.toml")),
+                ));
             }
         }
         out
@@ -685,6 +744,7 @@ fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config, ConfigErro
         models,
         memory,
         sandbox,
+        pricing: Pricing::default(),
         providers,
         user_dir,
         provenance,

@@ -237,6 +237,7 @@ impl Session {
             tool_concurrency: config.tool_concurrency,
             session_cancel: cancel.clone(),
             session_id: ledger.session_id().to_string(),
+            pricing: Arc::new(config.pricing.clone()),
         };
         let supervisor = match opts.limits {
             Some(l) => Supervisor::with_limits(l, env),

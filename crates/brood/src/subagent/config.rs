@@ -18,6 +18,7 @@
 //! | `max_turns` | per role (20 read-only, 50 others) | 1..=1000, else error |
 //! | `wall_time_secs` | 1800 | 1..=86400, else error |
 //! | `token_budget`, `tree_token_budget` | none | ≥ 1, else error |
+//! | `cost_budget_usd`, `tree_cost_budget_usd` | none | USD > 0, else error; models need `[pricing]` |
 //! | `api_timeout_secs` | 120 | 0 → 120; clamped to 1..=1800 |
 //! | `heartbeat_timeout_secs` | 300 | clamped to 30..=3600, then raised to ≥ api_timeout_secs + 30 |
 //! | `context_cap_bytes` | 4096 | 256..=1048576, else error |
@@ -54,7 +55,7 @@ impl ConfigError {
 }
 
 /// The `[subagents]` table as written in one config file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubagentsConfig {
     pub enabled: Option<bool>,
@@ -66,6 +67,9 @@ pub struct SubagentsConfig {
     pub wall_time_secs: Option<u64>,
     pub token_budget: Option<u64>,
     pub tree_token_budget: Option<u64>,
+    /// USD per child / per tree (needs `[pricing]` for the models used).
+    pub cost_budget_usd: Option<f64>,
+    pub tree_cost_budget_usd: Option<f64>,
     pub api_timeout_secs: Option<u64>,
     pub heartbeat_timeout_secs: Option<u64>,
     pub context_cap_bytes: Option<u64>,
@@ -180,7 +184,7 @@ pub struct ModelOverrides {
 }
 
 /// `[subagents]` after defaults, checks and clamps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SubagentSettings {
     pub enabled: bool,
     pub max_concurrent: usize,
@@ -192,6 +196,9 @@ pub struct SubagentSettings {
     pub wall_time: Duration,
     pub token_budget: Option<u64>,
     pub tree_token_budget: Option<u64>,
+    /// USD per child / per tree (needs `[pricing]` for the models used).
+    pub cost_budget_usd: Option<f64>,
+    pub tree_cost_budget_usd: Option<f64>,
     pub api_timeout: Duration,
     pub heartbeat_timeout: Duration,
     pub context_cap_bytes: usize,
@@ -232,6 +239,8 @@ impl Default for SubagentSettings {
             wall_time: Duration::from_secs(DEFAULT_WALL_TIME_SECS),
             token_budget: None,
             tree_token_budget: None,
+            cost_budget_usd: None,
+            tree_cost_budget_usd: None,
             api_timeout: Duration::from_secs(DEFAULT_API_TIMEOUT_SECS),
             heartbeat_timeout: Duration::from_secs(DEFAULT_HEARTBEAT_SECS),
             context_cap_bytes: DEFAULT_CONTEXT_CAP as usize,
@@ -323,6 +332,8 @@ impl SubagentsConfig {
             wall_time_secs: pick(&self.wall_time_secs, &over.wall_time_secs),
             token_budget: pick(&self.token_budget, &over.token_budget),
             tree_token_budget: pick(&self.tree_token_budget, &over.tree_token_budget),
+            cost_budget_usd: pick(&self.cost_budget_usd, &over.cost_budget_usd),
+            tree_cost_budget_usd: pick(&self.tree_cost_budget_usd, &over.tree_cost_budget_usd),
             api_timeout_secs: pick(&self.api_timeout_secs, &over.api_timeout_secs),
             heartbeat_timeout_secs: pick(
                 &self.heartbeat_timeout_secs,
@@ -409,6 +420,8 @@ impl SubagentsConfig {
                 )
             })
             .transpose()?;
+        let cost_budget_usd = usd_budget("cost_budget_usd", self.cost_budget_usd)?;
+        let tree_cost_budget_usd = usd_budget("tree_cost_budget_usd", self.tree_cost_budget_usd)?;
 
         let api_timeout = match self.api_timeout_secs {
             None | Some(0) => DEFAULT_API_TIMEOUT_SECS,
@@ -480,6 +493,8 @@ impl SubagentsConfig {
             wall_time: Duration::from_secs(wall_time),
             token_budget,
             tree_token_budget,
+            cost_budget_usd,
+            tree_cost_budget_usd,
             api_timeout: Duration::from_secs(api_timeout),
             heartbeat_timeout: Duration::from_secs(heartbeat),
             context_cap_bytes: context_cap as usize,
@@ -488,6 +503,19 @@ impl SubagentsConfig {
             first_tool_choice: tool_choice_value("first_tool_choice", &self.first_tool_choice)?,
             adjustments,
         })
+    }
+}
+
+/// A budget in USD: a finite number above 0 (and at most a billion).
+fn usd_budget(key: &str, v: Option<f64>) -> Result<Option<f64>, ConfigError> {
+    match v {
+        Some(v) if !(v.is_finite() && v > 0.0 && v <= 1e9) => Err(ConfigError::new(
+            format!("subagents.{key}"),
+            format!(
+                "{v} is not a budget: give USD above 0 (e.g. 0.50); remove the key for no budget"
+            ),
+        )),
+        v => Ok(v),
     }
 }
 

@@ -12,6 +12,7 @@ use super::contract;
 use super::fork;
 use super::gate::SpawnGate;
 use super::inbox::{Claim, RunInbox};
+use super::pricing::Price;
 use super::result::ChildResult;
 use super::role::Role;
 use super::run::{RootRequest, Supervisor};
@@ -34,42 +35,66 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-/// Token and time budgets of one run, and the shared counter of its tree.
+/// The tree-wide limits every run of a tree checks (`[subagents] tree_*`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TreeLimits {
+    pub tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+/// This run's own limits (`[subagents] token_budget`, `cost_budget_usd`,
+/// `wall_time_secs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunLimits {
+    pub tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub wall_time: Option<Duration>,
+}
+
+/// Token, cost and time budgets of one run, and the shared counters of its tree.
 pub struct Budgets {
     /// Tokens used by the whole tree (root and all descendants).
     tree_used: Arc<AtomicU64>,
     /// What the model answered to the whole tree, and to this run.
     tree_tally: Arc<TallyCell>,
     own_tally: Arc<TallyCell>,
-    tree_budget: Option<u64>,
-    run_budget: Option<u64>,
-    /// How long the run may work once it has started (queued time is free).
-    wall_time: Option<Duration>,
+    tree: TreeLimits,
+    run: RunLimits,
+    /// The model this run talks to and its price (if the user set one).
+    model_id: String,
+    price: Option<Price>,
     started: std::sync::OnceLock<Instant>,
 }
 
 impl Budgets {
-    pub fn root(tree_budget: Option<u64>, tallies: Option<&RootTallies>) -> Self {
+    pub fn root(
+        tree: TreeLimits,
+        tallies: Option<&RootTallies>,
+        model_id: &str,
+        price: Option<Price>,
+    ) -> Self {
         let tallies = tallies.map(|t| (t.tree.clone(), t.own.clone()));
         let (tree_tally, own_tally) = tallies.unwrap_or_default();
         Budgets {
             tree_used: Arc::new(AtomicU64::new(0)),
             tree_tally,
             own_tally,
-            tree_budget,
-            run_budget: None,
-            wall_time: None,
+            tree,
+            run: RunLimits::default(),
+            model_id: model_id.to_string(),
+            price,
             started: std::sync::OnceLock::new(),
         }
     }
-    pub fn child(parent: &Budgets, run_budget: Option<u64>, wall_time: Duration) -> Self {
+    pub fn child(parent: &Budgets, run: RunLimits, model_id: &str, price: Option<Price>) -> Self {
         Budgets {
             tree_used: parent.tree_used.clone(),
             tree_tally: parent.tree_tally.clone(),
             own_tally: Arc::default(),
-            tree_budget: parent.tree_budget,
-            run_budget,
-            wall_time: Some(wall_time),
+            tree: parent.tree,
+            run,
+            model_id: model_id.to_string(),
+            price,
             started: std::sync::OnceLock::new(),
         }
     }
@@ -82,37 +107,79 @@ impl Budgets {
         if let Some(u) = usage {
             self.tree_used.fetch_add(u.total(), Ordering::Relaxed);
         }
-        self.tree_tally.add(usage);
-        self.own_tally.add(usage);
+        let price = self.price.as_ref();
+        self.tree_tally.add(&self.model_id, usage, price);
+        self.own_tally.add(&self.model_id, usage, price);
     }
+    /// `Err` naming the budget once the tree's token or cost budget is spent (or
+    /// its cost cannot be known under a cost budget).
     pub fn check_tree(&self) -> Result<(), SpawnError> {
-        match self.tree_budget {
-            Some(budget) => {
-                let used = self.tree_used.load(Ordering::Relaxed);
-                if used >= budget {
-                    Err(SpawnError::TreeBudget { used, budget })
-                } else {
-                    Ok(())
-                }
+        if let Some(budget) = self.tree.tokens {
+            let used = self.tree_used.load(Ordering::Relaxed);
+            if used >= budget {
+                return Err(SpawnError::TreeBudget { used, budget });
             }
-            None => Ok(()),
         }
+        if let Some(budget) = self.tree.cost_usd {
+            let spent = |detail: String| Err(SpawnError::TreeCostBudget(detail));
+            match self.tree_tally.cost_usd() {
+                Some(used) if used >= budget => {
+                    return spent(format!(
+                        "tree cost budget exhausted (tree_cost_budget_usd = {budget}, \
+                         ${used:.6} used)"
+                    ))
+                }
+                None => {
+                    return spent(format!(
+                        "tree cost budget cannot be held (tree_cost_budget_usd = {budget}): \
+                         an answer of the tree has no price; set [pricing.\"<model>\"] \
+                         in your user config for every model the tree uses"
+                    ))
+                }
+                Some(_) => {}
+            }
+            if self.price.is_none() {
+                return spent(format!(
+                    "tree cost budget cannot be held (tree_cost_budget_usd = {budget}): \
+                     model {} has no price; set [pricing.\"{}\"] in your user config",
+                    self.model_id, self.model_id
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
 impl Guard for Budgets {
     fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), String> {
-        if let (Some(wall), Some(started)) = (self.wall_time, self.started.get()) {
+        if let (Some(wall), Some(started)) = (self.run.wall_time, self.started.get()) {
             if started.elapsed() >= wall {
                 return Err("wall time exhausted (wall_time_secs)".into());
             }
         }
-        if let Some(b) = self.run_budget {
+        if let Some(b) = self.run.tokens {
             if usage.total() >= b {
                 return Err(format!(
                     "token budget exhausted (token_budget = {b}, {} used)",
                     usage.total()
                 ));
+            }
+        }
+        if let Some(b) = self.run.cost_usd {
+            match (self.price, self.own_tally.cost_usd()) {
+                (Some(_), Some(used)) if used >= b => {
+                    return Err(format!(
+                        "cost budget exhausted (cost_budget_usd = {b}, ${used:.6} used)"
+                    ))
+                }
+                (Some(_), Some(_)) => {}
+                _ => {
+                    return Err(format!(
+                        "cost budget cannot be held (cost_budget_usd = {b}): model {} has \
+                         no price; set [pricing.\"{}\"] in your user config",
+                        self.model_id, self.model_id
+                    ))
+                }
             }
         }
         self.check_tree().map_err(|e| e.to_string())
@@ -718,7 +785,15 @@ pub(crate) async fn run_root(
         permissions: Arc::new(permissions),
         inbox: RunInbox::new(),
         progress,
-        budgets: Budgets::root(env.settings.tree_token_budget, req.tallies.as_deref()),
+        budgets: Budgets::root(
+            TreeLimits {
+                tokens: env.settings.tree_token_budget,
+                cost_usd: env.settings.tree_cost_budget_usd,
+            },
+            req.tallies.as_deref(),
+            &env.main_model_id,
+            env.pricing.price(&env.main_provider, &env.main_model_id),
+        ),
         provider_name: env.main_provider.clone(),
         model_id: env.main_model_id.clone(),
         model: env.main_model.clone(),

@@ -145,7 +145,7 @@ fn only_tools(list: &[String]) -> Permissions {
 }
 
 /// Everything a child is allowed: its permissions, limits and route.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Grant {
     /// Definition or role name.
     pub agent: String,
@@ -155,6 +155,8 @@ pub struct Grant {
     pub wall_time: Duration,
     /// Tokens this child may use (input + output), if bounded.
     pub token_budget: Option<u64>,
+    /// USD this child may spend, if bounded.
+    pub cost_budget_usd: Option<f64>,
     pub route: Route,
     pub fork_context: bool,
     /// The role's stance (or the definition's body) followed by the output contract.
@@ -209,6 +211,7 @@ pub fn grant_for(
         max_turns,
         wall_time: settings.wall_time,
         token_budget: settings.token_budget,
+        cost_budget_usd: settings.cost_budget_usd,
         route: resolve_route(&settings.models, quick, spec.kind, spec.model, main),
         fork_context: spec
             .fork_context

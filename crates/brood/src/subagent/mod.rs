@@ -24,7 +24,8 @@
 //! - [`run`]: the [`Supervisor`] API (open, wait, cancel, the session's root run);
 //! - `drive`: one run from spawn to its terminal record;
 //! - [`inbox`]: completions and messages pushed into a run's next step;
-//! - [`tally`]: the usage of a run and of its tree;
+//! - [`tally`]: the usage and cost of a run and of its tree; [`pricing`]: the user's
+//!   prices and the one cost function;
 //! - [`tools`]: the model-facing delegation tools; [`fork`]: forked context.
 
 pub mod catalog;
@@ -37,6 +38,7 @@ pub mod fork;
 mod gate;
 pub mod grant;
 pub mod inbox;
+pub mod pricing;
 mod record;
 pub mod result;
 pub mod role;
@@ -89,6 +91,8 @@ pub enum SpawnError {
         "tree token budget exhausted (tree_token_budget = {budget}, {used} used); no more sub-agents for this tree"
     )]
     TreeBudget { used: u64, budget: u64 },
+    #[error("{0}; no more sub-agents for this tree")]
+    TreeCostBudget(String),
     #[error("the ledger could not record the run: {0}")]
     Ledger(String),
     #[error("the session is shutting down")]

@@ -4,7 +4,7 @@
 
 use super::catalog::AgentCatalog;
 use super::config::SubagentSettings;
-use super::drive::{self, Budgets, ChildPlan, RunCtx};
+use super::drive::{self, Budgets, ChildPlan, RunCtx, RunLimits};
 use super::grant::SpawnSpec;
 use super::inbox::{Claim, RunInbox};
 use super::record::Recorder;
@@ -54,6 +54,8 @@ pub struct SupervisorEnv {
     pub session_cancel: CancellationToken,
     /// Session identity for the ledger.
     pub session_id: String,
+    /// The user's prices (`[pricing]`), for costs and cost budgets.
+    pub pricing: Arc<super::pricing::Pricing>,
 }
 
 /// How a child belongs to its parent.
@@ -345,7 +347,16 @@ impl Supervisor {
             tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
-            budgets: Budgets::child(&parent.budgets, granted.token_budget, granted.wall_time),
+            budgets: Budgets::child(
+                &parent.budgets,
+                RunLimits {
+                    tokens: granted.token_budget,
+                    cost_usd: granted.cost_budget_usd,
+                    wall_time: Some(granted.wall_time),
+                },
+                &model_id,
+                inner.env.pricing.price(&provider_name, &model_id),
+            ),
             provider_name: provider_name.clone(),
             model_id: model_id.clone(),
             model,

@@ -1,17 +1,52 @@
-//! Usage tallies: the tokens and requests the model answered to one run and to its
-//! whole tree, counted as each answer arrives. This is the one place brood sums
-//! usage across a tree (`brood run --json` reports these figures).
+//! Usage tallies: the tokens, requests and cost the model answered to one run and
+//! to its whole tree, counted as each answer arrives, per model. This is the one
+//! place brood sums usage across a tree (`brood run --json` reports these figures);
+//! the cost of each answer comes from [`pricing::cost_usd`](super::pricing::cost_usd).
 
+use super::pricing::{cost_usd, Price};
 use crate::model::Usage;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// What the model answered: tokens (as the provider reported them) and how many
-/// answers it gave. An answer without usage still counts as a request.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+/// What the model answered: tokens (as the provider reported them), how many
+/// answers it gave, and what they cost. An answer without usage still counts as a
+/// request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Tally {
     #[serde(flatten)]
     pub usage: Usage,
     pub requests: u64,
+    /// USD; `None` (`null`) once any answer counted here had no price (its model is
+    /// not in `[pricing]`) or reported no usage: a cost is never guessed.
+    pub cost_usd: Option<f64>,
+    /// The same figures per model id (empty inside a per-model entry).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, Tally>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            usage: Usage::default(),
+            requests: 0,
+            cost_usd: Some(0.0),
+            models: BTreeMap::new(),
+        }
+    }
+}
+
+impl Tally {
+    /// Count one answer of `model` (its usage if reported, its price if known).
+    fn count(&mut self, usage: Option<&Usage>, price: Option<&Price>) {
+        self.requests = self.requests.saturating_add(1);
+        if let Some(u) = usage {
+            self.usage.add(u);
+        }
+        self.cost_usd = match (self.cost_usd, usage, price) {
+            (Some(sum), Some(u), Some(p)) => Some(sum + cost_usd(p, u)),
+            _ => None,
+        };
+    }
 }
 
 /// A tally several runs add to at once.
@@ -19,17 +54,27 @@ pub struct Tally {
 pub struct TallyCell(Mutex<Tally>);
 
 impl TallyCell {
-    /// Count one answer and its usage (if the provider reported any).
-    pub fn add(&self, usage: Option<&Usage>) {
+    /// Count one answer of `model` and its usage (if the provider reported any),
+    /// priced at `price` (if the model has one).
+    pub fn add(&self, model: &str, usage: Option<&Usage>, price: Option<&Price>) {
         let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        t.requests = t.requests.saturating_add(1);
-        if let Some(u) = usage {
-            t.usage.add(u);
+        t.count(usage, price);
+        match t.models.get_mut(model) {
+            Some(m) => m.count(usage, price),
+            None => {
+                let mut m = Tally::default();
+                m.count(usage, price);
+                t.models.insert(model.to_string(), m);
+            }
         }
     }
     /// The figures so far.
     pub fn get(&self) -> Tally {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    /// The cost so far (`None` when some answer could not be priced).
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).cost_usd
     }
 }
 

@@ -1,0 +1,135 @@
+//! Prices: USD per million tokens per model, from the user's own config
+//! (`[pricing."<model>"]`), and [`cost_usd`], the one function that turns usage into
+//! dollars. A model without a price has no cost (`None`), never 0 and never a
+//! guess: brood carries no price table of its own (it would go stale).
+
+use crate::model::Usage;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The most a price may be, in USD per million tokens: far above any real price,
+/// low enough that a sum over a session stays finite.
+pub const MAX_PRICE_PER_MTOK: f64 = 1_000_000.0;
+
+/// One model's price, in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Input tokens not served from the provider's cache.
+    pub input_per_mtok: f64,
+    /// Input tokens served from the cache (default: `input_per_mtok`).
+    pub cached_input_per_mtok: Option<f64>,
+    pub output_per_mtok: f64,
+}
+
+/// What a usage cost at `price`, in USD. Cached input tokens are part of
+/// `input_tokens` (as providers report them) and priced at the cached rate.
+pub fn cost_usd(price: &Price, usage: &Usage) -> f64 {
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    let fresh = usage.input_tokens - cached;
+    let cached_rate = price.cached_input_per_mtok.unwrap_or(price.input_per_mtok);
+    (fresh as f64 * price.input_per_mtok
+        + cached as f64 * cached_rate
+        + usage.output_tokens as f64 * price.output_per_mtok)
+        / 1_000_000.0
+}
+
+/// The prices the user configured, by model id (`"deepseek-chat"`) or by
+/// provider and model (`"openrouter/openai/gpt-4o"`; this form wins).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Pricing(BTreeMap<String, Price>);
+
+/// A `[pricing]` table that cannot be used, naming the model and what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("[pricing.\"{model}\"] {detail}")]
+pub struct PricingError {
+    pub model: String,
+    pub detail: String,
+}
+
+impl Pricing {
+    /// Read and check a `[pricing]` table: each entry is a [`Price`] whose numbers
+    /// are finite, ≥ 0 and ≤ [`MAX_PRICE_PER_MTOK`].
+    pub fn from_table(table: &toml::Table) -> Result<Pricing, PricingError> {
+        let mut prices = BTreeMap::new();
+        for (model, value) in table {
+            let err = |detail: String| PricingError {
+                model: model.clone(),
+                detail,
+            };
+            let price: Price = value.clone().try_into().map_err(|e: toml::de::Error| {
+                err(format!(
+                    "{}; expected input_per_mtok, output_per_mtok and optionally \
+                     cached_input_per_mtok (USD per million tokens)",
+                    e.message()
+                ))
+            })?;
+            let fields = [
+                ("input_per_mtok", Some(price.input_per_mtok)),
+                ("cached_input_per_mtok", price.cached_input_per_mtok),
+                ("output_per_mtok", Some(price.output_per_mtok)),
+            ];
+            for (name, v) in fields {
+                if let Some(v) = v {
+                    if !v.is_finite() || !(0.0..=MAX_PRICE_PER_MTOK).contains(&v) {
+                        return Err(err(format!(
+                            "{name} = {v}: must be a number of USD per million tokens \
+                             between 0 and {MAX_PRICE_PER_MTOK}"
+                        )));
+                    }
+                }
+            }
+            prices.insert(model.clone(), price);
+        }
+        Ok(Pricing(prices))
+    }
+
+    /// The price of `model` on `provider`, if the user set one.
+    pub fn price(&self, provider: &str, model: &str) -> Option<Price> {
+        self.0
+            .get(&format!("{provider}/{model}"))
+            .or_else(|| self.0.get(model))
+            .copied()
+    }
+
+    /// What `usage` of `model` on `provider` cost, or `None` when it has no price.
+    pub fn cost(&self, provider: &str, model: &str, usage: &Usage) -> Option<f64> {
+        self.price(provider, model).map(|p| cost_usd(&p, usage))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every priced model, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Price)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_tokens_are_priced_at_their_own_rate_and_bad_prices_are_refused() {
+        let p = Price {
+            input_per_mtok: 2.0,
+            cached_input_per_mtok: Some(0.5),
+            output_per_mtok: 8.0,
+        };
+        let u = Usage {
+            input_tokens: 1_000_000,
+            cached_input_tokens: 400_000,
+            output_tokens: 500_000,
+        };
+        assert!((cost_usd(&p, &u) - (1.2 + 0.2 + 4.0)).abs() < 1e-9);
+        let bad: toml::Table =
+            toml::from_str("[m]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\n").unwrap();
+        let e = Pricing::from_table(&bad).unwrap_err();
+        assert!(e.to_string().contains("input_per_mtok = -1"), "{e}");
+        let typo: toml::Table =
+            toml::from_str("[m]\ninput = 1.0\noutput_per_mtok = 1.0\n").unwrap();
+        assert!(Pricing::from_table(&typo).is_err());
+    }
+}
