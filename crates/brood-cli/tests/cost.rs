@@ -343,3 +343,60 @@ fn a_tree_cost_budget_holds_with_ten_children() {
         "{task}"
     );
 }
+
+/// A definition's `token_budget` lowers the user's, never raises it: each child
+/// lists the directory for as long as it is offered tools (15 tokens an answer).
+#[test]
+fn a_definitions_budget_only_narrows_the_users() {
+    let f = fixture("[subagents]\ntoken_budget = 100\n");
+    let agents = f.ws.path().join(".brood/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    for (name, budget) in [("tight", 20), ("loose", 100000)] {
+        std::fs::write(
+            agents.join(format!("{name}.md")),
+            format!("---\nname: {name}\ndescription: lists\ntoken_budget: {budget}\n---\nList.\n"),
+        )
+        .unwrap();
+    }
+    let server = MockServer::start(|req| {
+        let tools = req.body()["tools"].as_array().map_or(0, |t| t.len());
+        let answer = if is_child(req) {
+            if tools > 0 {
+                Answer::new().tool_call("list_dir", json!({}))
+            } else {
+                Answer::text(
+                    "SUMMARY: listed\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none",
+                )
+            }
+        } else if req.assistant_turns() == 0 {
+            return brood_mock::MockReply::tool_calls([
+                (
+                    "task",
+                    json!({"prompts": ["child tight"], "agent_type": "tight"}),
+                ),
+                (
+                    "task",
+                    json!({"prompts": ["child loose"], "agent_type": "loose"}),
+                ),
+            ]);
+        } else {
+            Answer::text("parent done")
+        };
+        answer
+            .usage(json!({"prompt_tokens": 10, "completion_tokens": 5}))
+            .into()
+    });
+    let out = run_local(&f, &server, &["--json", "delegate"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let count = |who: &str| {
+        server
+            .captured()
+            .iter()
+            .filter(|r| r.first_user_text() == Some(who))
+            .count()
+    };
+    // 15, 30 ≥ 20 → report: 3 requests. 15 … 105 ≥ 100 → report: 8.
+    assert_eq!(count("child tight"), 3);
+    assert_eq!(count("child loose"), 8);
+}

@@ -64,7 +64,7 @@ impl fmt::Display for UnknownAgentType {
 }
 
 /// What an `agent_type` resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AgentKind {
     /// A built-in role; `name_used` is the spelling given (trimmed, lowercase).
     Role { role: Role, name_used: String },

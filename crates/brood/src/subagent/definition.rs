@@ -60,7 +60,7 @@ pub const DELEGATION_TOOLS: [&str; 6] = [
 ];
 
 /// Keys brood understands itself.
-const BROOD_KEYS: [&str; 7] = [
+const BROOD_KEYS: [&str; 9] = [
     "name",
     "description",
     "tools",
@@ -68,6 +68,8 @@ const BROOD_KEYS: [&str; 7] = [
     "role",
     "max_turns",
     "fork_context",
+    "token_budget",
+    "cost_budget_usd",
 ];
 /// Claude Code keys brood accepts.
 const CLAUDE_KEYS: [&str; 10] = [
@@ -106,7 +108,7 @@ pub enum DefinitionSource {
 }
 
 /// A named agent type from a definition file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentDefinition {
     pub name: String,
     pub description: String,
@@ -119,6 +121,10 @@ pub struct AgentDefinition {
     /// The posture.
     pub role: Role,
     pub max_turns: Option<u32>,
+    /// Tokens / USD one child of this type may use; they only lower the user's
+    /// `[subagents]` budgets, never raise them.
+    pub token_budget: Option<u64>,
+    pub cost_budget_usd: Option<f64>,
     pub fork_context: Option<bool>,
     /// Display hint from Claude Code files.
     pub color: Option<String>,
@@ -326,6 +332,42 @@ pub fn parse_definition(
         }
         (a, b) => a.or(b),
     };
+    let token_budget = match fields.get("token_budget") {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::Number(n)) => match n.as_u64() {
+            Some(v @ 1..) => Some(v),
+            _ => {
+                return Err(bad(
+                    "token_budget",
+                    format!("{n} is not a budget; use a whole number of tokens above 0"),
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(bad(
+                "token_budget",
+                format!("expected a whole number, found {}", kind_of(other)),
+            ))
+        }
+    };
+    let cost_budget_usd = match fields.get("cost_budget_usd") {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::Number(n)) => match n.as_f64() {
+            Some(v) if v.is_finite() && v > 0.0 => Some(v),
+            _ => {
+                return Err(bad(
+                    "cost_budget_usd",
+                    format!("{n} is not a budget; use USD above 0 (e.g. 0.25)"),
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(bad(
+                "cost_budget_usd",
+                format!("expected a number of USD, found {}", kind_of(other)),
+            ))
+        }
+    };
     let fork_context = match fields.get("fork_context") {
         None | Some(serde_yaml::Value::Null) => None,
         Some(serde_yaml::Value::Bool(b)) => Some(*b),
@@ -394,6 +436,8 @@ pub fn parse_definition(
         model,
         role,
         max_turns,
+        token_budget,
+        cost_budget_usd,
         fork_context,
         color,
         prompt: body.trim().to_string(),

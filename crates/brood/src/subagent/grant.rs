@@ -210,8 +210,12 @@ pub fn grant_for(
         permissions,
         max_turns,
         wall_time: settings.wall_time,
-        token_budget: settings.token_budget,
-        cost_budget_usd: settings.cost_budget_usd,
+        // A definition's budgets only narrow the user's.
+        token_budget: narrower(settings.token_budget, def.and_then(|d| d.token_budget)),
+        cost_budget_usd: narrower(
+            settings.cost_budget_usd,
+            def.and_then(|d| d.cost_budget_usd),
+        ),
         route: resolve_route(&settings.models, quick, spec.kind, spec.model, main),
         fork_context: spec
             .fork_context
@@ -219,4 +223,12 @@ pub fn grant_for(
             .unwrap_or(false),
         system_prompt: spec.kind.system_prompt(),
     })
+}
+
+/// The tighter of two optional limits (`None` is no limit).
+fn narrower<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+        (a, b) => a.or(b),
+    }
 }
