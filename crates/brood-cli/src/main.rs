@@ -11,6 +11,8 @@
 mod out;
 
 mod agents;
+mod config_show;
+mod doctor;
 mod render;
 mod signals;
 mod table;
@@ -18,6 +20,7 @@ mod words;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::runtime::session::{ModelSource, Session, SessionOptions};
+use brood::runtime::Checked;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,6 +70,18 @@ enum Command {
         workspace: Option<PathBuf>,
         #[command(subcommand)]
         command: agents::AgentsCmd,
+    },
+    /// Check that a `brood run` with these flags would start: config, endpoint, key
+    /// variable, model, shell sandbox, ledger, agent definitions (exit 0 only then).
+    Doctor {
+        #[command(flatten)]
+        provider: ProviderArgs,
+        /// Workspace directory (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Check as `brood run --trust` would (see README "Trust").
+        #[arg(long)]
+        trust: bool,
     },
     /// Print a shell completion script, e.g. `brood completions bash > ~/.local/share/bash-completion/completions/brood`.
     Completions {
@@ -174,6 +189,14 @@ async fn dispatch(cli: Cli) -> u8 {
                     workspace,
                 },
         } => config_show(provider, workspace),
+        Command::Doctor {
+            provider,
+            workspace,
+            trust,
+        } => match workspace_dir(workspace) {
+            Ok(ws) => doctor::run(&ws, &overrides(&provider, None, trust)).await,
+            Err(code) => code,
+        },
         Command::Agents { workspace, command } => {
             let ws = match workspace_dir(workspace) {
                 Ok(w) => w,
@@ -214,27 +237,39 @@ fn workspace_dir(arg: Option<PathBuf>) -> Result<PathBuf, u8> {
     }
 }
 
-fn load_config(
-    workspace: &std::path::Path,
-    provider: &ProviderArgs,
-    max_turns: Option<u32>,
-    trust_workspace: bool,
-) -> Result<(Config, BTreeMap<String, String>), u8> {
-    let env: BTreeMap<String, String> = std::env::vars().collect();
-    let flags = Overrides {
+fn overrides(provider: &ProviderArgs, max_turns: Option<u32>, trust_workspace: bool) -> Overrides {
+    Overrides {
         provider: provider.provider.clone(),
         base_url: provider.base_url.clone(),
         model: provider.model.clone(),
         api_key_env: provider.api_key_env.clone(),
         max_turns,
         trust_workspace,
-    };
+    }
+}
+
+/// Load and check the configuration as `run` does (one path for `run`, `config
+/// show` and `doctor`); a problem is printed and is exit code 2.
+fn load_config(
+    workspace: &std::path::Path,
+    provider: &ProviderArgs,
+    max_turns: Option<u32>,
+    trust_workspace: bool,
+) -> Result<(Config, BTreeMap<String, String>, Checked), u8> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let flags = overrides(provider, max_turns, trust_workspace);
     match Config::load(&ConfigPaths::from_env(workspace), &env, &flags) {
         Ok(c) => {
             if let Some(w) = c.ignored_warning() {
                 errln!("brood: {w}");
             }
-            Ok((c, env))
+            match c.check(&env) {
+                Ok(checked) => Ok((c, env, checked)),
+                Err(e) => {
+                    errln!("brood: {e}");
+                    Err(2)
+                }
+            }
         }
         Err(e) => {
             errln!("brood: {e}");
@@ -248,41 +283,10 @@ fn config_show(provider: ProviderArgs, workspace: Option<PathBuf>) -> u8 {
         Ok(w) => w,
         Err(c) => return c,
     };
-    let (config, _) = match load_config(&ws, &provider, None, false) {
-        Ok(c) => c,
-        Err(c) => return c,
-    };
-    for (key, value, source) in config.effective() {
-        outln!("{key} = {value}    # {source}");
+    match load_config(&ws, &provider, None, false) {
+        Ok((config, _, checked)) => config_show::print(&config, &checked, &ws),
+        Err(c) => c,
     }
-    for (key, value, file) in &config.ignored {
-        outln!(
-            "# ignored: {key} = {value}    # {} (untrusted workspace; see trusted_workspaces, --trust)",
-            file.display()
-        );
-    }
-    // What each role's shell gets on this kernel (docs/SECURITY.md).
-    let sandbox = brood::tool::Sandbox::with_options(brood::runtime::sandbox_options(&config));
-    outln!();
-    outln!("# shell sandbox on this kernel");
-    use brood::tool::sandbox::ShellMode;
-    for (roles, mode) in [
-        ("explore, plan", Some(ShellMode::ReadOnly)),
-        (
-            "parent, general, implementer, verifier, custom",
-            Some(ShellMode::Writer),
-        ),
-        ("review", None),
-    ] {
-        match mode {
-            Some(m) => outln!("# {roles}: {}", sandbox.describe(m, &ws)),
-            None => outln!("# {roles}: no shell"),
-        }
-    }
-    for d in sandbox.degradations() {
-        outln!("# warning: {d}");
-    }
-    0
 }
 
 async fn run(args: RunArgs) -> u8 {
@@ -290,10 +294,14 @@ async fn run(args: RunArgs) -> u8 {
         Ok(w) => w,
         Err(c) => return c,
     };
-    let (config, env) = match load_config(&ws, &args.provider, args.max_turns, args.trust) {
+    let (config, env, checked) = match load_config(&ws, &args.provider, args.max_turns, args.trust)
+    {
         Ok(c) => c,
         Err(c) => return c,
     };
+    for a in &checked.adjustments {
+        errln!("brood: note: {a}");
+    }
     let models = match (&args.record, &args.replay) {
         (Some(f), _) => ModelSource::Record(f.clone()),
         (_, Some(f)) => ModelSource::Replay(f.clone()),

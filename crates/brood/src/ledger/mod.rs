@@ -142,6 +142,18 @@ impl Ledger {
         LedgerReader::open(LedgerPaths::new(workspace), Current::Live)
     }
 
+    /// Look at the ledger of `workspace` without writing anything (`brood doctor`):
+    /// its database path and schema version, `None` when there is no ledger yet.
+    /// Fails like [`Ledger::open`] would on a file that is not ours or too new.
+    pub fn inspect(workspace: &Path) -> Result<(std::path::PathBuf, Option<i64>), LedgerError> {
+        let paths = LedgerPaths::new(workspace);
+        let version = match schema::inspect(&paths.db)? {
+            schema::Found::Ledger(v) => Some(v),
+            schema::Found::Absent | schema::Found::Empty => None,
+        };
+        Ok((paths.db, version))
+    }
+
     /// Cancel and prune for a process that is not a session (the CLI). Registers no
     /// boot and recovers nothing. A workspace without a ledger gives `Missing`.
     pub fn open_maintenance(workspace: &Path) -> Result<LedgerMaintenance, LedgerError> {

@@ -37,6 +37,8 @@ pub enum Source {
     File(PathBuf),
     Env(String),
     Flag(String),
+    /// A provider preset's built-in value (`base_url`, `model`, `api_key_env`).
+    Preset(String),
 }
 
 impl std::fmt::Display for Source {
@@ -46,6 +48,7 @@ impl std::fmt::Display for Source {
             Source::File(p) => write!(f, "{}", p.display()),
             Source::Env(v) => write!(f, "env {v}"),
             Source::Flag(v) => write!(f, "flag {v}"),
+            Source::Preset(p) => write!(f, "preset {p}"),
         }
     }
 }

@@ -9,7 +9,9 @@ pub mod builder;
 pub mod config;
 pub mod provider;
 pub mod session;
+pub mod validate;
 
 pub use builder::SessionBuilder;
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
 pub use session::{sandbox_options, RunReport, Session, SessionError, SessionOptions};
+pub use validate::Checked;

@@ -1,7 +1,7 @@
 //! Building model providers from the configuration: a preset name, optional
 //! base-URL/model/key-variable overrides, and the key read from the environment.
 
-use super::config::Config;
+use super::config::{Config, Source};
 use crate::model::openai::{OpenAiProvider, ProviderConfig};
 use crate::model::preset::{preset, Preset};
 use crate::model::{Model, ModelError};
@@ -125,5 +125,68 @@ pub fn main_model_id(config: &Config) -> Result<String, ModelError> {
             "provider '{}' has no default model; pass --model (or set `model` in config.toml)",
             p.name
         ))
+    })
+}
+
+/// Where the main provider's requests go and which variable holds its key, each
+/// with where it came from (`brood config show`, `brood doctor`). Mirrors
+/// [`ProviderFactory::main`] without reading the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MainEndpoint {
+    /// The preset's name.
+    pub provider: String,
+    pub base_url: (String, Source),
+    pub model: (String, Source),
+    /// The key variable's name (never its value); `None`: the endpoint takes no key.
+    pub api_key_env: Option<(String, Source)>,
+    /// Whether a run refuses to start without that variable set.
+    pub key_required: bool,
+    /// Whether `GET /models` names the ids this endpoint accepts.
+    pub lists_models: bool,
+}
+
+/// Resolve the main endpoint as a run would.
+pub fn main_endpoint(config: &Config) -> Result<MainEndpoint, ModelError> {
+    let preset = preset(&config.provider)?;
+    let model_id = main_model_id(config)?;
+    let section = config.providers.get(preset.name);
+    let section_key = |field: &str| config.source_of(&format!("providers.{}.{field}", preset.name));
+    let base_url = match (&config.base_url, section.and_then(|o| o.base_url.clone())) {
+        (Some(b), _) => Some((b.clone(), config.source_of("base_url"))),
+        (None, Some(b)) => Some((b, section_key("base_url"))),
+        (None, None) => None,
+    };
+    let key_env = match (
+        &config.api_key_env,
+        section.and_then(|o| o.api_key_env.clone()),
+    ) {
+        (Some(k), _) => Some((k.clone(), config.source_of("api_key_env"))),
+        (None, Some(k)) => Some((k, section_key("api_key_env"))),
+        (None, None) => preset
+            .api_key_env
+            .map(|k| (k.to_string(), Source::Preset(preset.name.into()))),
+    };
+    // As in `build`: a preset's default key variable is optional once the endpoint
+    // was moved (local servers need no key); one named explicitly never is.
+    let key_required = key_env.is_some() && !(base_url.is_some() && config.api_key_env.is_none());
+    let model_source = if config.model.is_some() {
+        config.source_of("model")
+    } else {
+        Source::Preset(preset.name.into())
+    };
+    Ok(MainEndpoint {
+        provider: preset.name.to_string(),
+        base_url: base_url.unwrap_or_else(|| {
+            (
+                preset.base_url.to_string(),
+                Source::Preset(preset.name.into()),
+            )
+        }),
+        model: (model_id, model_source),
+        api_key_env: key_env,
+        key_required,
+        lists_models: section
+            .and_then(|o| o.lists_models)
+            .unwrap_or(preset.lists_models),
     })
 }

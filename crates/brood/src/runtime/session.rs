@@ -7,7 +7,6 @@ use crate::agent::{AgentOutcome, Ending, EventSink};
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
 use crate::model::record::{Recorder, Replayer};
 use crate::model::{Model, ModelError};
-use crate::subagent::config::{memory_enabled, QuickModels};
 use crate::subagent::tally::{RootTallies, Tally};
 use crate::subagent::AgentCatalog;
 use crate::subagent::{RootRequest, Supervisor, SupervisorEnv, ToolFactory};
@@ -170,17 +169,11 @@ impl Session {
         let workspace = Arc::new(workspace);
         let config = Arc::new(opts.config);
         let env = Arc::new(opts.env);
-        let mut sub_cfg = config.subagents.clone();
-        if sub_cfg.api_timeout_secs.is_none() {
-            sub_cfg.api_timeout_secs = Some(config.api_timeout_secs);
-        }
-        let settings = sub_cfg
-            .resolve()
-            .map_err(|e| SessionError::Subagents(e.to_string()))?;
-        let quick_models = QuickModels::from_config(&config.models)
-            .map_err(|e| SessionError::Subagents(e.to_string()))?;
-        let memory = memory_enabled(&config.memory, env.get("BROOD_MEMORY").map(String::as_str))
-            .map_err(|e| SessionError::Subagents(e.to_string()))?;
+        // The same checks `brood config show` and `brood doctor` run.
+        let checked = config.check(&env)?;
+        let settings = checked.settings;
+        let quick_models = checked.quick_models;
+        let memory = checked.memory;
 
         let factory = ProviderFactory::new(config.clone(), env.clone());
         let (main_provider, main_model_id, main_model, routes) =

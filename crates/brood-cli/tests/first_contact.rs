@@ -1,0 +1,325 @@
+//! What a newcomer runs first, through the real binary: `brood doctor` (against
+//! the mock server, with and without the key) and `brood config show` as the truth
+//! (defaults, sources, the resolved endpoint, range errors shared with `run`, clamps).
+
+use brood_mock::{MockReply, MockServer};
+use std::process::{Command, Output};
+
+const KEY: &str = "sk-doctor-never-printed";
+
+struct Fixture {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    Fixture {
+        home: tempfile::tempdir().unwrap(),
+        ws: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Fixture {
+    /// The brood binary in the workspace with only `HOME`, `PATH` and `env` set.
+    fn brood(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
+        cmd.current_dir(self.ws.path())
+            .env_clear()
+            .env("HOME", self.home.path())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out: Output = cmd.output().expect("run brood");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.ws.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn user_config(&self, text: &str) -> std::path::PathBuf {
+        let dir = self.home.path().join(".config/brood");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+        dir.join("config.toml")
+    }
+}
+
+/// `--provider openai --base-url <mock> --api-key-env MOCK_KEY --model MODEL`.
+fn provider_flags(base: &str, model: &str) -> Vec<String> {
+    [
+        "--provider",
+        "openai",
+        "--base-url",
+        base,
+        "--api-key-env",
+        "MOCK_KEY",
+        "--model",
+        model,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?}:\n{stdout}"))
+}
+
+fn mock() -> MockServer {
+    let s = MockServer::start(|_| MockReply::text("hello from the mock"));
+    s.set_models(["m", "other"]);
+    s
+}
+
+#[test]
+fn doctor_passes_with_the_key_and_then_a_run_starts() {
+    let f = fixture();
+    let server = mock();
+    let base = server.base_url();
+    let mut args = vec!["doctor".to_string()];
+    args.extend(provider_flags(&base, "m"));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = f.brood(&a, &[("MOCK_KEY", KEY)]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        line(&stdout, "✓ key").contains("MOCK_KEY is set"),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "✓ endpoint").contains("lists 2"), "{stdout}");
+    assert!(
+        line(&stdout, "✓ model").contains("\"m\" is served"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "✓ config").contains("no workspace file"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "✓ ledger").contains("not created yet"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("✓ sandbox") || stdout.contains("! sandbox"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("a run would start"), "{stdout}");
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "key printed"
+    );
+    // Doctor wrote nothing: the ledger is created by the first run.
+    assert!(!f.ws.path().join(".brood").exists());
+
+    // What doctor approved, `run` does.
+    let mut args = vec!["run".to_string()];
+    args.extend(provider_flags(&base, "m"));
+    args.push("say hello".into());
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = f.brood(&a, &[("MOCK_KEY", KEY)]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("hello from the mock"), "{stdout}");
+    let mut args = vec!["doctor".to_string()];
+    args.extend(provider_flags(&base, "m"));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, _) = f.brood(&a, &[("MOCK_KEY", KEY)]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(line(&stdout, "✓ ledger").contains("schema v"), "{stdout}");
+}
+
+#[test]
+fn doctor_without_the_key_names_the_variable_and_fails() {
+    let f = fixture();
+    let server = mock();
+    let mut args = vec!["doctor".to_string()];
+    args.extend(provider_flags(&server.base_url(), "m"));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, _) = f.brood(&a, &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let key = line(&stdout, "✗ key");
+    assert!(
+        key.contains("MOCK_KEY is not set") && key.contains("--api-key-env"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("export MOCK_KEY="), "{stdout}");
+    // The route itself is still probed.
+    assert!(line(&stdout, "✓ endpoint").contains("answers"), "{stdout}");
+    assert!(stdout.contains("a run would not start"), "{stdout}");
+    // And `run` agrees: it refuses to start.
+    let mut args = vec!["run".to_string()];
+    args.extend(provider_flags(&server.base_url(), "m"));
+    args.push("x".into());
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, stderr) = f.brood(&a, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("MOCK_KEY"), "{stderr}");
+}
+
+#[test]
+fn doctor_names_an_unserved_model_an_unreachable_endpoint_and_a_bad_config() {
+    let f = fixture();
+    let mut server = mock();
+    let base = server.base_url();
+    let run = |model: &str| {
+        let mut args = vec!["doctor".to_string()];
+        args.extend(provider_flags(&base, model));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        f.brood(&a, &[("MOCK_KEY", KEY)])
+    };
+    let (code, stdout, _) = run("gpt-nope");
+    assert_eq!(code, Some(1), "{stdout}");
+    let model = line(&stdout, "✗ model");
+    assert!(
+        model.contains("gpt-nope") && model.contains("m, other"),
+        "{stdout}"
+    );
+
+    f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 100\n");
+    let (code, stdout, _) = run("m");
+    assert_eq!(code, Some(1), "{stdout}");
+    let config = line(&stdout, "✗ config");
+    assert!(
+        config.contains("subagents.max_concurrent") && config.contains(".brood/config.toml"),
+        "{stdout}"
+    );
+    std::fs::remove_file(f.ws.path().join(".brood/config.toml")).unwrap();
+
+    server.stop();
+    let (code, stdout, _) = run("m");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(line(&stdout, "✗ endpoint").contains(&base), "{stdout}");
+}
+
+#[test]
+fn config_show_resolves_the_endpoint_and_every_subagent_default_with_sources() {
+    let f = fixture();
+    let user = f.user_config("max_attempts = 2\n[subagents]\nmax_depth = 2\n");
+    f.write(".brood/config.toml", "[subagents]\nmax_total = 7\n");
+    let (code, stdout, stderr) = f.brood(
+        &["config", "show", "--model", "flag-model"],
+        &[("BROOD_MAX_CONCURRENT", "5"), ("DEEPSEEK_API_KEY", KEY)],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let ws_file = f.ws.path().join(".brood/config.toml");
+    for (want, why) in [
+        (
+            "base_url = \"https://api.deepseek.com\"    # preset deepseek",
+            "resolved endpoint",
+        ),
+        ("model = \"flag-model\"    # flag --model", "flag"),
+        (
+            "api_key_env = \"DEEPSEEK_API_KEY\"    # preset deepseek",
+            "key variable",
+        ),
+        (
+            &format!("max_attempts = 2    # user file {}", user.display()),
+            "user file",
+        ),
+        (
+            &format!("subagents.max_depth = 2    # user file {}", user.display()),
+            "user file",
+        ),
+        (
+            &format!(
+                "subagents.max_total = 7    # workspace file {}",
+                ws_file.display()
+            ),
+            "workspace file",
+        ),
+        (
+            "subagents.max_concurrent = 5    # env BROOD_MAX_CONCURRENT",
+            "env",
+        ),
+        (
+            "subagents.launch_concurrency = 5    # default",
+            "derived default",
+        ),
+        (
+            "subagents.wall_time_secs = 1800    # default",
+            "subagent default",
+        ),
+        (
+            "subagents.context_cap_bytes = 4096    # default",
+            "subagent default",
+        ),
+        ("memory.enabled = false    # default", "memory"),
+        ("# role explore: max_turns 20 (role default)", "role"),
+        ("# role implementer: max_turns 50 (role default)", "role"),
+    ] {
+        assert!(stdout.contains(want), "{why}: no {want:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("(preset)"), "{stdout}");
+    assert!(
+        !stdout.contains(KEY) && !stdout.contains("<redacted>"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn config_show_refuses_what_run_refuses_naming_file_and_key_and_reports_clamps() {
+    let f = fixture();
+    f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 100\n");
+    let (code, _, show_err) = f.brood(&["config", "show"], &[]);
+    assert_eq!(code, Some(2), "{show_err}");
+    let file = f.ws.path().join(".brood/config.toml");
+    assert!(
+        show_err.contains(&file.display().to_string())
+            && show_err.contains("subagents.max_concurrent")
+            && show_err.contains("1 to 64"),
+        "{show_err}"
+    );
+    let (code, _, run_err) = f.brood(&["run", "--provider", "local", "--model", "m", "x"], &[]);
+    assert_eq!(code, Some(2), "{run_err}");
+    assert_eq!(run_err.trim(), show_err.trim(), "one validation path");
+
+    // A clamped value is accepted and reported where it is clamped.
+    f.write(
+        ".brood/config.toml",
+        "api_timeout_secs = 5000\n[subagents]\nheartbeat_timeout_secs = 5\n",
+    );
+    let (code, stdout, stderr) = f.brood(&["config", "show"], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("api_timeout_secs = 1800    # workspace file"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# clamped: api_timeout_secs = 5000") && stdout.contains("clamped to 1800"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# clamped: subagents.heartbeat_timeout_secs = 5 clamped to 30"),
+        "{stdout}"
+    );
+    let server = MockServer::start(|_| MockReply::text("done"));
+    let base = server.base_url();
+    let (code, _, stderr) = f.brood(
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "x",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("note: api_timeout_secs = 5000") && stderr.contains("clamped to 1800"),
+        "{stderr}"
+    );
+}
