@@ -400,3 +400,148 @@ fn a_definitions_budget_only_narrows_the_users() {
     assert_eq!(count("child tight"), 3);
     assert_eq!(count("child loose"), 8);
 }
+
+fn define(dir: &Path, name: &str, description: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.md")),
+        format!("---\nname: {name}\ndescription: {description:?}\nrole: review\n---\nReview.\n"),
+    )
+    .unwrap();
+}
+
+/// The `task` tool's description in a captured request.
+fn task_description(req: &Value) -> String {
+    req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "task")
+        .map(|t| t["function"]["description"].as_str().unwrap().to_string())
+        .unwrap()
+}
+
+fn tool_names(req: &Value) -> Vec<String> {
+    req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The parent's first request as sent, with the user's and workspace's definitions.
+fn first_parent_request(f: &Fixture) -> (Value, usize) {
+    let server = MockServer::start(|_| brood_mock::MockReply::text("ok"));
+    let out = run_local(f, &server, &["hi"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let raw = server.raw_requests();
+    (server.requests()[0].clone(), raw[0].len())
+}
+
+/// Three definitions are named (with their one-line descriptions) in the parent's
+/// request, sorted, workspace before user, next to the built-in roles.
+#[test]
+fn defined_agents_are_named_in_the_parents_request() {
+    let f = fixture("");
+    let ws_agents = f.ws.path().join(".brood/agents");
+    define(&ws_agents, "zeta-auditor", "Audits unsafe blocks");
+    define(
+        &ws_agents,
+        "beta-checker",
+        "Checks licences\nsecond line not shown",
+    );
+    define(
+        &f.home.path().join(".config/brood/agents"),
+        "alpha-user",
+        "The user's own",
+    );
+    let (req, _) = first_parent_request(&f);
+    let d = task_description(&req);
+    let at = |s: &str| d.find(s).unwrap_or_else(|| panic!("{s:?} not in {d}"));
+    at("explore (");
+    at("review (");
+    let (b, z, a) = (
+        at("beta-checker (Checks licences)"),
+        at("zeta-auditor (Audits unsafe blocks)"),
+        at("alpha-user (The user's own)"),
+    );
+    assert!(b < z && z < a, "sorted, workspace before user: {d}");
+    assert!(!d.contains("second line"), "{d}");
+    assert!(!tool_names(&req).contains(&"agent_types".to_string()));
+}
+
+/// 150 definitions add at most 2 KB to the parent's request; the ones that did not
+/// fit are returned by `agent_types`, filterable by a word.
+#[test]
+fn a_hundred_and_fifty_definitions_stay_within_two_kilobytes() {
+    let f = fixture("");
+    let (_, bare) = first_parent_request(&f);
+    let dir = f.ws.path().join(".brood/agents");
+    for i in 0..150 {
+        define(
+            &dir,
+            &format!("agent-{i:03}"),
+            &format!("Specialist number {i} for the subsystem called part{i}"),
+        );
+    }
+    let (req, with) = first_parent_request(&f);
+    println!("parent request: {bare} bytes bare, {with} with 150 definitions");
+    assert!(
+        with - bare <= 2048,
+        "150 definitions added {} bytes",
+        with - bare
+    );
+    let d = task_description(&req);
+    assert!(d.contains("agent-000 ("), "{d}");
+    assert!(!d.contains("agent-149"), "{d}");
+    assert!(d.contains("more: agent_types lists them"), "{d}");
+    assert!(tool_names(&req).contains(&"agent_types".to_string()));
+
+    // The model asks for the rest, then for one word.
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => brood_mock::MockReply::tool_call("agent_types", json!({})),
+        1 => brood_mock::MockReply::tool_call("agent_types", json!({"match": "PART149"})),
+        _ => brood_mock::MockReply::text("ok"),
+    });
+    let out = run_local(&f, &server, &["which agents?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let reqs = server.requests();
+    let rest = last_tool_result(&reqs[1]);
+    let names: Vec<&str> = rest["agent_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().split(' ').next().unwrap())
+        .collect();
+    // The first of the rest, and how many are left past one answer's limit.
+    let first_rest = names[0];
+    assert!(
+        !d.contains(&format!("{first_rest} (")),
+        "{first_rest} was listed"
+    );
+    assert!(
+        !names.contains(&"agent-000"),
+        "listed ones are not repeated"
+    );
+    let more = rest["more"].as_str().unwrap_or_default();
+    let listed = d.matches("agent-").count();
+    assert_eq!(
+        names.len()
+            + listed
+            + more
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap_or(0),
+        150,
+        "{more}"
+    );
+    let one = last_tool_result(&reqs[2]);
+    assert_eq!(one["agent_types"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(
+        one["agent_types"][0],
+        "agent-149 [review, workspace]: Specialist number 149 for the subsystem called part149"
+    );
+}

@@ -185,7 +185,10 @@ impl Session {
                 .await
                 .map_err(|e| SessionError::Spawn(format!("opening the ledger: {e}")))??;
         let ledger = Arc::new(ledger);
-        let catalog = AgentCatalog::load(workspace.root(), config.user_dir.as_deref())
+        // The user's definitions are in `~/.config/brood/agents/` (as documented),
+        // not beside config.toml.
+        let user_agents = config.user_dir.as_deref().map(|d| d.join("agents"));
+        let catalog = AgentCatalog::load(workspace.root(), user_agents.as_deref())
             .map_err(|e| SessionError::Subagents(e.to_string()))?;
         let definition_warnings: Vec<String> = catalog
             .refused()

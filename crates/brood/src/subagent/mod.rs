@@ -26,8 +26,10 @@
 //! - [`inbox`]: completions and messages pushed into a run's next step;
 //! - [`tally`]: the usage and cost of a run and of its tree; [`pricing`]: the user's
 //!   prices and the one cost function;
-//! - [`tools`]: the model-facing delegation tools; [`fork`]: forked context.
+//! - [`tools`]: the model-facing delegation tools; [`agent_types`]: the agent types
+//!   they name (and the tool listing the rest); [`fork`]: forked context.
 
+pub mod agent_types;
 pub mod catalog;
 pub mod config;
 pub mod contract;

@@ -112,6 +112,8 @@ pub(crate) struct Inner {
     pub env: SupervisorEnv,
     /// Tool specs derived once per session.
     pub specs: crate::tool::SpecCache,
+    /// The agent types delegating runs are told about (made on first use).
+    pub directory: std::sync::OnceLock<Arc<super::agent_types::Directory>>,
     pub board: Board,
     pub recorder: Recorder,
     /// The root runs' tasks: shutdown waits for their end records.
@@ -140,6 +142,7 @@ impl Supervisor {
             inner: Arc::new(Inner {
                 env,
                 specs: crate::tool::SpecCache::default(),
+                directory: Default::default(),
                 board,
                 recorder,
                 roots: tokio_util::task::TaskTracker::new(),

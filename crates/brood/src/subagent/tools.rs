@@ -7,6 +7,7 @@
 //! `agent_eval` and `agent_close` address only the caller's own children: another
 //! run's child belongs to that run, and its result is delivered there.
 
+use super::agent_types::{AgentTypesTool, Directory};
 use super::drive::RunCtx;
 use super::result::ChildResult;
 use super::run::{SpawnMode, SpawnRequest, Supervisor};
@@ -27,14 +28,26 @@ pub fn delegation_tools(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Vec<Arc<dyn Tool
         sup: sup.clone(),
         ctx: ctx.clone(),
     };
-    vec![
-        Arc::new(TaskTool(b())),
+    let directory = sup
+        .inner
+        .directory
+        .get_or_init(|| Arc::new(Directory::new(&sup.env().catalog)))
+        .clone();
+    let mut tools: Vec<Arc<dyn Tool>> = vec![
+        Arc::new(TaskTool {
+            b: b(),
+            description: format!("{TASK_DESCRIPTION} {}", directory.text),
+        }),
         Arc::new(OpenTool(b())),
         Arc::new(EvalTool(b())),
         Arc::new(CloseTool(b())),
         Arc::new(ListTool(b())),
         Arc::new(ReadTool(b())),
-    ]
+    ];
+    if directory.overflows() {
+        tools.push(Arc::new(AgentTypesTool(directory)));
+    }
+    tools
 }
 
 #[derive(Clone)]
@@ -142,7 +155,17 @@ struct TaskArgs {
     fork_context: Option<bool>,
 }
 
-struct TaskTool(Bound);
+const TASK_DESCRIPTION: &str = "Delegate work to sub-agents and wait for them. Give \
+`prompts` (one focused, self-contained task each; they run in parallel) or one \
+`description`. Each child reports SUMMARY, CHANGES, EVIDENCE, RISKS, BLOCKERS; results \
+come back in prompt order, and one child's failure does not affect the others. Prefer \
+precise questions over broad ones.";
+
+/// `task`; its description ends with the agent types (see `agent_types`).
+struct TaskTool {
+    b: Bound,
+    description: String,
+}
 
 #[async_trait]
 impl Tool for TaskTool {
@@ -150,10 +173,7 @@ impl Tool for TaskTool {
         "task"
     }
     fn description(&self) -> &str {
-        "Delegate work to sub-agents and wait for them. Give `prompts` (one focused, \
-self-contained task each; they run in parallel) or one `description`. Each child reports \
-SUMMARY, CHANGES, EVIDENCE, RISKS, BLOCKERS; results come back in prompt order, and one \
-child's failure does not affect the others. Prefer precise questions over broad ones."
+        &self.description
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<TaskArgs>()
@@ -163,6 +183,7 @@ child's failure does not affect the others. Prefer precise questions over broad 
     }
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let a: TaskArgs = parse_args("task", args)?;
+        let b = &self.b;
         let prompts = match (a.prompts, a.description) {
             (Some(p), None) if !p.is_empty() => p,
             (None, Some(d)) if !d.trim().is_empty() => vec![d],
@@ -174,7 +195,6 @@ child's failure does not affect the others. Prefer precise questions over broad 
                 })
             }
         };
-        let b = &self.0;
         let fork_from = if a.fork_context.unwrap_or(false) {
             b.ctx.last_request()
         } else {

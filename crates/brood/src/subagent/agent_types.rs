@@ -1,0 +1,189 @@
+//! What a delegating run is told about the agent types it may ask for: the
+//! built-in roles and the defined agents (name and a one-line description, sorted,
+//! workspace before user), written into the `task` tool's description within a
+//! byte budget whatever the number of definitions. Past the budget the list says
+//! how many are left and the run gets `agent_types`, a read-only tool that returns
+//! the rest, filterable by a word.
+
+use super::catalog::AgentCatalog;
+use super::definition::AgentDefinition;
+use super::role::Role;
+use crate::tool::{parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+/// The most bytes the defined agents may take in the `task` description (the
+/// `agent_types` tool offered past it stays within the 2 KB per request).
+pub const LIST_BUDGET_BYTES: usize = 1400;
+/// The most characters of a definition's description shown (its first line).
+pub const DESCRIPTION_CHARS: usize = 90;
+/// The most entries one `agent_types` call returns.
+pub const MAX_RESULTS: usize = 60;
+
+/// The agent types as a delegating run sees them, made once per session.
+#[derive(Debug, Clone, Default)]
+pub struct Directory {
+    /// Appended to the `task` description.
+    pub text: String,
+    /// Definitions in display order, and how many of them `text` names.
+    entries: Vec<Entry>,
+    listed: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    description: String,
+    role: Role,
+    source: &'static str,
+}
+
+impl Directory {
+    /// Build the directory of `catalog`.
+    pub fn new(catalog: &AgentCatalog) -> Directory {
+        let mut defs: Vec<&Arc<AgentDefinition>> = catalog.definitions().iter().collect();
+        defs.sort_by_key(|d| (d.source, d.name.to_ascii_lowercase()));
+        let entries: Vec<Entry> = defs
+            .iter()
+            .map(|d| Entry {
+                name: d.name.clone(),
+                description: one_line(&d.description),
+                role: d.role,
+                source: match d.source {
+                    super::definition::DefinitionSource::Workspace => "workspace",
+                    super::definition::DefinitionSource::Claude => "claude",
+                    super::definition::DefinitionSource::User => "user",
+                },
+            })
+            .collect();
+        let mut text = String::from("agent_type: ");
+        let roles: Vec<String> = Role::ALL
+            .iter()
+            .filter(|r| **r != Role::Custom)
+            .map(|r| format!("{r} ({})", r.summary()))
+            .collect();
+        text.push_str(&roles.join("; "));
+        text.push('.');
+        let mut listed = 0;
+        if !entries.is_empty() {
+            text.push_str(" Defined:");
+            let mut used = 0;
+            for e in &entries {
+                let item = if e.description.is_empty() {
+                    format!(" {};", e.name)
+                } else {
+                    format!(" {} ({});", e.name, e.description)
+                };
+                if used + item.len() > LIST_BUDGET_BYTES {
+                    break;
+                }
+                used += item.len();
+                text.push_str(&item);
+                listed += 1;
+            }
+            if listed < entries.len() {
+                text.push_str(&format!(
+                    " and {} more: agent_types lists them.",
+                    entries.len() - listed
+                ));
+            } else {
+                text.pop();
+                text.push('.');
+            }
+        }
+        Directory {
+            text,
+            entries,
+            listed,
+        }
+    }
+
+    /// Whether some definitions did not fit (the run then gets `agent_types`).
+    pub fn overflows(&self) -> bool {
+        self.listed < self.entries.len()
+    }
+}
+
+/// The first line of `s`, control characters dropped, cut to
+/// [`DESCRIPTION_CHARS`] characters.
+fn one_line(s: &str) -> String {
+    let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let mut out: String = line
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(DESCRIPTION_CHARS + 1)
+        .collect();
+    if out.chars().count() > DESCRIPTION_CHARS {
+        out = out.chars().take(DESCRIPTION_CHARS - 1).collect();
+        out.push('…');
+    }
+    out.trim().to_string()
+}
+
+/// Arguments of `agent_types`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AgentTypesArgs {
+    /// A word to look for in names and descriptions (case-insensitive). Omit it
+    /// for those the task description does not list.
+    #[serde(alias = "query", alias = "filter")]
+    r#match: Option<String>,
+}
+
+/// `agent_types`: the defined agents the `task` description had no room for.
+pub struct AgentTypesTool(pub Arc<Directory>);
+
+#[async_trait]
+impl Tool for AgentTypesTool {
+    fn name(&self) -> &str {
+        "agent_types"
+    }
+    fn description(&self) -> &str {
+        "List defined agent types for agent_type, as `name [role, source]: description`."
+    }
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<AgentTypesArgs>()
+    }
+    fn capability(&self) -> Capability {
+        Capability::Delegate
+    }
+    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let a: AgentTypesArgs = parse_args("agent_types", args)?;
+        let dir = &self.0;
+        let word = a
+            .r#match
+            .map(|w| w.trim().to_lowercase())
+            .filter(|w| !w.is_empty());
+        let matching: Vec<&Entry> = match &word {
+            Some(w) => dir
+                .entries
+                .iter()
+                .filter(|e| {
+                    e.name.to_lowercase().contains(w) || e.description.to_lowercase().contains(w)
+                })
+                .collect(),
+            None => dir.entries.iter().skip(dir.listed).collect(),
+        };
+        let shown: Vec<serde_json::Value> = matching
+            .iter()
+            .take(MAX_RESULTS)
+            .map(|e| {
+                json!(format!(
+                    "{} [{}, {}]: {}",
+                    e.name, e.role, e.source, e.description
+                ))
+            })
+            .collect();
+        let mut out = json!({ "agent_types": shown });
+        if matching.len() > MAX_RESULTS {
+            out["more"] = json!(format!(
+                "{} more; narrow with `match`",
+                matching.len() - MAX_RESULTS
+            ));
+        }
+        Ok(out.to_string())
+    }
+}
