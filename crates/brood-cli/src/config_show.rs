@@ -63,6 +63,7 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
     // [subagents] after defaults and clamps.
     let s = &checked.settings;
     let none = |v: Option<u64>, what: &str| v.map_or_else(|| what.to_string(), |n| n.to_string());
+    let usd = |v: Option<f64>| v.map_or_else(|| "(none)".to_string(), |n| n.to_string());
     let choice = |c: &Option<brood::model::ToolChoice>| match c {
         None => "(the session's)".to_string(),
         Some(brood::model::ToolChoice::Named(n)) => format!("{n:?}"),
@@ -84,6 +85,8 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
         ("wall_time_secs", s.wall_time.as_secs().to_string()),
         ("token_budget", none(s.token_budget, "(none)")),
         ("tree_token_budget", none(s.tree_token_budget, "(none)")),
+        ("cost_budget_usd", usd(s.cost_budget_usd)),
+        ("tree_cost_budget_usd", usd(s.tree_cost_budget_usd)),
         ("api_timeout_secs", s.api_timeout.as_secs().to_string()),
         (
             "heartbeat_timeout_secs",
@@ -106,6 +109,12 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
     for (key, value, source) in &config.provenance {
         if !shown.borrow().contains(key) {
             line(key, value.clone(), origin(config, source));
+        }
+    }
+    // [pricing], from the user's config only.
+    for (key, value, source) in config.effective() {
+        if key.starts_with("pricing.") {
+            line(&key, value, origin(config, &source));
         }
     }
     for (key, value, file) in &config.ignored {

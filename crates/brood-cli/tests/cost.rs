@@ -267,6 +267,21 @@ fn an_unpriced_model_has_a_null_cost_everywhere() {
 /// the user's config names the key.
 #[test]
 fn prices_come_only_from_the_users_config_and_are_checked() {
+    let f = fixture(&format!(
+        "{PRICED}[subagents]\ntree_cost_budget_usd = 2.5\n"
+    ));
+    let show = brood_cmd(f.home.path(), f.ws.path())
+        .args(["config", "show"])
+        .output()
+        .unwrap();
+    let (shown, _) = text(&show);
+    assert!(
+        shown.contains(
+            "pricing.\"m\" = input 2 / cached input 0.5 / output 8 USD per million tokens"
+        ) && shown.contains("subagents.tree_cost_budget_usd = 2.5"),
+        "{shown}"
+    );
+
     let f = fixture("");
     std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
     std::fs::write(
