@@ -323,3 +323,230 @@ fn config_show_refuses_what_run_refuses_naming_file_and_key_and_reports_clamps()
         "{stderr}"
     );
 }
+
+/// `brood run --json --record FILE` with the server up, then `--replay FILE` with it
+/// gone: the same final answer, turns and tool calls. Returns both reports.
+fn record_then_replay(
+    f: &Fixture,
+    server: &mut MockServer,
+    prompt: &str,
+) -> (serde_json::Value, serde_json::Value, std::path::PathBuf) {
+    let rec = f.home.path().join("tree.jsonl");
+    let base = server.base_url();
+    let common = [
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--json",
+    ];
+    let mut a: Vec<&str> = vec!["run"];
+    a.extend(common);
+    let rec_s = rec.to_str().unwrap().to_string();
+    a.extend(["--record", &rec_s, prompt]);
+    let (code, stdout, stderr) = f.brood(&a, &[]);
+    assert_eq!(code, Some(0), "record: {stderr}");
+    let recorded: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let lines = std::fs::read_to_string(&rec).unwrap().lines().count();
+    assert_eq!(
+        lines,
+        server.request_count(),
+        "every step of the tree recorded once"
+    );
+    server.stop();
+    let mut a: Vec<&str> = vec!["run"];
+    a.extend(common);
+    a.extend(["--replay", &rec_s, prompt]);
+    let (code, stdout, stderr) = f.brood(&a, &[]);
+    assert_eq!(code, Some(0), "replay: {stderr}");
+    let replayed: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    for k in ["final", "turns", "tool_calls"] {
+        assert_eq!(replayed[k], recorded[k], "{k}: {recorded} vs {replayed}");
+    }
+    assert_eq!(
+        replayed["usage"]["requests"], recorded["usage"]["requests"],
+        "every recorded step answered once"
+    );
+    (recorded, replayed, rec)
+}
+
+fn is_child(req: &brood_mock::MockRequest, prefix: &str) -> bool {
+    req.first_user_text().is_some_and(|t| t.starts_with(prefix))
+}
+
+#[test]
+fn a_fan_out_of_three_replays_whatever_the_order() {
+    let f = fixture();
+    f.write("notes.txt", "alpha\n");
+    let mut server = MockServer::start(|req| {
+        if is_child(req, "child ") {
+            // Each child reads a file first, so children interleave their steps.
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call("read_file", serde_json::json!({"path": "notes.txt"})),
+                _ => MockReply::text(format!(
+                    "SUMMARY: {} read notes.txt",
+                    req.first_user_text().unwrap_or_default()
+                )),
+            };
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call(
+                "task",
+                serde_json::json!({"prompts": ["child one", "child two", "child three"]}),
+            ),
+            _ => MockReply::text("all three done"),
+        }
+    });
+    let (recorded, _, _) = record_then_replay(&f, &mut server, "fan out");
+    assert_eq!(recorded["final"], "all three done");
+    // The parent's two steps, and three per child (the last one completes its report).
+    assert_eq!(recorded["usage"]["requests"], 11, "{recorded}");
+}
+
+#[test]
+fn a_nested_delegation_replays() {
+    let f = fixture();
+    let mut server = MockServer::start(|req| {
+        let task = req.first_user_text().unwrap_or_default().to_string();
+        let turns = req.assistant_turns();
+        if task.starts_with("grandchild") {
+            return MockReply::text("SUMMARY: the grandchild looked");
+        }
+        if task.starts_with("child outer") {
+            return match turns {
+                0 => MockReply::tool_call(
+                    "task",
+                    serde_json::json!({"prompts": ["grandchild look"]}),
+                ),
+                _ => MockReply::text("SUMMARY: the child delegated"),
+            };
+        }
+        match turns {
+            0 => MockReply::tool_call("task", serde_json::json!({"prompts": ["child outer"]})),
+            _ => MockReply::text("nested done"),
+        }
+    });
+    let (recorded, _, rec) = record_then_replay(&f, &mut server, "nest");
+    assert_eq!(recorded["final"], "nested done");
+    // The grandchild's result carried its run id into the child's request.
+    let text = std::fs::read_to_string(&rec).unwrap();
+    assert!(
+        text.contains("grandchild look"),
+        "no grandchild in the recording: {text}"
+    );
+
+    // A recording that does not fit names the agent, its step and the field.
+    let changed = text.replacen(
+        "SUMMARY: the grandchild looked",
+        "SUMMARY: something else",
+        1,
+    );
+    let edited = f.home.path().join("edited.jsonl");
+    std::fs::write(&edited, changed).unwrap();
+    let base = "http://127.0.0.1:9";
+    let (code, _, stderr) = f.brood(
+        &[
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            base,
+            "--model",
+            "m",
+            "--replay",
+            edited.to_str().unwrap(),
+            "nest",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    // The child whose step does not fit fails naming itself, its step and the field;
+    // the parent then fails on that child's different result.
+    let errors = failed_run_errors(&f);
+    assert!(
+        errors.iter().any(
+            |e| e.contains("general child with task \"child outer\", step 2")
+                && e.contains("messages[")
+                && e.contains("something else")
+        ),
+        "{errors:?}\n{stderr}"
+    );
+}
+
+/// The `error` of every failed run in the workspace's ledger.
+fn failed_run_errors(f: &Fixture) -> Vec<String> {
+    let (code, stdout, stderr) = f.brood(&["agents", "list", "--all", "--json"], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let runs = v
+        .as_array()
+        .or_else(|| v["runs"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    runs.iter()
+        .filter(|r| r["status"] == "failed")
+        .filter_map(|r| {
+            let id = r["id"].as_str().or_else(|| r["run_id"].as_str())?;
+            let (_, out, _) = f.brood(&["agents", "show", id, "--json"], &[]);
+            let d: serde_json::Value = serde_json::from_str(out.trim()).ok()?;
+            let e = d["error"].as_str().or_else(|| d["run"]["error"].as_str())?;
+            Some(e.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn a_failing_child_and_a_background_child_waited_on_by_id_replay() {
+    let f = fixture();
+    let mut server = MockServer::start(|req| {
+        let task = req.first_user_text().unwrap_or_default().to_string();
+        if task.starts_with("child doomed") {
+            return MockReply::status(400, "bad request: the model refuses this child");
+        }
+        if task.starts_with("child background") {
+            return MockReply::text("SUMMARY: background work done");
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call(
+                "agent_open",
+                serde_json::json!({"prompt": "child background"}),
+            ),
+            1 => {
+                // Wait on the child by the id this run issued.
+                let result = req
+                    .last_message()
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or("");
+                let v: serde_json::Value = serde_json::from_str(result).unwrap_or_default();
+                let id = v["agent_id"].as_str().unwrap_or("no-id").to_string();
+                MockReply::tool_call(
+                    "agent_eval",
+                    serde_json::json!({"agent_id": id, "timeout_ms": 60000}),
+                )
+            }
+            2 => MockReply::tool_call("task", serde_json::json!({"prompts": ["child doomed"]})),
+            _ => MockReply::text("one child failed, one finished"),
+        }
+    });
+    let (recorded, replayed, rec) = record_then_replay(&f, &mut server, "mixed");
+    assert_eq!(recorded["final"], "one child failed, one finished");
+    let text = std::fs::read_to_string(&rec).unwrap();
+    assert!(
+        text.contains("\"error\""),
+        "the failed step is recorded as an error: {text}"
+    );
+    // The replayed wait named the replay's child, not the recorded one: it found
+    // it settled (a wrong id would be an error result and a different request).
+    assert_ne!(recorded["run_id"], replayed["run_id"]);
+    // The doomed child failed in both runs, with the same recorded error.
+    let errors = failed_run_errors(&f);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("the model refuses this child")),
+        "{errors:?}"
+    );
+}

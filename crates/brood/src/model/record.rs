@@ -6,23 +6,34 @@
 //! flushed one by one, so concurrent steps never interleave and no lock is held while
 //! anything waits.
 //!
-//! [`Replayer`] answers from such a file without network. Concurrent children make
-//! the order of requests nondeterministic, so each request is matched against the
-//! recorded requests not used yet, by exact equality; a request without a match fails
-//! with [`ModelError::ReplayMismatch`] saying how it differs from the nearest recorded
-//! one.
+//! [`Replayer`] answers from such a file without network, for whole trees of
+//! agents. Concurrent children make the order of requests nondeterministic, so a
+//! request is matched per agent — its system prompt and task (the first user
+//! message), and its step (how many answers it has had) — against the recorded
+//! requests not used yet, never by arrival order. Run-specific values are
+//! normalized before comparing (generated ids such as a child's run id in a `task`
+//! result, timestamps; see `normalize`), and a recorded id inside a replayed answer
+//! (a model waiting on a background child by id) is re-issued as the id this run
+//! generated in its place. A request without a match fails with
+//! [`ModelError::ReplayMismatch`] naming the agent, its step and the first field in
+//! which it differs from the nearest recorded request.
 
 use super::{
     emit_response_events, EventFn, Message, Model, ModelError, ModelRequest, ModelResponse,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use thiserror::Error;
 use tokio::sync::oneshot;
+
+mod normalize;
+use normalize::Normalized;
 
 /// A recording file that cannot be used.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -56,6 +67,11 @@ type WriteJob = (String, oneshot::Sender<Result<(), String>>);
 /// Records every step of an inner model (see the module docs).
 pub struct Recorder {
     inner: Arc<dyn Model>,
+    sink: Arc<Sink>,
+}
+
+/// The file's one writer and step counter, shared by every model of a session.
+struct Sink {
     path: PathBuf,
     jobs: mpsc::Sender<WriteJob>,
     seq: AtomicU64,
@@ -65,7 +81,7 @@ impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")
             .field("inner", &self.inner.provider_name())
-            .field("path", &self.path)
+            .field("path", &self.sink.path)
             .finish()
     }
 }
@@ -101,22 +117,35 @@ impl Recorder {
             })?;
         Ok(Recorder {
             inner,
-            path,
-            jobs,
-            seq: AtomicU64::new(0),
+            sink: Arc::new(Sink {
+                path,
+                jobs,
+                seq: AtomicU64::new(0),
+            }),
         })
     }
 
+    /// Record `inner` into the same file through the same writer and step
+    /// counter (a child's provider in a session that records): lines never
+    /// interleave and `seq` stays one sequence.
+    pub fn share(&self, inner: Arc<dyn Model>) -> Recorder {
+        Recorder {
+            inner,
+            sink: self.sink.clone(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.sink.path
     }
 
     async fn write(&self, entry: &Entry) -> Result<(), ModelError> {
-        let fail = |d: String| ModelError::Record(format!("{}: {d}", self.path.display()));
+        let fail = |d: String| ModelError::Record(format!("{}: {d}", self.sink.path.display()));
         let mut line = serde_json::to_string(entry).map_err(|e| fail(e.to_string()))?;
         line.push('\n');
         let (tx, rx) = oneshot::channel();
-        self.jobs
+        self.sink
+            .jobs
             .send((line, tx))
             .map_err(|_| fail("the writer stopped".into()))?;
         match rx.await {
@@ -142,7 +171,7 @@ impl Model for Recorder {
     ) -> Result<ModelResponse, ModelError> {
         let result = self.inner.step(request, on_event).await;
         let entry = Entry {
-            seq: self.seq.fetch_add(1, Ordering::SeqCst),
+            seq: self.sink.seq.fetch_add(1, Ordering::SeqCst),
             provider: self.inner.provider_name().to_string(),
             request: request.clone(),
             response: result.as_ref().ok().cloned(),
@@ -159,20 +188,60 @@ impl Model for Recorder {
     }
 }
 
+/// Names the agent a request comes from (e.g. `explore child "find the parsers"`)
+/// for a mismatch message. The runtime supplies it: this layer knows no roles.
+pub type AgentNamer = Arc<dyn Fn(&ModelRequest) -> String + Send + Sync>;
+
 #[derive(Debug, Clone)]
 struct Recorded {
     line: usize,
     request: ModelRequest,
+    norm: Normalized,
+    /// Which agent asked: its system prompt and first user message, normalized.
+    agent: (Value, Value),
+    /// How many model steps that agent had taken before (its assistant messages).
+    step: usize,
     outcome: Result<ModelResponse, ModelError>,
 }
 
 /// Answers from a recording (see the module docs).
-#[derive(Debug)]
 pub struct Replayer {
     path: PathBuf,
     entries: Vec<Recorded>,
     used: Mutex<Vec<bool>>,
+    /// Recorded id → the id this run issued in its place.
+    reissued: Mutex<HashMap<String, String>>,
     arrivals: AtomicUsize,
+    namer: Option<AgentNamer>,
+}
+
+impl std::fmt::Debug for Replayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replayer")
+            .field("path", &self.path)
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
+/// The agent key and step of a normalized request.
+fn agent_and_step(norm: &Value) -> ((Value, Value), usize) {
+    let messages = norm.get("messages").and_then(Value::as_array);
+    let first_user = messages
+        .and_then(|m| {
+            m.iter()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        })
+        .and_then(|m| m.get("content"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let steps = messages.map_or(0, |m| {
+        m.iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .count()
+    });
+    let system = norm.get("system").cloned().unwrap_or(Value::Null);
+    ((system, first_user), steps)
 }
 
 impl Replayer {
@@ -201,9 +270,14 @@ impl Replayer {
                 (None, Some(err)) => Err(err),
                 _ => return Err(bad("needs exactly one of 'response' and 'error'".into())),
             };
+            let norm = Normalized::of(&e.request);
+            let (agent, step) = agent_and_step(&norm.value);
             entries.push(Recorded {
                 line: i + 1,
                 request: e.request,
+                norm,
+                agent,
+                step,
                 outcome,
             });
         }
@@ -215,8 +289,16 @@ impl Replayer {
             path,
             entries,
             used,
+            reissued: Mutex::new(HashMap::new()),
             arrivals: AtomicUsize::new(0),
+            namer: None,
         })
+    }
+
+    /// Name agents in mismatch messages with `namer` (default: by their task).
+    pub fn with_agent_namer(mut self, namer: AgentNamer) -> Replayer {
+        self.namer = Some(namer);
+        self
     }
 
     /// Recorded steps in the file.
@@ -237,17 +319,64 @@ impl Replayer {
         self.used.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Claim the first unused entry equal to `request`.
-    fn claim(&self, request: &ModelRequest) -> Option<usize> {
-        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        let i =
-            (0..self.entries.len()).find(|&i| !used[i] && self.entries[i].request == *request)?;
-        used[i] = true;
+    /// Claim the first unused entry of the same agent and step whose normalized
+    /// request equals `norm`, and learn which recorded ids this run re-issued.
+    fn claim(&self, norm: &Normalized) -> Option<usize> {
+        let (agent, step) = agent_and_step(&norm.value);
+        let i = {
+            let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            let i = (0..self.entries.len()).find(|&i| {
+                let e = &self.entries[i];
+                !used[i] && e.step == step && e.agent == agent && e.norm.value == norm.value
+            })?;
+            used[i] = true;
+            i
+        };
+        let mut map = self.reissued.lock().unwrap_or_else(|e| e.into_inner());
+        for (old, new) in self.entries[i].norm.ids.iter().zip(&norm.ids) {
+            if old != new {
+                map.insert(old.clone(), new.clone());
+            }
+        }
         Some(i)
     }
 
-    fn mismatch(&self, index: usize, request: &ModelRequest) -> ModelError {
+    /// The recorded response with the ids this run re-issued in place of recorded ones.
+    fn answer(&self, i: usize) -> Result<ModelResponse, ModelError> {
+        let response = self.entries[i].outcome.clone()?;
+        let map = self
+            .reissued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if map.is_empty() {
+            return Ok(response);
+        }
+        let Ok(mut v) = serde_json::to_value(&response) else {
+            return Ok(response);
+        };
+        normalize::reissue(&mut v, &map);
+        Ok(serde_json::from_value(v).unwrap_or(response))
+    }
+
+    fn agent_name(&self, request: &ModelRequest) -> String {
+        match &self.namer {
+            Some(n) => n(request),
+            None => {
+                let task = request
+                    .messages
+                    .iter()
+                    .find(|m| m.role == super::Role::User)
+                    .map(|m| m.content.chars().take(40).collect::<String>())
+                    .unwrap_or_default();
+                format!("the agent with task {task:?}")
+            }
+        }
+    }
+
+    fn mismatch(&self, index: usize, request: &ModelRequest, norm: &Normalized) -> ModelError {
         let used = self.used_flags();
+        let (agent, step) = agent_and_step(&norm.value);
         let unused: Vec<&Recorded> = self
             .entries
             .iter()
@@ -255,17 +384,30 @@ impl Replayer {
             .filter(|(_, u)| !**u)
             .map(|(e, _)| e)
             .collect();
-        let pool: Vec<&Recorded> = if unused.is_empty() {
-            self.entries.iter().collect()
-        } else {
-            unused.clone()
-        };
+        let same_agent: Vec<&Recorded> = unused
+            .iter()
+            .copied()
+            .filter(|e| e.agent == agent)
+            .collect();
+        let same_step: Vec<&Recorded> = same_agent
+            .iter()
+            .copied()
+            .filter(|e| e.step == step)
+            .collect();
+        let pool: Vec<&Recorded> = [&same_step, &same_agent, &unused]
+            .into_iter()
+            .find(|p| !p.is_empty())
+            .cloned()
+            .unwrap_or_else(|| self.entries.iter().collect());
+        let got = norm.request().unwrap_or_else(|| request.clone());
         let nearest = pool
             .iter()
-            .max_by_key(|e| closeness(&e.request, request))
-            .copied();
+            .map(|e| (e, e.norm.request().unwrap_or_else(|| e.request.clone())))
+            .max_by_key(|(_, r)| closeness(r, &got));
         let mut detail = format!(
-            "request for model '{}' ending with {} matches no {}recorded request in {}",
+            "{}, step {}: request for model '{}' ending with {} matches no {}recorded request in {}",
+            self.agent_name(request),
+            step + 1,
             request.model,
             describe_message(request.messages.last()),
             if unused.is_empty() { "" } else { "unused " },
@@ -276,12 +418,23 @@ impl Replayer {
                 " (all {} recorded requests were already answered)",
                 self.entries.len()
             ));
-        }
-        if let Some(n) = nearest {
+        } else if same_agent.is_empty() {
+            detail.push_str(" (no recorded agent has this system prompt and task)");
+        } else if same_step.is_empty() {
+            let mut steps: Vec<usize> = same_agent.iter().map(|e| e.step + 1).collect();
+            steps.sort_unstable();
+            steps.dedup();
             detail.push_str(&format!(
-                "; nearest is line {}: {}",
+                " (this agent's unanswered recorded steps: {steps:?})"
+            ));
+        }
+        if let Some((n, r)) = nearest {
+            detail.push_str(&format!(
+                "; nearest is line {} ({}, step {}): {}",
                 n.line,
-                differences(&n.request, request)
+                self.agent_name(&n.request),
+                n.step + 1,
+                differences(&r, &got)
             ));
         }
         ModelError::ReplayMismatch { index, detail }
@@ -300,10 +453,11 @@ impl Model for Replayer {
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let index = self.arrivals.fetch_add(1, Ordering::SeqCst);
-        let Some(i) = self.claim(request) else {
-            return Err(self.mismatch(index, request));
+        let norm = Normalized::of(request);
+        let Some(i) = self.claim(&norm) else {
+            return Err(self.mismatch(index, request, &norm));
         };
-        let response = self.entries[i].outcome.clone()?;
+        let response = self.answer(i)?;
         emit_response_events(&response, on_event);
         Ok(response)
     }

@@ -480,22 +480,23 @@ fn build_models(
         }
         ModelSource::Record(path) => {
             let r = factory.main()?;
-            let rec: Arc<dyn Model> =
-                Arc::new(Recorder::create(r.model, path).map_err(record_error)?);
+            // One writer for the whole tree: children's steps go through it too.
+            let rec = Arc::new(Recorder::create(r.model, path).map_err(record_error)?);
             let f = factory.clone();
-            let path = path.clone();
+            let sink = rec.clone();
             let routes: crate::subagent::run::RouteBuilder =
                 Arc::new(move |provider: &str, model: &str| {
                     let inner = f.named(provider, model)?.model;
-                    Ok(Arc::new(
-                        Recorder::create(inner, &path)
-                            .map_err(|e| ModelError::Config(e.to_string()))?,
-                    ) as Arc<dyn Model>)
+                    Ok(Arc::new(sink.share(inner)) as Arc<dyn Model>)
                 });
-            (r.provider_name, r.model_id, rec, routes)
+            (r.provider_name, r.model_id, rec as Arc<dyn Model>, routes)
         }
         ModelSource::Replay(path) => {
-            let rep: Arc<dyn Model> = Arc::new(Replayer::from_file(path).map_err(record_error)?);
+            let rep: Arc<dyn Model> = Arc::new(
+                Replayer::from_file(path)
+                    .map_err(record_error)?
+                    .with_agent_namer(Arc::new(agent_name)),
+            );
             (
                 config.provider.clone(),
                 model_id()?,
@@ -517,6 +518,24 @@ fn build_models(
         ),
     };
     Ok((provider, id, main, route_builder.unwrap_or(routes)))
+}
+
+/// Which agent of a tree sent `request`, for a replay mismatch: its role (found by
+/// the role's stance in the system prompt; none is the parent) and its task.
+fn agent_name(request: &crate::model::ModelRequest) -> String {
+    let task: String = request
+        .messages
+        .iter()
+        .find(|m| m.role == crate::model::Role::User)
+        .map(|m| m.content.chars().take(40).collect())
+        .unwrap_or_default();
+    match crate::subagent::Role::ALL
+        .iter()
+        .find(|r| request.system.contains(r.stance_prompt()))
+    {
+        Some(role) => format!("{role} child with task {task:?}"),
+        None => format!("the parent (prompt {task:?})"),
+    }
 }
 
 fn record_error(e: crate::model::record::RecordError) -> SessionError {
