@@ -20,6 +20,7 @@
 //! ```
 
 pub mod agent;
+pub mod events;
 pub mod ledger;
 pub mod model;
 pub mod runtime;
@@ -27,6 +28,7 @@ pub mod subagent;
 pub mod tool;
 
 pub use agent::AgentEvent;
+pub use events::{Event, EventStream, RunEvent, RunEventKind};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse};
 pub use runtime::{Config, RunReport, Session, SessionBuilder, SessionError as Error};
 pub use subagent::{Grant, Role};

@@ -126,3 +126,102 @@ async fn a_tool_that_shadows_a_built_in_name_is_refused_with_its_name() {
     );
     assert!(err.is_usage());
 }
+
+/// Reads `events` until the root run (no parent) ends; fails on a hang.
+async fn events_of_one_root(mut events: brood::EventStream) -> Vec<brood::RunEvent> {
+    use futures::StreamExt;
+    let mut seen = Vec::new();
+    let read = async {
+        while let Some(event) = events.next().await {
+            match event {
+                brood::Event::Run(e) => {
+                    let root_end = e.parent_id.is_none() && e.kind.is_terminal();
+                    seen.push(e);
+                    if root_end {
+                        return;
+                    }
+                }
+                other => panic!("no lag expected for a subscriber that keeps up: {other:?}"),
+            }
+        }
+        panic!("the stream ended before the root did");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("the root's end within 30 s");
+    seen
+}
+
+#[tokio::test]
+async fn the_event_stream_shows_each_child_spawned_under_its_parent_and_completed_in_order() {
+    use brood::RunEventKind as K;
+    let model = ScriptedModel::new()
+        .on("CHILD", vec![ScriptStep::text(report("done."))])
+        .otherwise(vec![
+            ScriptStep::tool_call("task", json!({"prompts": ["CHILD one", "CHILD two"]})),
+            ScriptStep::text("Both done."),
+        ]);
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::builder(dir.path())
+        .model(model)
+        .build()
+        .await
+        .unwrap();
+    let collector = tokio::spawn(events_of_one_root(session.events()));
+    let report = session.ask("PARENT: two children").await.unwrap();
+    let events = collector.await.unwrap();
+
+    assert!(
+        events.windows(2).all(|w| w[0].seq < w[1].seq),
+        "seq is stream order"
+    );
+    let root = &report.run_id;
+    let at = |pred: &dyn Fn(&brood::RunEvent) -> bool| events.iter().position(pred);
+    let root_spawn = at(&|e| &e.run_id == root && matches!(e.kind, K::Spawned { .. }))
+        .expect("the root's spawn");
+    assert_eq!(events[root_spawn].role, "parent");
+    let task_call =
+        at(&|e| &e.run_id == root && matches!(&e.kind, K::ToolCall { name, .. } if name == "task"))
+            .expect("the parent's task call");
+    let root_end = events.len() - 1;
+    assert_eq!(&events[root_end].run_id, root);
+    assert!(
+        matches!(&events[root_end].kind, K::Completed { final_text } if final_text == "Both done.")
+    );
+
+    let children: Vec<&brood::RunEvent> = events
+        .iter()
+        .filter(|e| e.parent_id.is_some() && matches!(e.kind, K::Spawned { .. }))
+        .collect();
+    assert_eq!(children.len(), 2, "two children spawned: {events:#?}");
+    let mut objectives = Vec::new();
+    for child in children {
+        assert_eq!(child.parent_id.as_deref(), Some(root.as_str()));
+        assert_eq!(&child.root_id, root);
+        assert!(!child.model.is_empty());
+        if let K::Spawned { objective, .. } = &child.kind {
+            objectives.push(objective.clone());
+        }
+        let spawn =
+            at(&|e| e.run_id == child.run_id && matches!(e.kind, K::Spawned { .. })).unwrap();
+        let end =
+            at(&|e| e.run_id == child.run_id && e.kind.is_terminal()).expect("the child's end");
+        assert!(
+            matches!(events[end].kind, K::Completed { .. }),
+            "{:?}",
+            events[end]
+        );
+        assert_eq!(events[end].parent_id.as_deref(), Some(root.as_str()));
+        assert!(
+            task_call < spawn && spawn < end && end < root_end,
+            "order: task call {task_call}, spawn {spawn}, end {end}, root end {root_end}"
+        );
+        assert!(
+            at(&|e| e.run_id == child.run_id && matches!(e.kind, K::Started))
+                .is_some_and(|s| spawn < s && s < end)
+        );
+    }
+    objectives.sort();
+    assert_eq!(objectives, ["CHILD one", "CHILD two"]);
+    session.close().await;
+}

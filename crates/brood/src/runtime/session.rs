@@ -314,6 +314,27 @@ impl Session {
     pub fn supervisor(&self) -> &Supervisor {
         &self.supervisor
     }
+    /// The session's live events: every run's spawn, start, steps, streamed text,
+    /// usage, tool calls and end, in order, from now on (see [`crate::events`]).
+    /// Publishing never waits for a subscriber; one that falls behind gets an
+    /// [`Event::Lagged`](crate::Event::Lagged) marker. The stream ends when the
+    /// session is gone.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: &brood::Session) {
+    /// use futures::StreamExt;
+    /// let mut events = session.events();
+    /// while let Some(event) = events.next().await {
+    ///     if let brood::Event::Run(e) = event {
+    ///         println!("{} {:?} {:?}", e.run_id, e.parent_id, e.kind);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn events(&self) -> crate::events::EventStream {
+        self.supervisor.bus().subscribe(None)
+    }
+
     /// The session's token: cancelling it stops every run.
     pub fn cancel_token(&self) -> &CancellationToken {
         &self.cancel

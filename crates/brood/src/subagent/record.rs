@@ -1,11 +1,14 @@
 //! What the ledger hears about runs: spawns, the root's terminal record and `queued`
 //! (awaited until durable), `running` and children's terminal records (queued in
 //! order, not waited for), and every agent event as progress (batched by the
-//! ledger's group commit). The only place the sub-agent layer talks to the ledger.
+//! ledger's group commit). The only place the sub-agent layer talks to the ledger,
+//! and so also where the session's live events ([`crate::events`]) are published:
+//! the stream states what the ledger records.
 
 use super::result::ChildResult;
 use super::supervisor::LiveStatus;
 use crate::agent::AgentEvent;
+use crate::events::{EventBus, RunEventKind};
 use crate::ledger::{
     EventKind, Ledger, LedgerError, ListFilter, NewRun, RunId, Transition, UsageDelta,
 };
@@ -34,6 +37,8 @@ pub(crate) struct Recorder {
     ledger: Arc<Ledger>,
     /// Progress writes the ledger refused (kept visible rather than silent).
     dropped: Arc<AtomicU64>,
+    /// The session's live events, published next to each record.
+    bus: Arc<EventBus>,
 }
 
 impl Recorder {
@@ -41,7 +46,13 @@ impl Recorder {
         Recorder {
             ledger,
             dropped: Arc::new(AtomicU64::new(0)),
+            bus: Arc::default(),
         }
+    }
+
+    /// The session's live events.
+    pub fn bus(&self) -> &Arc<EventBus> {
+        &self.bus
     }
 
     /// Record a new run: queued to the ledger now (so it is ordered before anything
@@ -50,6 +61,13 @@ impl Recorder {
         &self,
         r: SpawnRecord<'_>,
     ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static {
+        self.bus.spawned(r.id, r.parent_id, r.role, r.model, || {
+            RunEventKind::Spawned {
+                name: r.name.to_string(),
+                agent_type: r.agent_type.to_string(),
+                objective: r.objective.to_string(),
+            }
+        });
         let run = NewRun {
             id: Some(RunId::from_string(r.id)),
             parent_id: r.parent_id.map(RunId::from_string),
@@ -74,6 +92,7 @@ impl Recorder {
             LiveStatus::Running => Transition::Running,
             _ => return,
         };
+        self.publish_status(id, status);
         if let Err(e) = self.ledger.transition(&run, change).await {
             self.count(&e);
         }
@@ -91,6 +110,7 @@ impl Recorder {
             LiveStatus::Running => Transition::Running,
             _ => return,
         };
+        self.publish_status(id, status);
         if self.ledger.queue_transition(&run, change).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -98,6 +118,7 @@ impl Recorder {
 
     /// The terminal record, with the whole result; resolves once on disk.
     pub async fn finish(&self, r: &ChildResult) {
+        self.publish_end(r);
         let durable = self
             .ledger
             .transition(&RunId::from_string(&r.agent_id), terminal(r));
@@ -114,6 +135,7 @@ impl Recorder {
     /// ends of a fan-out's children share commits instead of forcing one each. A
     /// failed write is counted (see [`Recorder::write_failures`]).
     pub fn finish_queued(&self, r: &ChildResult) {
+        self.publish_end(r);
         if self
             .ledger
             .queue_transition(&RunId::from_string(&r.agent_id), terminal(r))
@@ -129,6 +151,69 @@ impl Recorder {
     /// there, where nobody waits).
     pub fn write_failures(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed) + self.ledger.stats().ops_failed
+    }
+
+    fn publish_status(&self, id: &str, status: LiveStatus) {
+        self.bus.publish(id, || match status {
+            LiveStatus::Queued => RunEventKind::Queued,
+            _ => RunEventKind::Started,
+        });
+    }
+
+    /// A run's terminal event, worded as its terminal record.
+    fn publish_end(&self, r: &ChildResult) {
+        self.bus.publish(&r.agent_id, || {
+            let reason = r.reason.clone().unwrap_or_default();
+            match r.status {
+                LiveStatus::Completed => RunEventKind::Completed {
+                    final_text: r.final_text.clone(),
+                },
+                LiveStatus::Failed => RunEventKind::Failed {
+                    error: r.error.clone().unwrap_or(reason),
+                },
+                LiveStatus::Interrupted => RunEventKind::Interrupted { reason },
+                _ => RunEventKind::Cancelled { reason },
+            }
+        });
+    }
+
+    /// One agent event as a live event (steps, text, usage, tool calls).
+    fn publish_agent_event(&self, id: &str, event: &AgentEvent) {
+        let kind = match event {
+            AgentEvent::ModelRequest { turn, .. } => RunEventKind::Step { turn: *turn },
+            AgentEvent::Stream {
+                event: StreamEvent::TextDelta { text },
+                ..
+            } => RunEventKind::TextDelta { text: text.clone() },
+            AgentEvent::ModelResponse { turn, response, .. } => {
+                let Some(u) = response.usage else { return };
+                RunEventKind::Usage {
+                    turn: *turn,
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cached_input_tokens: u.cached_input_tokens,
+                }
+            }
+            AgentEvent::ToolStarted { call } => RunEventKind::ToolCall {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            },
+            AgentEvent::ToolFinished {
+                call,
+                ok,
+                output,
+                duration_ms,
+            } => RunEventKind::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok: *ok,
+                output: output.clone(),
+                duration_ms: *duration_ms,
+            },
+            _ => return,
+        };
+        self.bus.publish(id, || kind);
     }
 
     /// Count a failed write once: the writer already counted those it saw.
@@ -155,6 +240,9 @@ impl Recorder {
 
     /// One agent event, as progress (never blocks).
     pub fn observe(&self, id: &str, event: &AgentEvent) {
+        if self.bus.listened() {
+            self.publish_agent_event(id, event);
+        }
         let run = RunId::from_string(id);
         match event {
             AgentEvent::Message { message } => {

@@ -189,6 +189,11 @@ impl Supervisor {
         self.inner.board.subscribe()
     }
 
+    /// The session's live events (published where runs are recorded).
+    pub(crate) fn bus(&self) -> &Arc<crate::events::EventBus> {
+        self.inner.recorder.bus()
+    }
+
     /// Ledger writes that failed in this session (0 when every record landed).
     pub fn ledger_write_failures(&self) -> u64 {
         self.inner.recorder.write_failures()
