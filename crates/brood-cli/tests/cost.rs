@@ -560,3 +560,69 @@ fn a_hundred_and_fifty_definitions_stay_within_two_kilobytes() {
         "agent-149 [review, workspace]: Specialist number 149 for the subsystem called part149"
     );
 }
+
+/// The first request of each role's child with a one-line prompt, and the parent's,
+/// measured at the endpoint: (explore, review, general, parent) bytes, plus the
+/// bodies of two explore siblings' first requests.
+fn first_request_sizes() -> ([usize; 4], Vec<u8>, Vec<u8>) {
+    let f = fixture("");
+    let server = MockServer::start(|req| {
+        if is_child(req) {
+            return Answer::text(
+                "SUMMARY: ok\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none",
+            )
+            .into();
+        }
+        match req.assistant_turns() {
+            0 => brood_mock::MockReply::tool_calls([
+                (
+                    "task",
+                    json!({"prompts": ["child e1", "child e2"], "agent_type": "explore"}),
+                ),
+                (
+                    "task",
+                    json!({"prompts": ["child r"], "agent_type": "review"}),
+                ),
+                ("task", json!({"prompts": ["child g"]})),
+            ]),
+            _ => brood_mock::MockReply::text("done"),
+        }
+    });
+    let out = run_local(&f, &server, &["look around"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let raw = server.raw_requests();
+    let captured = server.captured();
+    let body = |who: &str| {
+        let i = captured
+            .iter()
+            .position(|r| r.first_user_text() == Some(who))
+            .unwrap_or_else(|| panic!("no request of {who}"));
+        raw[i].clone()
+    };
+    let sizes = [
+        body("child e1").len(),
+        body("child r").len(),
+        body("child g").len(),
+        body("look around").len(),
+    ];
+    (sizes, body("child e1"), body("child e2"))
+}
+
+/// Per-role first requests stay under the issue's goals, and siblings' requests are
+/// byte-identical up to their task (so provider prefix caches hit).
+#[test]
+fn first_requests_are_lean_per_role_and_siblings_share_their_prefix() {
+    let ([explore, review, general, parent], e1, e2) = first_request_sizes();
+    println!("first request bytes: explore {explore}, review {review}, general {general}, parent {parent}");
+    assert!(explore <= 4096, "explore {explore}");
+    assert!(review <= 4096, "review {review}");
+    assert!(general <= 8192, "general {general}");
+    assert!(parent <= 8192, "parent {parent}");
+    let common = e1.iter().zip(&e2).take_while(|(a, b)| a == b).count();
+    let tail = String::from_utf8_lossy(&e1[common..]);
+    assert!(
+        tail.starts_with("1\"") && e1.len() - common < 64,
+        "siblings differ before their task: …{}",
+        String::from_utf8_lossy(&e1[common.saturating_sub(80)..])
+    );
+}

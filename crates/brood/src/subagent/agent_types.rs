@@ -63,7 +63,7 @@ impl Directory {
         let roles: Vec<String> = Role::ALL
             .iter()
             .filter(|r| **r != Role::Custom)
-            .map(|r| format!("{r} ({})", r.summary()))
+            .map(|r| format!("{r} ({})", short_summary(*r)))
             .collect();
         text.push_str(&roles.join("; "));
         text.push('.');
@@ -104,6 +104,19 @@ impl Directory {
     /// Whether some definitions did not fit (the run then gets `agent_types`).
     pub fn overflows(&self) -> bool {
         self.listed < self.entries.len()
+    }
+}
+
+/// A role in a few words (the `task` description carries these on every request).
+fn short_summary(role: Role) -> &'static str {
+    match role {
+        Role::General => "default: the whole task, your tools",
+        Role::Explore => "read-only search, cites path:line",
+        Role::Plan => "checked steps; writes only .brood/plans/",
+        Role::Review => "grades a change, never edits",
+        Role::Implementer => "smallest edit, then a check",
+        Role::Verifier => "runs checks: pass/fail",
+        Role::Custom => "exactly allowed_tools",
     }
 }
 

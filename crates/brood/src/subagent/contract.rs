@@ -80,18 +80,15 @@ impl ParsedResult {
 
 const INSTRUCTIONS: &str = "\
 ## Reporting back
-Your final message is read by the agent that started you, and by a parser. End it with \
-exactly these five sections, in this order, each heading at the start of its own line:
+The parent and a parser read your final message. End it with these five sections, in \
+order, each heading at the start of a line:
 
-SUMMARY: one short paragraph on what you did and what came of it.
-CHANGES: one bullet per file you created, edited or deleted, with a few words on what \
-changed. Write \"None.\" if you changed nothing.
-EVIDENCE: one bullet per finding. Start each bullet with a citation `path:start-end` \
-(the path relative to the workspace root, then the line range), then say what those \
-lines show. Cite only lines you actually read; citations are checked.
-RISKS: what may be wrong, incomplete or fragile, and what the parent should \
-double-check. \"None.\" if nothing.
-BLOCKERS: what kept you from finishing. \"None.\" if you finished.
+SUMMARY: a short paragraph: what you did and what came of it.
+CHANGES: a bullet per file created, edited or deleted, and how; \"None.\" if none.
+EVIDENCE: a bullet per finding: `path:start-end` (relative path, line range) of lines \
+you read (citations are checked), then what they show.
+RISKS: what may be wrong or fragile, to double-check; \"None.\" if nothing.
+BLOCKERS: what kept you from finishing; \"None.\" if nothing.
 
 Write nothing after BLOCKERS.";
 

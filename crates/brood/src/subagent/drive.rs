@@ -584,9 +584,8 @@ fn first_context(
 /// A child's system prompt: who it is, then its stance and the contract.
 fn child_instructions(stance_and_contract: &str) -> String {
     format!(
-        "You are a sub-agent of brood, opened by a parent agent for one focused task. \
-Work inside the workspace with the tools you are given; calls outside your grant are \
-refused.\n\n{stance_and_contract}"
+        "You are a brood sub-agent, opened by a parent agent for one focused task; tool \
+calls outside your grant are refused.\n\n{stance_and_contract}"
     )
 }
 
@@ -894,12 +893,10 @@ short account of what you did and found.",
     );
     if sup.inner.env.settings.enabled {
         s.push_str(
-            "\n\nYou can delegate to sub-agents. Use `task` to run focused children in \
-parallel and wait for their structured results (one prompt per independent question), or \
-`agent_open` for background work whose result arrives in a later turn by itself (no polling \
-needed). Roles: explore (read-only search with path:line evidence), plan, review, \
-implementer, verifier, general. Children report SUMMARY, CHANGES, EVIDENCE, RISKS, BLOCKERS; \
-treat their results as a working set to check, not as ground truth.",
+            "\n\nYou can delegate: `task` runs focused sub-agents in parallel and waits for \
+their reports (one prompt per independent question); `agent_open` starts background work \
+whose result arrives by itself later. Treat their reports as a working set to check, not \
+as ground truth.",
         );
     }
     s

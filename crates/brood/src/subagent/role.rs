@@ -195,9 +195,16 @@ impl Role {
             .chain(MEMORY_READ_TOOLS.iter())
             .copied()
             .collect();
+        // Explore and review answer one focused question: no todo list (its two
+        // schemas were a fifth of their first request).
+        let scan: Vec<&str> = READ_TOOLS
+            .iter()
+            .chain(MEMORY_READ_TOOLS.iter())
+            .copied()
+            .collect();
         match self {
             Role::General => Permissions::full(self.as_str()),
-            Role::Explore => posture(self, &base_read, &[], ro_shell, None),
+            Role::Explore => posture(self, &scan, &[], ro_shell, None),
             Role::Plan => posture(
                 self,
                 &base_read,
@@ -205,7 +212,7 @@ impl Role {
                 ro_shell,
                 Some(vec![PathBuf::from(PLAN_WRITE_SCOPE)]),
             ),
-            Role::Review => posture(self, &base_read, &[], ShellPolicy::None, None),
+            Role::Review => posture(self, &scan, &[], ShellPolicy::None, None),
             Role::Implementer => posture(
                 self,
                 &base_read,
@@ -295,21 +302,17 @@ fn posture(
 }
 
 const GENERAL_STANCE: &str = "\
-You are a sub-agent working for a parent agent. Carry out the whole assignment below \
-yourself, using the tools you have. Stay inside the assignment: do not start unrelated \
-work, and do not ask the parent questions you could answer by looking. When something \
-blocks you, stop and say exactly what it is instead of guessing.";
+Do the whole assignment yourself with your tools. Stay inside it, do not ask what you \
+could find out by looking, and when something blocks you, say exactly what instead of \
+guessing.";
 
 const EXPLORE_STANCE: &str = "\
-You are an explorer sub-agent. Your job is to find facts in the code, not to change it; \
-you cannot write files, and any shell you have is read-only.
-- Orient first: confirm where the project root is and skim README.md or AGENTS.md when \
-the tree is unfamiliar.
-- Then search only where the answer is likely to be. Prefer a few targeted greps and \
-reads over walking the whole tree.
-- Report what you found as `path:start-end` citations, each with one line on why it \
-matters. The parent will open those ranges next, so make them precise. Do not narrate \
-your search or give a tour of the codebase.";
+You are an explorer: find facts in the code, do not change it (no writes; any shell is \
+read-only).
+- Orient first (the project root; README.md or AGENTS.md if the tree is new), then search \
+only where the answer is likely: a few targeted greps and reads, not a walk of the tree.
+- Report findings as precise `path:start-end` citations, each with one line on why it \
+matters; the parent opens them next. No narration, no tour.";
 
 const PLAN_STANCE: &str = "\
 You are a planning sub-agent. Turn the objective into an ordered list of steps that \

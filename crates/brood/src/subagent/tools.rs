@@ -141,25 +141,20 @@ fn to_text(v: &serde_json::Value) -> String {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskArgs {
-    /// One independent, self-contained task per entry; each gets its own sub-agent,
-    /// all run in parallel, results come back in this order. Use this OR `description`.
+    /// One self-contained task per child.
     prompts: Option<Vec<String>>,
-    /// A single detailed task for one sub-agent. Use this OR `prompts`.
+    /// Or one task.
     description: Option<String>,
-    /// Role or defined agent: general (default), explore, plan, review, implementer,
-    /// verifier, or a defined agent name.
+    /// A role or defined agent (default general).
     #[serde(alias = "type")]
     agent_type: Option<String>,
-    /// true: the children continue from your current conversation instead of
-    /// starting fresh (use when the task depends on what you already know).
+    /// true: children continue from your conversation.
     fork_context: Option<bool>,
 }
 
-const TASK_DESCRIPTION: &str = "Delegate work to sub-agents and wait for them. Give \
-`prompts` (one focused, self-contained task each; they run in parallel) or one \
-`description`. Each child reports SUMMARY, CHANGES, EVIDENCE, RISKS, BLOCKERS; results \
-come back in prompt order, and one child's failure does not affect the others. Prefer \
-precise questions over broad ones.";
+const TASK_DESCRIPTION: &str = "Run sub-agents in parallel and wait for their reports \
+(in order; one failing does not affect the others): `prompts` (one self-contained task \
+each) or one `description`.";
 
 /// `task`; its description ends with the agent types (see `agent_types`).
 struct TaskTool {
@@ -257,19 +252,16 @@ impl Tool for TaskTool {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct OpenArgs {
-    /// The task, self-contained: the child sees only this (unless fork_context).
+    /// Self-contained task.
     prompt: String,
-    /// Role or defined agent (general, explore, plan, review, implementer, verifier,
-    /// custom, or a defined agent name).
+    /// As in task, or custom (with allowed_tools).
     #[serde(alias = "type")]
     agent_type: Option<String>,
-    /// A short name for the child (unique among live children).
     name: Option<String>,
-    /// Model id for this child (overrides routing).
+    /// Model id.
     model: Option<String>,
-    /// true: continue from your current conversation instead of starting fresh.
     fork_context: Option<bool>,
-    /// For agent_type custom: exactly the tools the child may use (you must have them).
+    /// For custom: the tools it may use.
     allowed_tools: Option<Vec<String>>,
 }
 
@@ -281,9 +273,7 @@ impl Tool for OpenTool {
         "agent_open"
     }
     fn description(&self) -> &str {
-        "Start a sub-agent in the background and return at once with its agent_id and \
-transcript handle. Keep working; when it finishes, its result is put into your conversation \
-automatically (no polling). Use agent_eval to wait for it or message it, agent_close to cancel."
+        "Start a background sub-agent; returns its agent_id at once, and its report arrives in your conversation when it ends."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<OpenArgs>()
@@ -322,14 +312,10 @@ automatically (no polling). Use agent_eval to wait for it or message it, agent_c
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct EvalArgs {
-    /// One child to wait for.
     agent_id: Option<String>,
-    /// Several children to wait for (all of them). Omit both to wait for all your
-    /// unsettled background children.
     agent_ids: Option<Vec<String>>,
-    /// How long to wait, in milliseconds (1000..=600000, default 30000).
+    /// 1000..=600000, default 30000.
     timeout_ms: Option<u64>,
-    /// A message delivered to each named running child at its next step.
     message: Option<String>,
 }
 
@@ -341,9 +327,7 @@ impl Tool for EvalTool {
         "agent_eval"
     }
     fn description(&self) -> &str {
-        "Wait (up to timeout_ms) for background sub-agents to settle and get their status \
-and results; optionally send them a message first. Results returned here are not delivered \
-again."
+        "Wait up to timeout_ms for your background sub-agents (default: all) and return their reports; `message` reaches each running one first."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<EvalArgs>()
@@ -429,7 +413,6 @@ again."
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct CloseArgs {
-    /// The child to cancel.
     agent_id: String,
 }
 
@@ -441,8 +424,7 @@ impl Tool for CloseTool {
         "agent_close"
     }
     fn description(&self) -> &str {
-        "Cancel a background sub-agent and return its final record (its transcript stays \
-readable with handle_read)."
+        "Cancel a background sub-agent; returns its final record."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<CloseArgs>()
@@ -478,7 +460,7 @@ readable with handle_read)."
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ListArgs {
-    /// Also list runs of earlier sessions (marked from_prior_session).
+    /// Also earlier sessions' runs.
     include_archived: Option<bool>,
 }
 
@@ -490,8 +472,7 @@ impl Tool for ListTool {
         "agent_list"
     }
     fn description(&self) -> &str {
-        "List the sub-agents of this session with their status. Earlier sessions' runs are \
-archived and shown only with include_archived."
+        "List this session's sub-agents and their status."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<ListArgs>()
@@ -528,11 +509,11 @@ archived and shown only with include_archived."
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
-    /// A transcript handle (`transcript:<agent_id>`) or an agent id.
+    /// `transcript:<agent_id>` or an agent id.
     handle: String,
-    /// First message index to return (default 0).
+    /// First message index (default 0).
     from: Option<u64>,
-    /// How many messages (default 20, at most 200).
+    /// Default 20, max 200.
     limit: Option<u64>,
 }
 
@@ -544,8 +525,7 @@ impl Tool for ReadTool {
         "handle_read"
     }
     fn description(&self) -> &str {
-        "Read a slice of the transcript of one of your sub-agents (or of theirs) by its \
-handle, for detail its capped result left out."
+        "Read part of a transcript of your sub-agents (or theirs)."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<ReadArgs>()

@@ -27,9 +27,7 @@ pub struct WriteFile;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
-    /// Path of the file, relative to the workspace root. Missing parent directories are created.
     pub path: String,
-    /// The complete new content of the file.
     pub content: String,
 }
 
@@ -39,8 +37,7 @@ impl Tool for WriteFile {
         "write_file"
     }
     fn description(&self) -> &str {
-        "Create a file or replace its whole content. Missing parent directories are created; \
-         the write is atomic. To change part of an existing file prefer edit_file."
+        "Create or overwrite a whole file (parents are created); to change part of one use edit_file."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<WriteFileArgs>()
@@ -80,12 +77,9 @@ pub struct EditFile;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileArgs {
-    /// Path of the file to change, relative to the workspace root.
     pub path: String,
-    /// The exact text to replace, including whitespace and indentation. It must occur
-    /// exactly once in the file; add surrounding lines to make it unique.
+    /// Exact text, whitespace included; add nearby lines to make it unique.
     pub old_string: String,
-    /// The text to put in its place.
     pub new_string: String,
 }
 
@@ -95,10 +89,7 @@ impl Tool for EditFile {
         "edit_file"
     }
     fn description(&self) -> &str {
-        "Replace one exact occurrence of old_string with new_string in a file. old_string must \
-         match the file byte for byte (copy it from read_file output without the line-number \
-         prefix) and occur exactly once; if it occurs 0 or several times nothing is changed and \
-         the error says how many matches there were."
+        "Replace the one exact occurrence of old_string (copied without read_file's line-number prefix) with new_string; otherwise nothing changes and the error says how many matched."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<EditFileArgs>()

@@ -75,15 +75,15 @@ pub struct ReadFile;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileArgs {
-    /// Path of the file, relative to the workspace root (or absolute inside it).
+    /// Relative to the workspace root.
     pub path: String,
-    /// First line to show, 1-based (default 1). Use it to continue after a truncated read.
+    /// First line, 1-based.
     #[serde(default, alias = "offset", alias = "offset_line")]
     pub start_line: Option<usize>,
-    /// Last line to show, inclusive. Leave out to read to the end (within the cap).
+    /// Last line, inclusive.
     #[serde(default)]
     pub end_line: Option<usize>,
-    /// Number of lines to show from start_line (an alternative to end_line).
+    /// Lines from start_line.
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -94,10 +94,7 @@ impl Tool for ReadFile {
         "read_file"
     }
     fn description(&self) -> &str {
-        "Read a text file in the workspace. Returns lines prefixed with their 1-based line \
-         number and a tab. At most 2000 lines / 256 KiB are returned per call; when the output \
-         is cut, the last line says which start_line to use to read on. Use start_line with \
-         end_line or limit to read a range of a large file. Binary files are refused."
+        "Read a text file as numbered lines, at most 2000 lines / 256 KiB a call (a cut read names the start_line to go on from)."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<ReadFileArgs>()
@@ -338,7 +335,7 @@ pub struct ListDir;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListDirArgs {
-    /// Directory to list, relative to the workspace root (default: the root).
+    /// Default: the workspace root.
     #[serde(default)]
     pub path: Option<String>,
 }
@@ -349,9 +346,7 @@ impl Tool for ListDir {
         "list_dir"
     }
     fn description(&self) -> &str {
-        "List the entries of one directory in the workspace (not recursive), sorted by name. \
-         Directories end with '/', symlinks show their target after '->'. Hidden files are \
-         included. Use find_files to search recursively."
+        "List one directory (not recursive); directories end with '/'."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<ListDirArgs>()

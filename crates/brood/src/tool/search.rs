@@ -126,11 +126,9 @@ pub struct FindFiles;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FindFilesArgs {
-    /// Glob to match. Without '/' it matches file names at any depth ('*.rs',
-    /// 'Cargo.toml'); with '/' it matches the path below `path` ('src/**/*.rs').
-    /// '*' stays within one directory, '**' crosses directories, '{a,b}' is either.
+    /// '*.rs' matches names at any depth; with '/' it matches paths ('src/**/*.rs').
     pub pattern: String,
-    /// Directory to search in, relative to the workspace root (default: the root).
+    /// Directory (default: the workspace root).
     #[serde(default)]
     pub path: Option<String>,
 }
@@ -141,9 +139,7 @@ impl Tool for FindFiles {
         "find_files"
     }
     fn description(&self) -> &str {
-        "Find files by glob pattern, recursively, skipping what .gitignore ignores. Returns \
-         workspace-relative paths sorted by directory, at most 500. Examples: pattern '*.rs' \
-         finds Rust files anywhere; 'src/**/mod.rs' only below src."
+        "Find files by glob, recursively, honoring .gitignore (at most 500)."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<FindFilesArgs>()
@@ -222,16 +218,15 @@ pub struct Grep;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepArgs {
-    /// Regular expression (Rust/ripgrep syntax) to search for, e.g. 'fn\s+main' or
-    /// 'TODO|FIXME'. Escape regex characters to search literally ('foo\(').
+    /// Regex, e.g. 'fn\s+main'.
     pub pattern: String,
-    /// File or directory to search, relative to the workspace root (default: the root).
+    /// File or directory.
     #[serde(default)]
     pub path: Option<String>,
-    /// Only search files matching this glob ('*.rs', 'src/**/*.ts'); same rules as find_files.
+    /// Only files matching it.
     #[serde(default)]
     pub glob: Option<String>,
-    /// Ignore letter case (default false).
+    /// Ignore case.
     #[serde(default)]
     pub case_insensitive: Option<bool>,
 }
@@ -242,9 +237,7 @@ impl Tool for Grep {
         "grep"
     }
     fn description(&self) -> &str {
-        "Search file contents with a regular expression (ripgrep engine), recursively, \
-         skipping .gitignored and binary files (it says how many it skipped). Output lines are 'path:line: text' with \
-         workspace-relative paths, at most 300 lines; narrow with path or glob when capped."
+        "Regex search of file contents (ripgrep), honoring .gitignore: `path:line: text` lines, at most 300."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<GrepArgs>()

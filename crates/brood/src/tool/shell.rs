@@ -59,12 +59,10 @@ impl Bash {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {
-    /// The command line, run with `bash -c`. Pipes, &&, redirects and quoting work as in bash.
     pub command: String,
-    /// Seconds before the command and everything it started are killed (default 120, max 600).
+    /// Default 120, max 600.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
-    /// Working directory, relative to the workspace root (default: the root).
     #[serde(default)]
     pub cwd: Option<String>,
 }
@@ -75,11 +73,7 @@ impl Tool for Bash {
         "bash"
     }
     fn description(&self) -> &str {
-        "Run a shell command with `bash -c` in the workspace (or in cwd, inside it). stdin is \
-         empty; stdout and stderr are returned together (the middle is cut beyond 64 KiB), \
-         followed by the exit code. The command and every process it starts are killed after \
-         timeout_secs (default 120, max 600) and when it returns, so background jobs cannot \
-         outlive the call. In read-only mode the file system cannot be changed except $TMPDIR."
+        "Run `bash -c command` in the workspace: stdout+stderr (middle cut past 64 KiB) and exit code. It and all it started are killed at timeout_secs or when it returns. Read-only shells write only $TMPDIR."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<BashArgs>()

@@ -18,23 +18,21 @@ pub const MAX_ITEM_CHARS: usize = 500;
 
 /// Where an item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(description = "")]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
-    /// Not started.
     Pending,
-    /// Being worked on now.
     InProgress,
-    /// Finished.
     Done,
 }
 
 /// One item of the list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(description = "")]
 #[serde(deny_unknown_fields)]
 pub struct TodoItem {
-    /// What to do, one short imperative sentence.
+    /// One short imperative sentence.
     pub content: String,
-    /// pending, in_progress or done.
     pub status: TodoStatus,
 }
 
@@ -42,8 +40,7 @@ pub struct TodoItem {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoWriteArgs {
-    /// The complete new list, in order. It replaces the old list entirely, so include
-    /// unchanged items too.
+    /// The complete list, in order.
     pub items: Vec<TodoItem>,
 }
 
@@ -128,9 +125,7 @@ impl Tool for TodoWrite {
         "todo_write"
     }
     fn description(&self) -> &str {
-        "Replace your todo list for this task with `items` (each {content, status}, status one \
-         of pending, in_progress, done). Send the whole list every time. Use it for work with \
-         several steps: mark a step in_progress when you start it and done when it is finished."
+        "Replace your whole todo list; mark each step in_progress, then done."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<TodoWriteArgs>()
@@ -175,7 +170,7 @@ impl Tool for TodoRead {
         "todo_read"
     }
     fn description(&self) -> &str {
-        "Show your current todo list for this task with each item's status."
+        "Show your todo list and each step's status."
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<TodoReadArgs>()
