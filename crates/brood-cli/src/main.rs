@@ -15,6 +15,7 @@ mod config_show;
 mod doctor;
 mod render;
 mod signals;
+mod status;
 mod table;
 mod words;
 
@@ -137,6 +138,10 @@ struct RunArgs {
     /// Print exactly one JSON object at the end instead of streaming.
     #[arg(long)]
     json: bool,
+    /// No status line, tool lines or usage summary on stderr (the answer and
+    /// errors still print).
+    #[arg(long, short = 'q')]
+    quiet: bool,
     /// Append every model request and response to FILE (JSON lines).
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     record: Option<PathBuf>,
@@ -338,14 +343,21 @@ async fn run(args: RunArgs) -> u8 {
         errln!("brood: warning: agent definition {w}");
     }
     let turn = CancellationToken::new();
-    let printer = render::Printer::new(!args.json);
+    let status = status::StatusLine::start(args.json, args.quiet);
+    let printer = render::Printer::new(!args.json, args.quiet, status.clone());
     let mut cancelled_by: Option<signals::Sig> = None;
+    let mut refresh = tokio::time::interval(status::REFRESH);
     let result = {
         let run = session.run(&args.prompt, Some(printer.sink()), turn.clone());
         tokio::pin!(run);
         loop {
             tokio::select! {
                 r = &mut run => break r,
+                _ = refresh.tick(), if status.is_some() => {
+                    if let Some(s) = &status {
+                        s.update(&session);
+                    }
+                }
                 sig = signals::next(&mut signals) => match cancelled_by {
                     None => {
                         errln!(
@@ -361,6 +373,10 @@ async fn run(args: RunArgs) -> u8 {
             }
         }
     };
+    // The line goes before anything else is printed; the tree's summary replaces it.
+    if let Some(s) = &status {
+        s.finish(result.as_ref().ok().map(|r| &r.usage));
+    }
     let failures = session.supervisor().ledger_write_failures();
     // Closing waits for the children to settle and their records to commit; a
     // second signal meanwhile still exits at once.
@@ -404,6 +420,7 @@ async fn run(args: RunArgs) -> u8 {
             } else {
                 printer.finish(&report.final_text);
             }
+
             if let Some(e) = &report.error {
                 errln!("brood: run {} failed: {e}", report.run_id);
             }

@@ -10,15 +10,21 @@ use std::sync::Arc;
 /// tool activity to stderr.
 pub struct Printer {
     stream: bool,
+    /// `--quiet`: no tool or retry lines.
+    quiet: bool,
+    /// The live status line, cleared while anything else is written.
+    status: Option<crate::status::StatusLine>,
     /// Whether the text of the last step was already streamed.
     streamed: Arc<AtomicBool>,
     printed_any: Arc<AtomicBool>,
 }
 
 impl Printer {
-    pub fn new(stream: bool) -> Self {
+    pub fn new(stream: bool, quiet: bool, status: Option<crate::status::StatusLine>) -> Self {
         Printer {
             stream,
+            quiet,
+            status,
             streamed: Arc::new(AtomicBool::new(false)),
             printed_any: Arc::new(AtomicBool::new(false)),
         }
@@ -26,8 +32,18 @@ impl Printer {
 
     pub fn sink(&self) -> EventSink {
         let stream = self.stream;
+        let quiet = self.quiet;
         let streamed = self.streamed.clone();
         let printed_any = self.printed_any.clone();
+        let status = self.status.clone();
+        let show = move |f: &mut dyn FnMut()| match &status {
+            Some(s) => s.suspend(f),
+            None => f(),
+        };
+        // Under a status line, streamed text goes out a whole line at a time: the
+        // line is redrawn below what was written, and would erase a partial one.
+        let whole_lines = self.status.is_some();
+        let pending = Arc::new(std::sync::Mutex::new(String::new()));
         Arc::new(move |event: &AgentEvent| match event {
             AgentEvent::ModelRequest { .. } => streamed.store(false, Ordering::Relaxed),
             AgentEvent::Stream {
@@ -36,16 +52,27 @@ impl Printer {
             } if stream => {
                 streamed.store(true, Ordering::Relaxed);
                 printed_any.store(true, Ordering::Relaxed);
-                crate::out::stdout_bytes(text.as_bytes());
+                if whole_lines {
+                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                    p.push_str(text);
+                    if let Some(end) = p.rfind('\n') {
+                        let lines: String = p.drain(..=end).collect();
+                        show(&mut || crate::out::stdout_bytes(lines.as_bytes()));
+                    }
+                } else {
+                    crate::out::stdout_bytes(text.as_bytes());
+                }
             }
             AgentEvent::ModelResponse { response, .. } if stream => {
                 // A provider that did not stream: print the whole text now.
                 if !streamed.load(Ordering::Relaxed) && !response.message.content.is_empty() {
                     printed_any.store(true, Ordering::Relaxed);
-                    crate::out::stdout_bytes(response.message.content.as_bytes());
+                    show(&mut || crate::out::stdout_bytes(response.message.content.as_bytes()));
                 }
                 if !response.message.content.is_empty() {
-                    crate::out::stdout_bytes(b"\n");
+                    let rest =
+                        std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+                    show(&mut || crate::out::stdout_bytes(format!("{rest}\n").as_bytes()));
                 }
             }
             AgentEvent::ToolFinished {
@@ -53,15 +80,17 @@ impl Printer {
                 ok,
                 output,
                 duration_ms,
-            } => {
+            } if !quiet => {
                 let status = tool_status(&call.name, *ok, output);
-                errln!(
-                    "  [tool] {} {} {} ({} ms)",
-                    call.name,
-                    short(&call.arguments, 80),
-                    status,
-                    duration_ms
-                );
+                show(&mut || {
+                    errln!(
+                        "  [tool] {} {} {} ({} ms)",
+                        call.name,
+                        short(&call.arguments, 80),
+                        status,
+                        duration_ms
+                    )
+                });
             }
             AgentEvent::Stream {
                 event:
@@ -71,11 +100,13 @@ impl Printer {
                         error,
                     },
                 ..
-            } => {
-                errln!(
-                    "  [retry] attempt {attempt} in {delay_ms} ms: {}",
-                    first_line(error)
-                );
+            } if !quiet => {
+                show(&mut || {
+                    errln!(
+                        "  [retry] attempt {attempt} in {delay_ms} ms: {}",
+                        first_line(error)
+                    )
+                });
             }
             _ => {}
         })

@@ -626,3 +626,95 @@ fn first_requests_are_lean_per_role_and_siblings_share_their_prefix() {
         String::from_utf8_lossy(&e1[common.saturating_sub(80)..])
     );
 }
+
+/// `brood run ARGS…` inside a pseudo-terminal (`script`): everything it wrote to
+/// the terminal.
+fn run_in_pty(f: &Fixture, server: &MockServer, args: &[&str]) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let mut line = vec![
+        quote(env!("CARGO_BIN_EXE_brood")),
+        "run --provider local --model m --base-url".into(),
+        quote(&server.base_url()),
+    ];
+    line.extend(args.iter().map(|a| quote(a)));
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c", &line.join(" "), "/dev/null"])
+        .current_dir(f.ws.path())
+        .env_clear()
+        .env("HOME", f.home.path())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TERM", "xterm")
+        .output()
+        .expect("script (util-linux) runs brood in a pseudo-terminal");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).0);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Children that answer after a while, so the run lasts past a refresh.
+fn slow_fan_out() -> MockServer {
+    MockServer::start(|req| {
+        let usage = json!({"prompt_tokens": 1000, "completion_tokens": 100});
+        if is_child(req) {
+            return brood_mock::MockReply::from(
+                Answer::text(
+                    "SUMMARY: ok\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none",
+                )
+                .usage(usage),
+            )
+            .after(std::time::Duration::from_millis(400));
+        }
+        match req.assistant_turns() {
+            0 => Answer::new()
+                .tool_call(
+                    "task",
+                    json!({"prompts": ["child a", "child b", "child c"]}),
+                )
+                .usage(usage)
+                .into(),
+            _ => Answer::text("all done").usage(usage).into(),
+        }
+    })
+}
+
+/// In a terminal, `brood run` shows the children as they go and ends with one line
+/// of the tree's usage and cost; with `--json`, or without a terminal, neither.
+#[test]
+fn the_status_line_shows_in_a_terminal_and_not_with_json_or_without_one() {
+    let f = fixture(PRICED);
+    let server = slow_fan_out();
+    let shown = run_in_pty(&f, &server, &["delegate"]);
+    assert!(
+        shown.contains("children ") && shown.contains(" done, ") && shown.contains(" running · "),
+        "no status line: {shown}"
+    );
+    let n = server.request_count();
+    // 5 answers of 1000 in + 100 out at $2 / $8 per million.
+    let cost = n as f64 * (1000.0 * 2.0 + 100.0 * 8.0) / 1e6;
+    let summary = format!(
+        "brood: tree used {n} requests, {} input tokens (0 cached), {} output tokens, ${cost:.4}",
+        n * 1000,
+        n * 100
+    );
+    assert!(shown.contains(&summary), "no `{summary}` in: {shown}");
+    assert!(shown.contains("all done"), "{shown}");
+
+    let server = slow_fan_out();
+    let shown = run_in_pty(&f, &server, &["--json", "delegate"]);
+    assert!(
+        !shown.contains("children ") && !shown.contains("tree used"),
+        "{shown}"
+    );
+    let shown = run_in_pty(&f, &server, &["--quiet", "delegate"]);
+    assert!(
+        !shown.contains("children ") && !shown.contains("[tool]"),
+        "{shown}"
+    );
+    assert!(shown.contains("all done"), "{shown}");
+
+    let out = run_local(&f, &server, &["delegate"]);
+    let (_, stderr) = text(&out);
+    assert!(
+        !stderr.contains("children ") && !stderr.contains("tree used"),
+        "{stderr}"
+    );
+}

@@ -145,9 +145,18 @@ pub struct Session {
     sandbox: Arc<tool::Sandbox>,
     sandbox_warned: std::sync::atomic::AtomicBool,
     definition_warnings: Vec<String>,
+    /// The tallies of the latest root run, readable while it runs (a status line).
+    live: Mutex<Option<Arc<RootTallies>>>,
 }
 
 impl Session {
+    /// What the model answered so far to the tree of the latest (or current) root
+    /// run: tokens, requests, cost. `None` before the first run.
+    pub fn live_usage(&self) -> Option<Tally> {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.as_ref().map(|t| t.tree.get())
+    }
+
     /// What the shell sandbox cannot enforce on this kernel, one line each (empty:
     /// everything). The CLI prints these once per session.
     pub fn sandbox_degradations(&self) -> Vec<String> {
@@ -249,6 +258,7 @@ impl Session {
             sandbox,
             sandbox_warned: std::sync::atomic::AtomicBool::new(false),
             definition_warnings,
+            live: Mutex::new(None),
         };
         session.start_cancel_poller();
         Ok(session)
@@ -374,6 +384,7 @@ impl Session {
         turn: CancellationToken,
     ) -> Result<RunReport, SessionError> {
         let tallies = Arc::new(RootTallies::default());
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(tallies.clone());
         let req = RootRequest {
             prompt: prompt.to_string(),
             system: None,
