@@ -99,7 +99,7 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
     let cpu0 = harness::CpuSplit::now()?;
     let t0 = Instant::now();
     let report = session
-        .run("PARENT fan-out", None, CancellationToken::new())
+        .run_with("PARENT fan-out", None, CancellationToken::new())
         .await
         .map_err(|e| format!("the parent run failed: {e}"));
     let t_end = Instant::now();

@@ -36,7 +36,7 @@ pub async fn scenario() -> Result<Vec<Figure>, String> {
     .map_err(|e| format!("cannot write the workspace: {e}"))?;
     let session = open_session(ws.path(), &mock.base_url(), harness::limits(4, 8), 8).await?;
     let report = session
-        .run(
+        .run_with(
             "PARENT fork: find where config is parsed, then fork a child to check it",
             None,
             CancellationToken::new(),

@@ -157,7 +157,7 @@ async fn measure(
     let ws = harness::workspace()?;
     let session = open_session(ws.path(), &url, harness::limits(n, n + WARM + 4), 8).await?;
     let warm = session
-        .run("PARENT warm", None, CancellationToken::new())
+        .run_with("PARENT warm", None, CancellationToken::new())
         .await
         .map_err(|e| format!("warm-up run failed: {e}"))?;
     if warm.final_text != "done" {
@@ -181,7 +181,7 @@ async fn measure(
         turn.cancel();
         r
     };
-    let (run, held) = tokio::join!(session.run("PARENT hold", None, turn.clone()), held);
+    let (run, held) = tokio::join!(session.run_with("PARENT hold", None, turn.clone()), held);
     session.close().await;
     let (held, running) = held?;
     if let Err(e) = run {

@@ -75,7 +75,7 @@ async fn measure(opens: usize, batch: usize) -> Result<Vec<f64>, String> {
     let mut failure = None;
     for r in 0..rounds {
         let report = session
-            .run(
+            .run_with(
                 &format!("PARENT {r}"),
                 Some(sink.clone()),
                 CancellationToken::new(),

@@ -348,7 +348,7 @@ async fn run(args: RunArgs) -> u8 {
     let mut cancelled_by: Option<signals::Sig> = None;
     let mut refresh = tokio::time::interval(status::REFRESH);
     let result = {
-        let run = session.run(&args.prompt, Some(printer.sink()), turn.clone());
+        let run = session.run_with(&args.prompt, Some(printer.sink()), turn.clone());
         tokio::pin!(run);
         loop {
             tokio::select! {

@@ -440,7 +440,7 @@ async fn a_scripted_parent_fans_out_to_two_children_on_the_real_server() {
     let started = Instant::now();
     let report = tokio::time::timeout(
         TEST_DEADLINE,
-        session.run("Coordinate two readers.", None, CancellationToken::new()),
+        session.run_with("Coordinate two readers.", None, CancellationToken::new()),
     )
     .await
     .expect("the fan-out finished in time")
@@ -667,7 +667,7 @@ async fn the_server_killed_mid_stream_fails_that_child_only() {
     let (report, ()) = tokio::time::timeout(
         TEST_DEADLINE,
         futures::future::join(
-            session.run(
+            session.run_with(
                 "Coordinate a doomed and a steady child.",
                 None,
                 CancellationToken::new(),

@@ -225,3 +225,98 @@ async fn the_event_stream_shows_each_child_spawned_under_its_parent_and_complete
     assert_eq!(objectives, ["CHILD one", "CHILD two"]);
     session.close().await;
 }
+
+#[tokio::test]
+async fn a_run_handle_names_its_run_and_its_events_keep_to_its_own_tree() {
+    let model = ScriptedModel::new()
+        .on("CHILD", vec![ScriptStep::text(report("done."))])
+        .on(
+            "FIRST",
+            vec![
+                ScriptStep::tool_call("task", json!({"prompts": ["CHILD of first"]})),
+                ScriptStep::text("first done"),
+            ],
+        )
+        .otherwise(vec![ScriptStep::text("second done")]);
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::builder(dir.path())
+        .model(model)
+        .build()
+        .await
+        .unwrap();
+    let mut first = session.run("FIRST: delegate");
+    let mut second = session.run("SECOND: answer");
+    assert_ne!(first.id(), second.id());
+    let (first_events, second_events) = (first.events(), second.events());
+    let first_id = first.id().to_string();
+    let (a, b) = tokio::join!(first, second);
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.run_id, first_id);
+    assert_eq!(
+        (a.final_text.as_str(), b.final_text.as_str()),
+        ("first done", "second done")
+    );
+
+    let a_events = events_of_one_root(first_events).await;
+    let b_events = events_of_one_root(second_events).await;
+    assert!(
+        a_events.iter().all(|e| e.root_id == a.run_id),
+        "{a_events:#?}"
+    );
+    assert!(
+        b_events.iter().all(|e| e.root_id == b.run_id),
+        "{b_events:#?}"
+    );
+    assert!(
+        a_events
+            .iter()
+            .any(|e| e.parent_id.as_deref() == Some(a.run_id.as_str())
+                && matches!(e.kind, brood::RunEventKind::Spawned { .. })),
+        "the first run's child is in its tree"
+    );
+    assert!(
+        matches!(a_events[0].kind, brood::RunEventKind::Spawned { .. }),
+        "the first events() call sees the spawn"
+    );
+    session.close().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_run_handle_ends_the_run_cancelled_with_the_reason() {
+    use futures::StreamExt;
+    // The model never answers in time: only the cancel ends this run.
+    let model = ScriptedModel::new().otherwise(vec![
+        ScriptStep::text("too late").after(std::time::Duration::from_secs(600))
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::builder(dir.path())
+        .model(model)
+        .build()
+        .await
+        .unwrap();
+    let mut run = session.run("PARENT: wait");
+    let mut events = run.events();
+    // Cancel once the first step is on its way.
+    while let Some(e) = events.next().await {
+        if matches!(e, brood::Event::Run(ref e) if matches!(e.kind, brood::RunEventKind::Step { .. }))
+        {
+            break;
+        }
+    }
+    run.cancel();
+    let report = tokio::time::timeout(std::time::Duration::from_secs(30), run)
+        .await
+        .expect("the cancelled run reports within 30 s")
+        .unwrap();
+    assert!(!report.succeeded());
+    assert_eq!(
+        report.error.as_deref(),
+        Some("cancelled: cancelled by the embedding program")
+    );
+    let end = events_of_one_root(events).await;
+    assert!(
+        matches!(&end.last().unwrap().kind, brood::RunEventKind::Cancelled { reason } if reason.contains("embedding program")),
+        "{end:#?}"
+    );
+    session.close().await;
+}

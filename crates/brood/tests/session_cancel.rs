@@ -39,7 +39,7 @@ async fn cancel_request_from_outside_cancels_a_live_child() {
     let session = open_with(dir.path(), Arc::new(HangAfter { inner: model })).await;
     let run = {
         let s = &session;
-        async move { s.run("parent", None, CancellationToken::new()).await }
+        async move { s.run_with("parent", None, CancellationToken::new()).await }
     };
     let cancel_from_outside = async {
         rx.recv().await.expect("the child's first step began");
@@ -186,7 +186,7 @@ async fn dropping_a_run_future_stops_the_run() {
     };
     let session = open_with(dir.path(), Arc::new(model)).await;
     {
-        let run = session.run("parent", None, CancellationToken::new());
+        let run = session.run_with("parent", None, CancellationToken::new());
         tokio::select! {
             _ = run => panic!("a stuck run cannot end"),
             _ = began.recv() => {}
@@ -225,7 +225,7 @@ async fn dropping_a_run_future_cancels_its_task_children() {
     let session = open_with(dir.path(), Arc::new(HangAfter { inner: model })).await;
     let mut changes = session.supervisor().subscribe();
     {
-        let run = session.run("parent", None, CancellationToken::new());
+        let run = session.run_with("parent", None, CancellationToken::new());
         tokio::select! {
             _ = run => panic!("the parent waits on a stuck child"),
             began = child_began.recv() => began.expect("the child's step began"),

@@ -50,7 +50,7 @@ async fn run_busy(config: &str) -> (Probe, serde_json::Value) {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     let out = session
-        .run("parent: limits", None, CancellationToken::new())
+        .run_with("parent: limits", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done");
@@ -113,7 +113,7 @@ async fn no_spawn_once_the_tree_budget_is_spent() {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     let out = session
-        .run("parent: budget", None, CancellationToken::new())
+        .run_with("parent: budget", None, CancellationToken::new())
         .await
         .unwrap();
     assert!(out.succeeded(), "{out:?}");
@@ -147,7 +147,7 @@ async fn a_long_result_is_capped_in_the_parent_with_the_transcript_handle() {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     session
-        .run("parent: cap", None, CancellationToken::new())
+        .run_with("parent: cap", None, CancellationToken::new())
         .await
         .unwrap();
     let task = last_tool_json(&probe.requests_for("parent:")[1]);
@@ -176,7 +176,7 @@ async fn disabled_subagents_offer_no_delegation_tools() {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     let out = session
-        .run("parent: alone", None, CancellationToken::new())
+        .run_with("parent: alone", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "did it myself");

@@ -67,7 +67,7 @@ async fn a_forked_child_repeats_the_parent_request_byte_for_byte_and_keeps_its_g
     )
     .await;
     let out = session
-        .run("parent: fork a child", None, CancellationToken::new())
+        .run_with("parent: fork a child", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "parent done", "{out:?}");
@@ -139,7 +139,7 @@ async fn a_fresh_child_sees_only_its_role_prompt_and_task() {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     session
-        .run("parent: secret context", None, CancellationToken::new())
+        .run_with("parent: secret context", None, CancellationToken::new())
         .await
         .unwrap();
     let child = &probe.requests_for("fresh: look")[0];
@@ -206,7 +206,7 @@ async fn the_contract_gets_one_repair_turn_and_evidence_is_checked() {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     session
-        .run("parent: contract", None, CancellationToken::new())
+        .run_with("parent: contract", None, CancellationToken::new())
         .await
         .unwrap();
 
@@ -300,7 +300,7 @@ async fn routing_precedence_reaches_the_server() {
                  [models.cloud]\nprovider = \"openai\"\nmodel = \"gpt-cloud\"\n";
     let session = mock_session(ws.path(), &server.base_url(), extra, None).await;
     let out = session
-        .run("parent: route", None, CancellationToken::new())
+        .run_with("parent: route", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done");

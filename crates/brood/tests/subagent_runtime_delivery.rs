@@ -39,7 +39,7 @@ async fn turn_cancel_kills_task_children_but_not_agent_open_children() {
         turn.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: three children", None, turn.clone()),
+        session.run_with("parent: three children", None, turn.clone()),
         driver
     );
     let out = out.unwrap();
@@ -118,7 +118,7 @@ async fn agent_close_cancels_and_returns_the_final_record() {
     let _gate = probe.gate("victim:");
     let session = session_with(ws.path(), probe.arc(), None).await;
     let out = session
-        .run("parent: open and close", None, CancellationToken::new())
+        .run_with("parent: open and close", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(
@@ -172,7 +172,7 @@ async fn a_background_completion_is_pushed_exactly_once_and_keeps_the_parent_goi
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: background", None, CancellationToken::new()),
+        session.run_with("parent: background", None, CancellationToken::new()),
         driver
     );
     let out = out.unwrap();
@@ -221,7 +221,7 @@ async fn a_result_taken_by_agent_eval_is_not_pushed_again() {
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: eval", None, CancellationToken::new()),
+        session.run_with("parent: eval", None, CancellationToken::new()),
         driver
     );
     assert_eq!(out.unwrap().final_text, "got it");
@@ -276,7 +276,7 @@ async fn a_grandchild_delivers_to_its_own_parent_which_waits_for_it() {
     };
     let session = session_with(ws.path(), probe.arc(), Some(lim)).await;
     let out = session
-        .run("parent: nested", None, CancellationToken::new())
+        .run_with("parent: nested", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done");
@@ -340,7 +340,7 @@ async fn a_sibling_cannot_take_or_close_another_run_s_child() {
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: guard alpha", None, CancellationToken::new()),
+        session.run_with("parent: guard alpha", None, CancellationToken::new()),
         driver
     );
     out.unwrap();
@@ -394,7 +394,7 @@ async fn agent_eval_times_out_then_delivers_a_message_at_the_child_s_next_step()
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: talk to it", None, CancellationToken::new()),
+        session.run_with("parent: talk to it", None, CancellationToken::new()),
         driver
     );
     assert_eq!(out.unwrap().final_text, "done");
@@ -437,7 +437,7 @@ async fn names_are_unique_among_live_runs() {
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: names", None, CancellationToken::new()),
+        session.run_with("parent: names", None, CancellationToken::new()),
         driver
     );
     out.unwrap();
@@ -488,7 +488,7 @@ async fn many_unnamed_children_get_unique_names_that_start_over_once_free() {
         names
     };
     let first = session
-        .run("parent: wide", None, CancellationToken::new())
+        .run_with("parent: wide", None, CancellationToken::new())
         .await
         .unwrap();
     let mut want: Vec<String> = std::iter::once("general".to_string())
@@ -498,7 +498,7 @@ async fn many_unnamed_children_get_unique_names_that_start_over_once_free() {
     assert_eq!(names_under(&first.run_id), want);
     // All thirty have ended: the bare name and the low suffixes are free again.
     let second = session
-        .run("parent: again", None, CancellationToken::new())
+        .run_with("parent: again", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(names_under(&second.run_id), ["general", "general-2"]);

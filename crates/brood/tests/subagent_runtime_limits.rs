@@ -43,7 +43,7 @@ async fn task_never_exceeds_max_concurrent_and_keeps_prompt_order() {
     let ws = workspace("");
     let session = mock_session(ws.path(), &server.base_url(), "", Some(limits(3, 3))).await;
     let out = session
-        .run("parent: fan out", None, CancellationToken::new())
+        .run_with("parent: fan out", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done", "{out:?}");
@@ -119,7 +119,7 @@ async fn agent_open_at_the_cap_gets_the_cap_error() {
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: open three", None, CancellationToken::new()),
+        session.run_with("parent: open three", None, CancellationToken::new()),
         driver
     );
     let out = out.unwrap();
@@ -168,7 +168,7 @@ async fn children_beyond_launch_concurrency_wait_in_queued() {
         queued.agent_id.clone()
     };
     let (out, queued_id) = tokio::join!(
-        session.run("parent: open two", None, CancellationToken::new()),
+        session.run_with("parent: open two", None, CancellationToken::new()),
         driver
     );
     assert_eq!(out.unwrap().final_text, "done");
@@ -228,7 +228,7 @@ async fn a_model_that_always_delegates_stops_exactly_at_max_depth() {
     ]));
     let session = session_with(ws.path(), probe.arc(), Some(limits(10, 10))).await;
     session
-        .run("level 0", None, CancellationToken::new())
+        .run_with("level 0", None, CancellationToken::new())
         .await
         .unwrap();
     let mut depths: Vec<u32> = session
@@ -285,7 +285,7 @@ async fn spawns_beyond_max_total_get_the_typed_error() {
     )
     .await;
     let out = session
-        .run("parent: too many", None, CancellationToken::new())
+        .run_with("parent: too many", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done");
@@ -338,7 +338,7 @@ async fn heartbeat_cancels_a_stalled_stream_while_queued_children_survive() {
     };
     let session = mock_session(ws.path(), &server.base_url(), "", Some(lim)).await;
     let out = session
-        .run("parent: watch it", None, CancellationToken::new())
+        .run_with("parent: watch it", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done", "{out:?}");
@@ -406,7 +406,7 @@ async fn heartbeat_spares_long_tool_calls_and_parents_waiting_on_children() {
     };
     let session = session_with(ws.path(), probe.arc(), Some(lim)).await;
     let out = session
-        .run("parent: slow work", None, CancellationToken::new())
+        .run_with("parent: slow work", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done");
@@ -454,7 +454,7 @@ async fn wall_time_counts_from_the_start_not_from_the_queue() {
         gate.cancel();
     };
     let (out, ()) = tokio::join!(
-        session.run("parent: slow queue", None, CancellationToken::new()),
+        session.run_with("parent: slow queue", None, CancellationToken::new()),
         driver
     );
     assert_eq!(out.unwrap().final_text, "done");

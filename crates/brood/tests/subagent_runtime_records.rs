@@ -301,7 +301,7 @@ async fn the_ledger_keeps_every_lifecycle_and_transcript_and_handle_read_slices_
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     let out = session
-        .run("parent: record", None, CancellationToken::new())
+        .run_with("parent: record", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "parent fine");
@@ -404,7 +404,7 @@ async fn handle_read_reads_only_the_callers_own_sub_agents() {
     let probe = Probe::new(model);
     let session = session_with(ws.path(), probe.arc(), None).await;
     let out = session
-        .run("parent: peek", None, CancellationToken::new())
+        .run_with("parent: peek", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "parent fine");
@@ -444,7 +444,7 @@ async fn many_children_remembering_at_once_each_note_lands_once() {
         ]);
     let session = session_with(ws.path(), Arc::new(model), Some(limits(n, n))).await;
     let out = session
-        .run("parent: remember things", None, CancellationToken::new())
+        .run_with("parent: remember things", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "parent fine");
@@ -520,7 +520,7 @@ async fn agent_list_shows_earlier_sessions_only_when_asked() {
         .otherwise(vec![ScriptStep::text(report("old work"))]);
     let session = session_with(ws.path(), Arc::new(first), None).await;
     session
-        .run("parent: first session", None, CancellationToken::new())
+        .run_with("parent: first session", None, CancellationToken::new())
         .await
         .unwrap();
     let old_id = session.supervisor().snapshot()[0].agent_id.clone();
@@ -537,7 +537,7 @@ async fn agent_list_shows_earlier_sessions_only_when_asked() {
     let probe = Probe::new(second);
     let session = session_with(ws.path(), probe.arc(), None).await;
     session
-        .run("parent: second session", None, CancellationToken::new())
+        .run_with("parent: second session", None, CancellationToken::new())
         .await
         .unwrap();
     let parent = probe.requests_for("parent:");

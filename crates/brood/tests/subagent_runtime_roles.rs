@@ -51,7 +51,7 @@ async fn attempt_mutations(ws: &Path, role: &str) -> (Vec<String>, Vec<String>) 
     let probe = Probe::new(model);
     let session = session_with(ws, probe.arc(), None).await;
     let out = session
-        .run("parent: delegate", None, CancellationToken::new())
+        .run_with("parent: delegate", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done", "{out:?}");
@@ -168,7 +168,7 @@ async fn open_all(ws: &Path, calls: Vec<Value>) -> (Vec<String>, Probe, Vec<Stri
     let probe = Probe::new(model);
     let session = session_with(ws, probe.arc(), None).await;
     let out = session
-        .run("parent: open children", None, CancellationToken::new())
+        .run_with("parent: open children", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done", "{out:?}");

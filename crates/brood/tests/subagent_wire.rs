@@ -88,7 +88,7 @@ async fn children_inherit_the_session_tool_choice_policy_on_the_wire() {
         .await
         .unwrap();
     let report = session
-        .run("parent", None, CancellationToken::new())
+        .run_with("parent", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.final_text, "done", "{report:?}");
@@ -128,7 +128,7 @@ async fn subagents_tool_choice_overrides_apply_to_children_only() {
         .await
         .unwrap();
     let report = session
-        .run("parent", None, CancellationToken::new())
+        .run_with("parent", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.final_text, "done", "{report:?}");
@@ -191,7 +191,7 @@ async fn fixed_main_keeps_the_parent_scripted_and_sends_children_to_the_configur
     opts.models = ModelSource::FixedMain(Arc::new(scripted_parent(seen.clone())));
     let session = Session::open(opts).await.unwrap();
     let report = session
-        .run("parent", None, CancellationToken::new())
+        .run_with("parent", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.final_text, "done", "{report:?}");
@@ -248,7 +248,7 @@ async fn fixed_still_pins_every_route_to_the_given_model() {
     opts.models = ModelSource::Fixed(Arc::new(model));
     let session = Session::open(opts).await.unwrap();
     let report = session
-        .run("parent", None, CancellationToken::new())
+        .run_with("parent", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.final_text, "done", "{report:?}");
@@ -269,7 +269,7 @@ async fn providers_lists_models_turns_the_spawn_check_back_on() {
     opts.models = ModelSource::FixedMain(Arc::new(scripted_parent(seen.clone())));
     let session = Session::open(opts).await.unwrap();
     let report = session
-        .run("parent", None, CancellationToken::new())
+        .run_with("parent", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.final_text, "done", "{report:?}");

@@ -40,9 +40,10 @@ impl Session {
     }
 
     /// Run a parent agent on `prompt` to its end, cancelled only with the session
-    /// ([`Session::cancel_all`]). [`Session::run`] takes an event sink and a token.
+    /// ([`Session::cancel_all`]). [`Session::run`] gives a handle to cancel it and
+    /// watch it.
     pub async fn ask(&self, prompt: &str) -> Result<RunReport, SessionError> {
-        self.run(prompt, None, self.cancel_token().child_token())
+        self.run_with(prompt, None, self.cancel_token().child_token())
             .await
     }
 }

@@ -7,11 +7,13 @@
 
 pub mod builder;
 pub mod config;
+mod handle;
 pub mod provider;
 pub mod session;
 pub mod validate;
 
 pub use builder::SessionBuilder;
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
+pub use handle::RunHandle;
 pub use session::{sandbox_options, RunReport, Session, SessionError, SessionOptions};
 pub use validate::Checked;

@@ -146,7 +146,7 @@ pub struct Session {
     sandbox_warned: std::sync::atomic::AtomicBool,
     definition_warnings: Vec<String>,
     /// The tallies of the latest root run, readable while it runs (a status line).
-    live: Mutex<Option<Arc<RootTallies>>>,
+    live: Arc<Mutex<Option<Arc<RootTallies>>>>,
 }
 
 impl Session {
@@ -258,7 +258,7 @@ impl Session {
             sandbox,
             sandbox_warned: std::sync::atomic::AtomicBool::new(false),
             definition_warnings,
-            live: Mutex::new(None),
+            live: Arc::new(Mutex::new(None)),
         };
         session.start_cancel_poller();
         Ok(session)
@@ -352,7 +352,7 @@ impl Session {
 
     /// Cancel every live run of this session — its roots (their turns) and every
     /// child, background ones included — each recorded `cancelled` with `reason`
-    /// (unless it already had one). The runs settle on their own; [`Session::run`]
+    /// (unless it already had one). The runs settle on their own; a run ([`Session::run`])
     /// returns once its root has. A signal handler calls this.
     pub fn cancel_all(&self, reason: &str) {
         for run in self.supervisor.snapshot() {
@@ -374,27 +374,30 @@ impl Session {
     }
 
     /// Run a parent agent on `prompt` until it ends (and, if it opened background
-    /// children, until their completions were delivered to it). `turn` cancels it;
+    /// children, until their completions were delivered to it). `events` sees every
+    /// event of the root run as it happens (the CLI's live lines); `turn` cancels it;
     /// so does dropping the returned future — the root and its `task` children stop
     /// and record their end `cancelled` ([`Session::close`] waits for those records).
-    pub async fn run(
+    /// [`Session::run`] is the same as a handle; [`Session::ask`] the simplest call.
+    pub async fn run_with(
         &self,
         prompt: &str,
         events: Option<EventSink>,
         turn: CancellationToken,
     ) -> Result<RunReport, SessionError> {
-        let tallies = Arc::new(RootTallies::default());
-        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(tallies.clone());
-        let req = RootRequest {
-            prompt: prompt.to_string(),
-            system: None,
-            max_turns: self.config.max_turns,
-            events,
-            cancel: turn.clone(),
-            name: "parent".into(),
-            tallies: Some(tallies.clone()),
-        };
-        let roots = self.roots.clone();
+        self.root_runner()
+            .run(
+                crate::subagent::run::new_run_id(),
+                prompt.to_string(),
+                events,
+                turn,
+            )
+            .await
+    }
+
+    /// What a root run needs of the session, owned (a handle's task outlives the
+    /// borrow of the session).
+    pub(super) fn root_runner(&self) -> RootRunner {
         // What the sandbox cannot enforce here goes into the ledger once per session,
         // on its first root run (the CLI also prints it).
         let warn = (!self
@@ -403,9 +406,56 @@ impl Session {
         .then(|| self.sandbox.degradations())
         .filter(|d| !d.is_empty())
         .map(|d| (self.ledger.clone(), d));
+        RootRunner {
+            supervisor: self.supervisor.clone(),
+            roots: self.roots.clone(),
+            max_turns: self.config.max_turns,
+            warn,
+            live: self.live.clone(),
+        }
+    }
+
+    /// Stop every run, wait for their final records, flush the ledger.
+    pub async fn close(self) {
+        self.supervisor.shutdown().await;
+        let _ = self.ledger.flush().await;
+    }
+}
+
+/// A root run's share of the session.
+pub(super) struct RootRunner {
+    pub(super) supervisor: Supervisor,
+    roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    max_turns: u32,
+    warn: Option<(Arc<Ledger>, Vec<String>)>,
+    live: Arc<Mutex<Option<Arc<RootTallies>>>>,
+}
+
+impl RootRunner {
+    /// Run the root `id` on `prompt` to its end and report it.
+    pub(super) async fn run(
+        self,
+        id: String,
+        prompt: String,
+        events: Option<EventSink>,
+        turn: CancellationToken,
+    ) -> Result<RunReport, SessionError> {
+        let tallies = Arc::new(RootTallies::default());
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(tallies.clone());
+        let req = RootRequest {
+            prompt,
+            system: None,
+            max_turns: self.max_turns,
+            events,
+            cancel: turn.clone(),
+            name: "parent".into(),
+            tallies: Some(tallies.clone()),
+        };
+        let roots = self.roots.clone();
+        let warn = self.warn;
         let (id, outcome): (String, AgentOutcome) = self
             .supervisor
-            .run_root_with(req, move |id| {
+            .run_root_as(id, req, move |id| {
                 if let Some((ledger, lines)) = &warn {
                     // Fire-and-forget like every progress event; a failure is counted
                     // in the ledger's stats.
@@ -446,12 +496,6 @@ impl Session {
                 }),
             ending: outcome.ending,
         })
-    }
-
-    /// Stop every run, wait for their final records, flush the ledger.
-    pub async fn close(self) {
-        self.supervisor.shutdown().await;
-        let _ = self.ledger.flush().await;
     }
 }
 

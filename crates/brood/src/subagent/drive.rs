@@ -765,12 +765,12 @@ async fn finish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
 /// The session's root run: recorded like any other, no slot, full grant.
 pub(crate) async fn run_root(
     sup: &Supervisor,
+    id: String,
     req: RootRequest,
     on_start: impl FnOnce(&str),
 ) -> Result<(String, AgentOutcome), SpawnError> {
     let inner = &sup.inner;
     let env = &inner.env;
-    let id = super::run::new_run_id();
     let progress = inner.board.new_progress();
     let permissions = env.root_permissions();
     let ctx = Arc::new(RunCtx {

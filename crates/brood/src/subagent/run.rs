@@ -227,6 +227,17 @@ impl Supervisor {
     /// records.
     pub async fn run_root_with(
         &self,
+        req: RootRequest,
+        on_start: impl FnOnce(&str) + Send + 'static,
+    ) -> Result<(String, AgentOutcome), SpawnError> {
+        self.run_root_as(new_run_id(), req, on_start).await
+    }
+
+    /// As [`Supervisor::run_root_with`], under the run id `id` (from
+    /// [`new_run_id`]; a caller that must name the run before it starts).
+    pub(crate) async fn run_root_as(
+        &self,
+        id: String,
         mut req: RootRequest,
         on_start: impl FnOnce(&str) + Send + 'static,
     ) -> Result<(String, AgentOutcome), SpawnError> {
@@ -237,7 +248,7 @@ impl Supervisor {
         let task = self
             .inner
             .roots
-            .spawn(async move { drive::run_root(&sup, req, on_start).await });
+            .spawn(async move { drive::run_root(&sup, id, req, on_start).await });
         let joined = task.await;
         guard.disarm();
         match joined {

@@ -61,7 +61,7 @@ async fn a_child_cannot_read_brood_state_or_plant_code_through_file_tools() {
     let probe = Probe::new(model);
     let session = session_with(root, probe.arc(), None).await;
     let out = session
-        .run("parent: delegate", None, CancellationToken::new())
+        .run_with("parent: delegate", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done", "{out:?}");
@@ -125,7 +125,7 @@ async fn sibling_children_editing_one_file_lose_no_edit() {
     let probe = Probe::new(model);
     let session = session_with(root, probe.arc(), None).await;
     let out = session
-        .run("parent: delegate", None, CancellationToken::new())
+        .run_with("parent: delegate", None, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.final_text, "done", "{out:?}");
