@@ -194,7 +194,7 @@ async fn probe(r: &mut Report, config: &Config, ep: &MainEndpoint, key: Option<S
             return;
         }
     };
-    let url = provider.endpoint().to_string();
+    let url = ep.base_url.0.trim_end_matches('/').to_string();
     let model = &ep.model.0;
     match provider.list_models().await {
         Ok(Some(ids)) => {
