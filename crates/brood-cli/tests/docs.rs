@@ -178,6 +178,7 @@ fn shown_commands() -> Vec<Shown> {
         let mut fence = false;
         // Inside a paragraph that calls something planned, commands need not exist.
         let mut planned = false;
+        let mut prompted = false;
         let lines: Vec<&str> = text.lines().collect();
         let mut i = 0;
         while i < lines.len() {
@@ -188,12 +189,22 @@ fn shown_commands() -> Vec<Shown> {
             let t = line.trim_start();
             if t.starts_with("```") && !t.starts_with("````") {
                 fence = !fence;
+                // A block that shows a session (`$ brood …` then its output): only
+                // the `$` lines are commands.
+                prompted = fence
+                    && lines[i..]
+                        .iter()
+                        .take_while(|l| !l.trim_start().starts_with("```"))
+                        .any(|l| l.trim_start().starts_with("$ "));
                 continue;
             }
             if t.is_empty() {
                 planned = false;
             }
             planned |= line.to_ascii_lowercase().contains("planned");
+            if fence && prompted && !t.starts_with("$ ") {
+                continue;
+            }
             if fence {
                 // Columns after a command (a description) are two or more spaces away.
                 let line = match t.find("  ") {
@@ -202,7 +213,7 @@ fn shown_commands() -> Vec<Shown> {
                 };
                 if let Some(mut cmd) = invocation(line) {
                     // A synopsis continued on indented lines.
-                    while i < lines.len() && lines[i].trim_start().starts_with('[') {
+                    while i < lines.len() && lines[i].trim_start().starts_with("[-") {
                         cmd.push(' ');
                         cmd.push_str(lines[i].trim());
                         i += 1;

@@ -3,6 +3,7 @@
 //! (defaults, sources, the resolved endpoint, range errors shared with `run`, clamps).
 
 use brood_mock::{MockReply, MockServer};
+use std::path::Path;
 use std::process::{Command, Output};
 
 const KEY: &str = "sk-doctor-never-printed";
@@ -548,5 +549,203 @@ fn a_failing_child_and_a_background_child_waited_on_by_id_replay() {
             .iter()
             .all(|e| e.contains("the model refuses this child")),
         "{errors:?}"
+    );
+}
+
+/// The scripted model behind README's *First run*: the parent fans out two
+/// `explore` children, each greps and reports with evidence, the parent answers.
+fn readme_demo_server() -> MockServer {
+    use brood_mock::Answer;
+    use serde_json::json;
+    let server = MockServer::start(|req| {
+        let task = req.first_user_text().unwrap_or_default().to_string();
+        let turns = req.assistant_turns();
+        let usage = json!({"prompt_tokens": 1200 + 300 * turns as u64, "completion_tokens": 90});
+        let answer = if task.starts_with("Find where config files") {
+            match turns {
+                0 => Answer::new().tool_call(
+                    "grep",
+                    json!({"pattern": "toml::from_str|parse_config", "path": "src"}),
+                ),
+                _ => Answer::text(
+                    "SUMMARY: Config files are parsed in one place: `parse_config` reads the file and deserializes it with toml.\nCHANGES: none\nEVIDENCE: src/config.rs:5-8 parse_config reads and parses the file\nRISKS: none\nBLOCKERS: none",
+                ),
+            }
+        } else if task.starts_with("Find where environment") {
+            match turns {
+                0 => Answer::new().tool_call("grep", json!({"pattern": "env::var", "path": "src"})),
+                _ => Answer::text(
+                    "SUMMARY: Two environment variables override the file: APP_PORT and APP_LOG.\nCHANGES: none\nEVIDENCE: src/main.rs:5-6 env::var reads APP_PORT and APP_LOG\nRISKS: an unparsable APP_PORT is ignored silently\nBLOCKERS: none",
+                ),
+            }
+        } else {
+            match turns {
+                0 => Answer::new().tool_call(
+                    "task",
+                    json!({
+                        "agent_type": "explore",
+                        "prompts": [
+                            "Find where config files are parsed; cite path:line.",
+                            "Find where environment variables override config; cite path:line."
+                        ]
+                    }),
+                ),
+                _ => Answer::text(
+                    "Config is parsed in one place, `parse_config` (src/config.rs:5-8), which reads the file and deserializes it with toml. Two environment variables then override it in src/main.rs:5-6: APP_PORT and APP_LOG (an unparsable APP_PORT is silently ignored).",
+                ),
+            }
+        };
+        answer.usage(usage).into()
+    });
+    server.set_models(["deepseek-chat"]);
+    server
+}
+
+/// README's *First run* output, block by block (the ```text blocks of the section).
+fn readme_first_run_blocks() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let start = readme
+        .find("## First run")
+        .expect("README has a First run section");
+    let end = start
+        + readme[start..]
+            .find("\n## How it works")
+            .expect("then How it works");
+    readme[start..end]
+        .split("```text\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Output as compared: ids, the port, durations, ages and column padding made equal.
+fn comparable(text: &str, ws: &Path, home: &Path) -> Vec<String> {
+    let text = text
+        .replace(&ws.display().to_string(), "/tmp/demo")
+        .replace(&home.display().to_string(), "/root");
+    text.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|w| {
+                    let hexy = w.len() >= 16 && w.chars().all(|c| c.is_ascii_hexdigit());
+                    let w = if hexy { "<id>" } else { w };
+                    match w.find("127.0.0.1:") {
+                        Some(i) => {
+                            let rest: String = w[i + 10..]
+                                .chars()
+                                .skip_while(char::is_ascii_digit)
+                                .collect();
+                            format!("{}127.0.0.1:<port>{rest}", &w[..i])
+                        }
+                        None if w.ends_with('s')
+                            && w[..w.len() - 1].chars().all(|c| c.is_ascii_digit())
+                            && !w.is_empty()
+                            && w.len() > 1 =>
+                        {
+                            "<age>".into()
+                        }
+                        None if w.starts_with('(')
+                            && w[1..].chars().all(|c| c.is_ascii_digit()) =>
+                        {
+                            "(<n>".into()
+                        }
+                        None => w.to_string(),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn the_readme_first_run_shows_real_output() {
+    let f = fixture();
+    f.write(
+        "src/config.rs",
+        "use serde::Deserialize;\n\n#[derive(Deserialize)]\npub struct Config { pub port: u16, pub log: String }\npub fn parse_config(path: &str) -> Config {\n    let text = std::fs::read_to_string(path).expect(\"config\");\n    toml::from_str(&text).expect(\"valid config\")\n}\n",
+    );
+    f.write(
+        "src/main.rs",
+        "mod config;\n\nfn main() {\n    let mut c = config::parse_config(\"app.toml\");\n    if let Ok(p) = std::env::var(\"APP_PORT\") { if let Ok(p) = p.parse() { c.port = p; } }\n    if let Ok(l) = std::env::var(\"APP_LOG\") { c.log = l; }\n    println!(\"{}:{}\", c.port, c.log);\n}\n",
+    );
+    let server = readme_demo_server();
+    let base = server.base_url();
+    let blocks = readme_first_run_blocks();
+    assert_eq!(
+        blocks.len(),
+        3,
+        "doctor+run, the children's results, the tree"
+    );
+    let env = [("DEEPSEEK_API_KEY", KEY)];
+    // Each `$ brood …` line, run for real, gives the lines below it.
+    let mut got = String::new();
+    for cmd in blocks[0]
+        .lines()
+        .chain(blocks[2].lines())
+        .filter_map(|l| l.strip_prefix("$ brood "))
+    {
+        let mut args: Vec<String> = Vec::new();
+        let (head, prompt) = match cmd.split_once(" \"") {
+            Some((h, p)) => (h, Some(p.trim_end_matches('"'))),
+            None => (cmd, None),
+        };
+        for w in head.split_whitespace() {
+            args.push(if w.starts_with("http://127.0.0.1:") {
+                base.clone()
+            } else {
+                w.to_string()
+            });
+        }
+        args.extend(prompt.map(str::to_string));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = f.brood(&a, &env);
+        assert_eq!(code, Some(0), "brood {cmd}: {stderr}");
+        got.push_str(&format!("$ brood {cmd}\n{stderr}{stdout}\n"));
+    }
+    let want = format!("{}{}", blocks[0], blocks[2]);
+    assert_eq!(
+        comparable(&got, f.ws.path(), f.home.path()),
+        comparable(&want, f.ws.path(), f.home.path()),
+        "README's First run output is no longer what brood prints; paste this:\n{got}"
+    );
+    // The children's reports as the parent got them.
+    let (_, list, _) = f.brood(&["agents", "list", "--json"], &[]);
+    let runs: serde_json::Value = serde_json::from_str(list.trim()).unwrap();
+    let runs = runs
+        .as_array()
+        .or_else(|| runs["runs"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    let parent = runs
+        .iter()
+        .find(|r| r["role"] == "parent")
+        .and_then(|r| r["id"].as_str().or_else(|| r["run_id"].as_str()))
+        .expect("the parent run")
+        .to_string();
+    let (_, t, _) = f.brood(&["agents", "transcript", &parent, "--json"], &[]);
+    let t: serde_json::Value = serde_json::from_str(t.trim()).unwrap();
+    let tool = t["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["role"] == "tool")
+        .expect("the task result");
+    let results: serde_json::Value =
+        serde_json::from_str(tool["content"]["content"].as_str().unwrap()).unwrap();
+    let reports: Vec<String> = results["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["result"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        comparable(&reports.join("\n\n"), f.ws.path(), f.home.path()),
+        comparable(&blocks[1], f.ws.path(), f.home.path()),
+        "README's children's reports are no longer what brood hands the parent; paste:\n{}",
+        reports.join("\n\n")
     );
 }
