@@ -162,6 +162,7 @@ pub(crate) struct RunMeta {
     pub parent_id: Option<String>,
     pub root_id: String,
     pub role: String,
+    pub agent_type: String,
     pub model: String,
 }
 
@@ -192,6 +193,7 @@ impl EventBus {
         run_id: &str,
         parent_id: Option<&str>,
         role: &str,
+        agent_type: &str,
         model: &str,
         spawned: impl FnOnce() -> RunEventKind,
     ) {
@@ -206,6 +208,7 @@ impl EventBus {
                     parent_id: parent_id.map(str::to_string),
                     root_id,
                     role: role.to_string(),
+                    agent_type: agent_type.to_string(),
                     model: model.to_string(),
                 }),
             );
@@ -220,6 +223,21 @@ impl EventBus {
             .unwrap_or_else(|p| p.into_inner())
             .get(run_id)
             .cloned()
+    }
+
+    /// The run's ancestors, nearest first (its parent, …, its root).
+    pub fn lineage(&self, run_id: &str) -> Vec<String> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        let mut at = runs.get(run_id).and_then(|m| m.parent_id.clone());
+        while let Some(id) = at {
+            if out.contains(&id) {
+                break;
+            }
+            at = runs.get(&id).and_then(|m| m.parent_id.clone());
+            out.push(id);
+        }
+        out
     }
 
     /// Whether anyone subscribes now (events are built only then).
@@ -309,7 +327,9 @@ mod tests {
     #[tokio::test]
     async fn a_subscriber_that_falls_behind_gets_one_lag_marker_then_the_newest_events() {
         let bus = EventBus::default();
-        bus.spawned("root", None, "parent", "m", || RunEventKind::Started);
+        bus.spawned("root", None, "parent", "parent", "m", || {
+            RunEventKind::Started
+        });
         let mut slow = bus.subscribe(None);
         let extra = 10u32;
         for turn in 0..(CAPACITY as u32 + extra) {
@@ -334,10 +354,14 @@ mod tests {
     async fn a_tree_filter_keeps_only_that_roots_descendants() {
         let bus = EventBus::default();
         let mut one = bus.subscribe(Some("a".into()));
-        bus.spawned("a", None, "parent", "m", || RunEventKind::Started);
-        bus.spawned("b", None, "parent", "m", || RunEventKind::Started);
-        bus.spawned("a1", Some("a"), "explore", "m", || RunEventKind::Started);
-        bus.spawned("a11", Some("a1"), "explore", "m", || RunEventKind::Started);
+        bus.spawned("a", None, "parent", "parent", "m", || RunEventKind::Started);
+        bus.spawned("b", None, "parent", "parent", "m", || RunEventKind::Started);
+        bus.spawned("a1", Some("a"), "explore", "explore", "m", || {
+            RunEventKind::Started
+        });
+        bus.spawned("a11", Some("a1"), "explore", "explore", "m", || {
+            RunEventKind::Started
+        });
         bus.publish("b", || RunEventKind::Queued);
         bus.publish("a11", || RunEventKind::Queued);
         drop(bus);

@@ -30,6 +30,9 @@ pub mod tool;
 pub use agent::AgentEvent;
 pub use events::{Event, EventStream, RunEvent, RunEventKind};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse};
-pub use runtime::{Config, RunHandle, RunReport, Session, SessionBuilder, SessionError as Error};
+pub use runtime::{
+    Approval, ApprovalRequest, Approver, Config, RunHandle, RunReport, Session, SessionBuilder,
+    SessionError as Error,
+};
 pub use subagent::{Grant, Role};
 pub use tool::{Capability, Permissions, Tool, ToolContext, ToolError};

@@ -320,3 +320,158 @@ async fn cancelling_a_run_handle_ends_the_run_cancelled_with_the_reason() {
     );
     session.close().await;
 }
+
+/// An approver that answers from a list and keeps every request it was asked.
+struct Scripted {
+    asked: Arc<Mutex<Vec<brood::ApprovalRequest>>>,
+    answer: brood::Approval,
+}
+
+#[async_trait]
+impl brood::Approver for Scripted {
+    async fn approve(&self, request: &brood::ApprovalRequest) -> brood::Approval {
+        self.asked.lock().unwrap().push(request.clone());
+        self.answer.clone()
+    }
+}
+
+/// A step that keeps the tool results the model was shown, then answers `text`.
+fn remember_tool_results(seen: Arc<Mutex<Vec<String>>>, text: String) -> ScriptStep {
+    ScriptStep::func(move |req| {
+        seen.lock().unwrap().extend(
+            req.messages
+                .iter()
+                .filter(|m| m.role == brood::model::Role::Tool)
+                .map(|m| m.content.clone()),
+        );
+        Ok(brood::ModelResponse {
+            message: brood::model::Message::assistant(text.clone()),
+            usage: None,
+            finish_reason: brood::model::FinishReason::Stop,
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_childs_marked_call_reaches_the_sessions_approver_and_its_denial_reaches_the_model() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new()
+        .on(
+            "CHILD",
+            vec![
+                ScriptStep::tool_call("write_file", json!({"path": "out.txt", "content": "x"})),
+                remember_tool_results(seen.clone(), report("could not write.")),
+            ],
+        )
+        .otherwise(vec![
+            ScriptStep::tool_call(
+                "task",
+                json!({"prompts": ["CHILD: write out.txt"], "agent_type": "general"}),
+            ),
+            ScriptStep::text("done"),
+        ]);
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::builder(dir.path())
+        .model(model)
+        .ask_before(["write_file"])
+        .approver(Scripted {
+            asked: asked.clone(),
+            answer: brood::Approval::Deny {
+                reason: "no writes today; report instead".into(),
+            },
+        })
+        .build()
+        .await
+        .unwrap();
+    let report = session.ask("PARENT: delegate a write").await.unwrap();
+
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let q = &asked[0];
+    assert_ne!(q.run_id, report.run_id, "the child asked");
+    assert_eq!(
+        q.lineage,
+        vec![report.run_id.clone()],
+        "its lineage is its parent"
+    );
+    assert_eq!(
+        (q.role.as_str(), q.agent_type.as_str()),
+        ("general", "general")
+    );
+    assert_eq!(
+        (q.tool.as_str(), &q.arguments["path"]),
+        ("write_file", &json!("out.txt"))
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|r| r.contains("no writes today; report instead")),
+        "the child's model reads the reason: {seen:?}"
+    );
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "the denied write did not happen"
+    );
+    session.close().await;
+}
+
+#[tokio::test]
+async fn allow_for_session_is_asked_once_and_without_an_approver_a_marked_call_is_refused() {
+    let model = || {
+        ScriptedModel::new().otherwise(vec![
+            ScriptStep::tool_call("write_file", json!({"path": "a.txt", "content": "a"})),
+            ScriptStep::tool_call("write_file", json!({"path": "b.txt", "content": "b"})),
+            ScriptStep::text("wrote both"),
+        ])
+    };
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::builder(dir.path())
+        .model(model())
+        .ask_before(["write_file"])
+        .approver(Scripted {
+            asked: asked.clone(),
+            answer: brood::Approval::AllowForSession,
+        })
+        .build()
+        .await
+        .unwrap();
+    session.ask("PARENT: write two files").await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 1, "asked once for the session");
+    assert!(dir.path().join("a.txt").exists() && dir.path().join("b.txt").exists());
+    session.close().await;
+
+    // No approver: refused, and the model is told why.
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new().otherwise(vec![
+        ScriptStep::tool_call("write_file", json!({"path": "a.txt", "content": "a"})),
+        remember_tool_results(seen.clone(), "gave up".into()),
+    ]);
+    let session = Session::builder(dir.path())
+        .model(model)
+        .ask_before(["write_file"])
+        .build()
+        .await
+        .unwrap();
+    session.ask("PARENT: write").await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|r| r.contains("no approver")), "{seen:?}");
+    assert!(!dir.path().join("a.txt").exists());
+    session.close().await;
+
+    // A name the session has no tool for is a usage error naming the accepted ones.
+    let err = Session::builder(dir.path())
+        .model(ScriptedModel::new())
+        .ask_before(["rm_rf"])
+        .build()
+        .await
+        .err()
+        .expect("an unknown ask_before name is refused");
+    assert!(
+        matches!(&err, brood::Error::AskUnknownTool { name, accepted } if name == "rm_rf" && accepted.iter().any(|a| a == "bash")),
+        "{err}"
+    );
+    assert!(err.is_usage());
+}

@@ -1,11 +1,12 @@
 //! The front door for embedding programs: [`SessionBuilder`] opens a [`Session`]
 //! on a workspace with an optional configuration, model and tools of the caller's own.
 
+use super::approval::Approver;
 use super::config::{Config, ConfigPaths, Overrides};
 use super::session::{ModelSource, RunReport, Session, SessionError, SessionOptions};
 use crate::model::Model;
 use crate::tool::Tool;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ pub struct SessionBuilder {
     env: BTreeMap<String, String>,
     model: Option<Arc<dyn Model>>,
     tools: Vec<Arc<dyn Tool>>,
+    ask_before: BTreeSet<String>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl Session {
@@ -36,6 +39,8 @@ impl Session {
             env: BTreeMap::new(),
             model: None,
             tools: Vec::new(),
+            ask_before: BTreeSet::new(),
+            approver: None,
         }
     }
 
@@ -87,6 +92,27 @@ impl SessionBuilder {
         self
     }
 
+    /// Ask before every call of these tools (built-in ones such as `bash` and
+    /// `write_file`, memory tools, or your own), by the parent and by every child:
+    /// the session's [`Approver`] decides, and without one the call is refused with
+    /// a reason the model reads. A name the session has no tool for is refused at
+    /// [`SessionBuilder::build`] ([`SessionError::AskUnknownTool`]).
+    pub fn ask_before<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.ask_before.extend(tools.into_iter().map(Into::into));
+        self
+    }
+
+    /// Who decides calls of the [`SessionBuilder::ask_before`] tools — for the
+    /// parent and for every child (the session has one approver).
+    pub fn approver(mut self, approver: impl Approver + 'static) -> Self {
+        self.approver = Some(Arc::new(approver));
+        self
+    }
+
     /// Open the session: load the configuration (unless given), open the ledger,
     /// build the providers and the supervisor.
     pub async fn build(self) -> Result<Session, SessionError> {
@@ -106,6 +132,8 @@ impl SessionBuilder {
             opts.models = ModelSource::Fixed(m);
         }
         opts.tools = self.tools;
+        opts.ask_before = self.ask_before;
+        opts.approver = self.approver;
         Session::open(opts).await
     }
 }

@@ -5,6 +5,7 @@
 //! ledger, owns the session's cancellation token and supervisor, and runs parent
 //! agents whose every step is recorded.
 
+pub mod approval;
 pub mod builder;
 pub mod config;
 mod handle;
@@ -12,6 +13,7 @@ pub mod provider;
 pub mod session;
 pub mod validate;
 
+pub use approval::{Approval, ApprovalRequest, Approver};
 pub use builder::SessionBuilder;
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
 pub use handle::RunHandle;

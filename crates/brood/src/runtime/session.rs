@@ -1,6 +1,7 @@
 //! A session on one workspace: the wiring of config, providers, tools, ledger
 //! and supervisor, and the entry point for running a parent agent.
 
+use super::approval::{ApprovalGate, AskTool};
 use super::config::Config;
 use super::provider::ProviderFactory;
 use crate::agent::{AgentOutcome, Ending, EventSink};
@@ -34,6 +35,9 @@ pub enum SessionError {
     Ledger(#[from] LedgerError),
     #[error("{0}")]
     Spawn(String),
+    /// [`crate::SessionBuilder::ask_before`] names a tool the session does not have.
+    #[error("ask_before names {name:?}, which is not a tool of this session; tools that can be marked ask: {}", accepted.join(", "))]
+    AskUnknownTool { name: String, accepted: Vec<String> },
     /// An embedder's tool is unnamed or reuses a name already offered.
     #[error("tool name {name:?} is empty or already taken (built-in, delegation or another added tool); rename the tool")]
     ToolName { name: String },
@@ -48,6 +52,7 @@ impl SessionError {
                 | SessionError::Config(_)
                 | SessionError::Subagents(_)
                 | SessionError::ToolName { .. }
+                | SessionError::AskUnknownTool { .. }
                 | SessionError::Model(ModelError::MissingKey { .. })
                 | SessionError::Model(ModelError::Config(_))
                 | SessionError::Model(ModelError::UnknownProvider { .. })
@@ -91,6 +96,10 @@ pub struct SessionOptions {
     /// The embedder's own tools, offered to the parent with the built-in ones and
     /// to children that are granted them by name.
     pub tools: Vec<Arc<dyn tool::Tool>>,
+    /// Tools (by name) whose every call the approver decides first.
+    pub ask_before: std::collections::BTreeSet<String>,
+    /// Who decides calls of `ask_before` tools; `None`: they are refused.
+    pub approver: Option<Arc<dyn super::approval::Approver>>,
 }
 
 impl SessionOptions {
@@ -103,6 +112,8 @@ impl SessionOptions {
             route_builder: None,
             limits: None,
             tools: Vec::new(),
+            ask_before: Default::default(),
+            approver: None,
         }
     }
 }
@@ -216,12 +227,26 @@ impl Session {
         });
         let tool_sandbox = sandbox.clone();
         let extra = check_extra_tools(opts.tools)?;
+        check_ask_before(&opts.ask_before, &extra)?;
+        let gate = Arc::new(ApprovalGate::new(opts.approver));
+        let ask = opts.ask_before;
+        let tool_gate = gate.clone();
         let tools: ToolFactory = Arc::new(move |_run_id: &str| {
             let mut tools = tool::builtin_tools(&tool::BuiltinOptions {
                 memory: memory_files.clone(),
                 sandbox: Some(tool_sandbox.clone()),
             });
             tools.extend(extra.iter().cloned());
+            if !ask.is_empty() {
+                for t in &mut tools {
+                    if ask.contains(t.name()) {
+                        *t = Arc::new(AskTool {
+                            inner: t.clone(),
+                            gate: tool_gate.clone(),
+                        });
+                    }
+                }
+            }
             tools
         });
         let cancel = CancellationToken::new();
@@ -248,6 +273,7 @@ impl Session {
             Some(l) => Supervisor::with_limits(l, env),
             None => Supervisor::new(env),
         };
+        let _ = gate.bus.set(supervisor.bus().clone());
         let session = Session {
             config,
             workspace,
@@ -419,6 +445,32 @@ impl Session {
     pub async fn close(self) {
         self.supervisor.shutdown().await;
         let _ = self.ledger.flush().await;
+    }
+}
+
+/// Every `ask_before` name must be a tool the session makes (built-in, memory or
+/// the embedder's); delegation tools are bounded by the `[subagents]` limits instead.
+fn check_ask_before(
+    ask: &std::collections::BTreeSet<String>,
+    extra: &[Arc<dyn tool::Tool>],
+) -> Result<(), SessionError> {
+    let accepted: Vec<String> = tool::builtin_tools(&tool::BuiltinOptions::default())
+        .iter()
+        .map(|t| t.name().to_string())
+        .chain(
+            crate::subagent::role::MEMORY_READ_TOOLS
+                .iter()
+                .chain([crate::subagent::role::REMEMBER_TOOL].iter())
+                .map(|n| n.to_string()),
+        )
+        .chain(extra.iter().map(|t| t.name().to_string()))
+        .collect();
+    match ask.iter().find(|n| !accepted.contains(n)) {
+        Some(name) => Err(SessionError::AskUnknownTool {
+            name: name.clone(),
+            accepted,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -61,13 +61,14 @@ impl Recorder {
         &self,
         r: SpawnRecord<'_>,
     ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static {
-        self.bus.spawned(r.id, r.parent_id, r.role, r.model, || {
-            RunEventKind::Spawned {
-                name: r.name.to_string(),
-                agent_type: r.agent_type.to_string(),
-                objective: r.objective.to_string(),
-            }
-        });
+        self.bus
+            .spawned(r.id, r.parent_id, r.role, r.agent_type, r.model, || {
+                RunEventKind::Spawned {
+                    name: r.name.to_string(),
+                    agent_type: r.agent_type.to_string(),
+                    objective: r.objective.to_string(),
+                }
+            });
         let run = NewRun {
             id: Some(RunId::from_string(r.id)),
             parent_id: r.parent_id.map(RunId::from_string),

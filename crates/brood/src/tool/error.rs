@@ -62,6 +62,9 @@ pub enum ToolError {
     ShellTimeout { secs: u64, output: String },
     #[error("cancelled")]
     Cancelled,
+    /// A call marked `ask` that the session's approver (or the lack of one) refused.
+    #[error("tool '{tool}' was not run: {reason}")]
+    Denied { tool: String, reason: String },
     #[error("tool '{tool}' crashed: {detail}")]
     Panicked { tool: String, detail: String },
     #[error("sandbox: {detail}")]
