@@ -106,15 +106,21 @@ fn check_config(
             return None;
         }
     };
-    if let Err(e) = config.check(env) {
-        r.fail(
-            "config",
-            e,
-            "correct or remove the key named above (`brood config show` prints every value and its source)",
-        );
-        return None;
-    }
+    let checked = match config.check(env) {
+        Ok(c) => c,
+        Err(e) => {
+            r.fail(
+                "config",
+                e,
+                "correct or remove the key named above (`brood config show` prints every value and its source)",
+            );
+            return None;
+        }
+    };
     r.ok("config", files.join("; "));
+    for a in &checked.adjustments {
+        r.warn("config", format!("clamped: {a}"));
+    }
     if let Some(w) = config.ignored_warning() {
         r.warn("config", w);
     }

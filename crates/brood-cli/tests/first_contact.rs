@@ -194,6 +194,14 @@ fn doctor_names_an_unserved_model_an_unreachable_endpoint_and_a_bad_config() {
         config.contains("subagents.max_concurrent") && config.contains(".brood/config.toml"),
         "{stdout}"
     );
+    // A clamped value starts the run, and doctor says what was clamped.
+    f.write(".brood/config.toml", "api_timeout_secs = 5000\n");
+    let (code, stdout, _) = run("m");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "! config").contains("clamped: api_timeout_secs = 5000"),
+        "{stdout}"
+    );
     std::fs::remove_file(f.ws.path().join(".brood/config.toml")).unwrap();
 
     server.stop();
