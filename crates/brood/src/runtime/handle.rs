@@ -100,7 +100,10 @@ impl RunHandle {
         match joined {
             Ok(report) => report,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(SessionError::Spawn(format!("the run's task stopped: {e}"))),
+            Err(e) => Err(SessionError::TaskFailed {
+                task: "the run",
+                detail: e.to_string(),
+            }),
         }
     }
 }

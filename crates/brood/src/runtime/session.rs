@@ -27,14 +27,20 @@ pub enum SessionError {
     Workspace { path: PathBuf, detail: String },
     #[error(transparent)]
     Config(#[from] super::config::ConfigError),
-    #[error("{0}")]
-    Subagents(String),
+    /// The agent definitions could not be read.
+    #[error(transparent)]
+    Catalog(#[from] crate::subagent::CatalogError),
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    #[error("{0}")]
-    Spawn(String),
+    /// The run could not start (the ledger refused its record, or the session is
+    /// shutting down).
+    #[error(transparent)]
+    Spawn(#[from] crate::subagent::SpawnError),
+    /// A task of the session stopped before it finished (`task` names which).
+    #[error("{task} stopped before it finished: {detail}")]
+    TaskFailed { task: &'static str, detail: String },
     /// [`crate::SessionBuilder::ask_before`] names a tool the session does not have.
     #[error("ask_before names {name:?}, which is not a tool of this session; tools that can be marked ask: {}", accepted.join(", "))]
     AskUnknownTool { name: String, accepted: Vec<String> },
@@ -50,7 +56,7 @@ impl SessionError {
             self,
             SessionError::Workspace { .. }
                 | SessionError::Config(_)
-                | SessionError::Subagents(_)
+                | SessionError::Catalog(_)
                 | SessionError::ToolName { .. }
                 | SessionError::AskUnknownTool { .. }
                 | SessionError::Model(ModelError::MissingKey { .. })
@@ -203,13 +209,15 @@ impl Session {
         let ledger =
             tokio::task::spawn_blocking(move || Ledger::open(&root, LedgerOptions::default()))
                 .await
-                .map_err(|e| SessionError::Spawn(format!("opening the ledger: {e}")))??;
+                .map_err(|e| SessionError::TaskFailed {
+                    task: "opening the ledger",
+                    detail: e.to_string(),
+                })??;
         let ledger = Arc::new(ledger);
         // The user's definitions are in `~/.config/brood/agents/` (as documented),
         // not beside config.toml.
         let user_agents = config.user_dir.as_deref().map(|d| d.join("agents"));
-        let catalog = AgentCatalog::load(workspace.root(), user_agents.as_deref())
-            .map_err(|e| SessionError::Subagents(e.to_string()))?;
+        let catalog = AgentCatalog::load(workspace.root(), user_agents.as_deref())?;
         let definition_warnings: Vec<String> = catalog
             .refused()
             .iter()
@@ -522,8 +530,7 @@ impl RootRunner {
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(id.to_string(), turn.clone());
             })
-            .await
-            .map_err(|e| SessionError::Spawn(e.to_string()))?;
+            .await?;
         self.roots
             .lock()
             .unwrap_or_else(|p| p.into_inner())

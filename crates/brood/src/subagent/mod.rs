@@ -74,6 +74,7 @@ use thiserror::Error;
 /// Why a child could not be opened. Goes back to the model as the tool result,
 /// so each says what to do instead.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum SpawnError {
     #[error("max_concurrent = {max_concurrent} children are already running or queued; wait for one with agent_eval, or close one with agent_close, then open again")]
     CapReached { max_concurrent: usize },
@@ -83,12 +84,19 @@ pub enum SpawnError {
     DepthLimit { max_depth: u32 },
     #[error("max_total = {max_total} sub-agents were already opened in this session; do the remaining work yourself")]
     TotalLimit { max_total: usize },
-    #[error("{0}")]
-    UnknownType(String),
-    #[error("{0}")]
-    Grant(String),
-    #[error("{0}")]
-    Model(String),
+    /// `agent_type` names no definition, role or alias (the accepted ones inside).
+    #[error(transparent)]
+    UnknownType(#[from] UnknownAgentType),
+    /// The child's tool grant cannot be built (which tool, for whom, what is available).
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// The model asked for is not one the provider serves.
+    #[error("unknown model '{model}' for provider {provider}; it accepts: {}", accepted.join(", "))]
+    UnknownModel {
+        model: String,
+        provider: String,
+        accepted: Vec<String>,
+    },
     #[error(
         "tree token budget exhausted (tree_token_budget = {budget}, {used} used); no more sub-agents for this tree"
     )]
@@ -96,7 +104,7 @@ pub enum SpawnError {
     #[error("{0}; no more sub-agents for this tree")]
     TreeCostBudget(String),
     #[error("the ledger could not record the run: {0}")]
-    Ledger(String),
+    Ledger(#[from] crate::ledger::LedgerError),
     #[error("the session is shutting down")]
     Closed,
 }

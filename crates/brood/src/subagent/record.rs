@@ -60,7 +60,7 @@ impl Recorder {
     pub fn spawn(
         &self,
         r: SpawnRecord<'_>,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<(), LedgerError>> + Send + 'static {
         self.bus
             .spawned(r.id, r.parent_id, r.role, r.agent_type, r.model, || {
                 RunEventKind::Spawned {
@@ -82,7 +82,7 @@ impl Recorder {
             git_branch: git_branch(r.workspace),
         };
         let durable = self.ledger.create_run(run);
-        async move { durable.await.map(|_| ()).map_err(|e| e.to_string()) }
+        async move { durable.await.map(|_| ()) }
     }
 
     /// `queued` or `running`; resolves once on disk.

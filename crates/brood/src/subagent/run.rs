@@ -281,8 +281,7 @@ impl Supervisor {
         let kind = inner
             .env
             .catalog
-            .resolve(req.agent_type.as_deref().unwrap_or("general"))
-            .map_err(|e| SpawnError::UnknownType(e.to_string()))?;
+            .resolve(req.agent_type.as_deref().unwrap_or("general"))?;
         let role = kind.role();
         let definition = kind.definition().cloned();
         // The grant: parent ∩ role posture ∩ definition list (∩ custom allowlist),
@@ -301,8 +300,7 @@ impl Supervisor {
             &inner.env.settings,
             &inner.env.quick_models,
             (&inner.env.main_provider, &inner.env.main_model_id),
-        )
-        .map_err(|e| SpawnError::Grant(e.to_string()))?;
+        )?;
         // The model route.
         let mut warnings: Vec<String> = definition
             .as_ref()
@@ -500,10 +498,11 @@ impl Supervisor {
         };
         match known {
             Some(list) if !list.is_empty() && !list.iter().any(|m| m == model_id) => {
-                Err(SpawnError::Model(format!(
-                    "unknown model '{model_id}' for provider {provider}; it accepts: {}",
-                    list.join(", ")
-                )))
+                Err(SpawnError::UnknownModel {
+                    model: model_id.to_string(),
+                    provider: provider.to_string(),
+                    accepted: list,
+                })
             }
             _ => Ok(()),
         }
