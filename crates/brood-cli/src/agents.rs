@@ -14,8 +14,8 @@ use brood::ledger::{
     CancelOutcome, Ledger, LedgerError, LedgerReader, ListFilter, RunDetail, RunRecord, RunStatus,
     RunSummaries, RunSummary, TranscriptSlice,
 };
+use brood::model::pricing::Pricing;
 use brood::runtime::config::{user_pricing, ConfigPaths};
-use brood::subagent::pricing::Pricing;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use serde_json::Value;

@@ -718,3 +718,49 @@ fn the_status_line_shows_in_a_terminal_and_not_with_json_or_without_one() {
         "{stderr}"
     );
 }
+
+/// Without a user price, an OpenRouter-style endpoint's published `/models` prices
+/// are used (USD per token there); a user's `[pricing]` entry wins over them.
+#[test]
+fn an_endpoints_published_prices_are_used_unless_the_user_set_one() {
+    let run = |f: &Fixture, server: &MockServer| {
+        let out = brood_cmd(f.home.path(), f.ws.path())
+            .args(["run", "--provider", "openrouter", "--base-url"])
+            .arg(server.base_url())
+            .args(["--model", "vendor/m", "--json", "delegate"])
+            .env("OPENROUTER_API_KEY", "test-key")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        serde_json::from_str::<Value>(stdout.trim()).unwrap()
+    };
+    let published = json!({"id": "vendor/m", "pricing": {
+        "prompt": "0.000003", "completion": "0.000015", "input_cache_read": "0.0000003"}});
+    // At $3 / $0.30 cached / $15 per million.
+    let at = |a: &(bool, u64, u64, u64)| {
+        ((a.1 - a.2) as f64 * 3.0 + a.2 as f64 * 0.3 + a.3 as f64 * 15.0) / 1e6
+    };
+
+    let f = fixture("");
+    let (server, answered) = fan_out_server(2);
+    server.set_model_entries([published.clone(), json!({"id": "other"})]);
+    let v = run(&f, &server);
+    let want: f64 = answered.lock().unwrap().iter().map(at).sum();
+    let got = v["usage"]["cost_usd"]
+        .as_f64()
+        .expect("priced from /models");
+    assert!(close(got, want), "{got} != {want}: {v}");
+
+    let f = fixture("[pricing.\"vendor/m\"]\ninput_per_mtok = 2.0\ncached_input_per_mtok = 0.5\noutput_per_mtok = 8.0\n");
+    let (server, answered) = fan_out_server(2);
+    server.set_model_entries([published]);
+    let v = run(&f, &server);
+    let want: f64 = answered
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|a| priced(a.1, a.2, a.3))
+        .sum();
+    assert!(close(v["usage"]["cost_usd"].as_f64().unwrap(), want), "{v}");
+}

@@ -31,7 +31,8 @@ struct Inner {
     /// Shared, not copied: a request is parsed once and kept as it is.
     captured: Mutex<Vec<Arc<MockRequest>>>,
     clock: Clock,
-    models: Mutex<Vec<String>>,
+    /// The entries of `GET /v1/models`.
+    models: Mutex<Vec<Value>>,
     count: watch::Sender<usize>,
     in_flight: watch::Sender<usize>,
     max_in_flight: AtomicUsize,
@@ -125,7 +126,7 @@ impl MockServer {
             handler,
             captured: Mutex::new(Vec::new()),
             clock: Clock::start(format!("brood-mock-clock-{}", addr.port()))?,
-            models: Mutex::new(vec!["mock-model".to_string()]),
+            models: Mutex::new(vec![model_entry("mock-model")]),
             count: watch::channel(0).0,
             in_flight: watch::channel(0).0,
             max_in_flight: AtomicUsize::new(0),
@@ -223,7 +224,12 @@ impl MockServer {
 
     /// The ids listed by `GET /v1/models`.
     pub fn set_models<S: Into<String>>(&self, ids: impl IntoIterator<Item = S>) {
-        *lock(&self.inner.models) = ids.into_iter().map(Into::into).collect();
+        *lock(&self.inner.models) = ids.into_iter().map(|id| model_entry(&id.into())).collect();
+    }
+
+    /// Whole entries for `GET /v1/models` (e.g. with OpenRouter's `pricing`).
+    pub fn set_model_entries(&self, entries: impl IntoIterator<Item = Value>) {
+        *lock(&self.inner.models) = entries.into_iter().collect();
     }
 
     /// Stop serving: close every connection and release the port before returning.
@@ -253,11 +259,12 @@ impl std::fmt::Debug for MockServer {
 }
 
 async fn models(State(inner): State<Arc<Inner>>) -> Response {
-    let data: Vec<Value> = lock(&inner.models)
-        .iter()
-        .map(|id| json!({"id": id, "object": "model", "owned_by": "brood-mock"}))
-        .collect();
+    let data: Vec<Value> = lock(&inner.models).clone();
     axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+fn model_entry(id: &str) -> Value {
+    json!({"id": id, "object": "model", "owned_by": "brood-mock"})
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {

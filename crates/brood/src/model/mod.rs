@@ -331,6 +331,12 @@ pub trait Model: Send + Sync {
     async fn list_models(&self) -> Result<Option<Vec<String>>, ModelError> {
         Ok(None)
     }
+
+    /// The prices the endpoint publishes for its models (OpenRouter's `/models`
+    /// does), by model id. Empty: it publishes none.
+    async fn published_prices(&self) -> Result<pricing::Pricing, ModelError> {
+        Ok(pricing::Pricing::default())
+    }
 }
 
 /// Report a finished response as the events a streaming provider would have sent:
@@ -367,6 +373,7 @@ mod body;
 mod chunk;
 pub mod openai;
 pub mod preset;
+pub mod pricing;
 pub mod record;
 pub mod retry;
 pub mod scripted;

@@ -485,6 +485,44 @@ impl Model for OpenAiProvider {
     /// `GET {base_url}/models`; `Ok(None)` when the server has no such route, or
     /// without asking when [`ProviderConfig::lists_models`] is off.
     async fn list_models(&self) -> Result<Option<Vec<String>>, ModelError> {
+        let Some(v) = self.model_list().await? else {
+            return Ok(None);
+        };
+        let ids = v
+            .get("data")
+            .or_else(|| v.get("models"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| ModelError::Protocol {
+                detail: format!(
+                    "model list has no 'data' array: {}",
+                    preview(&v.to_string())
+                ),
+            })?
+            .iter()
+            .filter_map(|m| {
+                m.get("id")
+                    .or_else(|| m.get("name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect();
+        Ok(Some(ids))
+    }
+
+    /// The `pricing` of each entry of `GET {base_url}/models` (OpenRouter's form:
+    /// USD per token as strings), where the list has them.
+    async fn published_prices(&self) -> Result<super::pricing::Pricing, ModelError> {
+        match self.model_list().await? {
+            Some(v) => Ok(super::pricing::Pricing::from_model_list(&v)),
+            None => Ok(super::pricing::Pricing::default()),
+        }
+    }
+}
+
+impl OpenAiProvider {
+    /// The JSON of `GET {base_url}/models`, bounded by the step timeout; `None`
+    /// when the server has no such route or [`ProviderConfig::lists_models`] is off.
+    async fn model_list(&self) -> Result<Option<Value>, ModelError> {
         if !self.config.lists_models {
             return Ok(None);
         }
@@ -508,22 +546,7 @@ impl Model for OpenAiProvider {
             let v: Value = serde_json::from_str(&text).map_err(|e| ModelError::Protocol {
                 detail: format!("model list is not JSON ({e}): {}", preview(&text)),
             })?;
-            let ids = v
-                .get("data")
-                .or_else(|| v.get("models"))
-                .and_then(Value::as_array)
-                .ok_or_else(|| ModelError::Protocol {
-                    detail: format!("model list has no 'data' array: {}", preview(&text)),
-                })?
-                .iter()
-                .filter_map(|m| {
-                    m.get("id")
-                        .or_else(|| m.get("name"))
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .collect();
-            Ok(Some(ids))
+            Ok(Some(v))
         };
         match tokio::time::timeout(Duration::from_secs(self.timeout_secs), fetch).await {
             Ok(r) => r,

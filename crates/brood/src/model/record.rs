@@ -186,6 +186,10 @@ impl Model for Recorder {
     async fn list_models(&self) -> Result<Option<Vec<String>>, ModelError> {
         self.inner.list_models().await
     }
+
+    async fn published_prices(&self) -> Result<super::pricing::Pricing, ModelError> {
+        self.inner.published_prices().await
+    }
 }
 
 /// Names the agent a request comes from (e.g. `explore child "find the parsers"`)

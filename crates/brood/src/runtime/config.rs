@@ -6,9 +6,9 @@
 
 use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS, DEFAULT_TOOL_CONCURRENCY};
 use crate::model::openai::DEFAULT_MAX_ANSWER_BYTES;
+use crate::model::pricing::Pricing;
 use crate::model::{Sampling, ToolChoice};
 use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
-use crate::subagent::pricing::Pricing;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

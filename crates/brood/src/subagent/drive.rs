@@ -12,7 +12,6 @@ use super::contract;
 use super::fork;
 use super::gate::SpawnGate;
 use super::inbox::{Claim, RunInbox};
-use super::pricing::Price;
 use super::result::ChildResult;
 use super::role::Role;
 use super::run::{RootRequest, Supervisor};
@@ -24,6 +23,7 @@ use crate::agent::{
     self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
     ToolChoicePolicy,
 };
+use crate::model::pricing::Price;
 use crate::model::{Message, Model, ModelRequest, ModelResponse, StreamEvent, Usage};
 use crate::tool::{Capability, Permissions, Tool, Toolbox};
 use async_trait::async_trait;
@@ -773,6 +773,13 @@ pub(crate) async fn run_root(
     let env = &inner.env;
     let progress = inner.board.new_progress();
     let permissions = env.root_permissions();
+    let price = sup
+        .price_for(
+            &env.main_provider,
+            &env.main_model_id,
+            env.main_model.as_ref(),
+        )
+        .await;
     let ctx = Arc::new(RunCtx {
         run_id: id.clone(),
         root_id: id.clone(),
@@ -791,7 +798,7 @@ pub(crate) async fn run_root(
             },
             req.tallies.as_deref(),
             &env.main_model_id,
-            env.pricing.price(&env.main_provider, &env.main_model_id),
+            price,
         ),
         provider_name: env.main_provider.clone(),
         model_id: env.main_model_id.clone(),

@@ -24,8 +24,8 @@
 //! - [`run`]: the [`Supervisor`] API (open, wait, cancel, the session's root run);
 //! - `drive`: one run from spawn to its terminal record;
 //! - [`inbox`]: completions and messages pushed into a run's next step;
-//! - [`tally`]: the usage and cost of a run and of its tree; [`pricing`]: the user's
-//!   prices and the one cost function;
+//! - [`tally`]: the usage and cost of a run and of its tree (priced by
+//!   [`crate::model::pricing`]);
 //! - [`tools`]: the model-facing delegation tools; [`agent_types`]: the agent types
 //!   they name (and the tool listing the rest); [`fork`]: forked context.
 
@@ -40,7 +40,6 @@ pub mod fork;
 mod gate;
 pub mod grant;
 pub mod inbox;
-pub mod pricing;
 mod record;
 pub mod result;
 pub mod role;

@@ -13,6 +13,7 @@ use super::supervisor::{Board, Entry, Limits, LiveStatus, RunSnapshot};
 use super::{grant, routing, SpawnError};
 use crate::agent::{AgentOutcome, EventSink, ToolChoicePolicy};
 use crate::ledger::Ledger;
+use crate::model::pricing::{Price, Pricing, PUBLISHES_PRICES};
 use crate::model::{Model, ModelError, ModelRequest, Sampling};
 use crate::tool::{Permissions, Tool, Workspace};
 use std::collections::HashMap;
@@ -55,7 +56,7 @@ pub struct SupervisorEnv {
     /// Session identity for the ledger.
     pub session_id: String,
     /// The user's prices (`[pricing]`), for costs and cost budgets.
-    pub pricing: Arc<super::pricing::Pricing>,
+    pub pricing: Arc<Pricing>,
 }
 
 /// How a child belongs to its parent.
@@ -120,6 +121,8 @@ pub(crate) struct Inner {
     roots: tokio_util::task::TaskTracker,
     /// Models each provider accepts, once asked (`None`: it does not say).
     known_models: Mutex<HashMap<String, Option<Vec<String>>>>,
+    /// Prices each provider publishes, once asked (see [`Supervisor::price_for`]).
+    published_prices: Mutex<HashMap<String, Arc<Pricing>>>,
 }
 
 /// One per session: admits, runs, bounds and records every run.
@@ -147,6 +150,7 @@ impl Supervisor {
                 recorder,
                 roots: tokio_util::task::TaskTracker::new(),
                 known_models: Mutex::new(HashMap::new()),
+                published_prices: Mutex::new(HashMap::new()),
             }),
         };
         sup.start_heartbeat();
@@ -319,6 +323,9 @@ impl Supervisor {
                 &mut warnings,
             )
             .await?;
+        let price = self
+            .price_for(&provider_name, &model_id, model.as_ref())
+            .await;
         let max_turns = granted.max_turns;
         let kind_name = kind.name().to_string();
         let name = req.name.clone().unwrap_or_else(|| kind_name.clone());
@@ -372,7 +379,7 @@ impl Supervisor {
                     wall_time: Some(granted.wall_time),
                 },
                 &model_id,
-                inner.env.pricing.price(&provider_name, &model_id),
+                price,
             ),
             provider_name: provider_name.clone(),
             model_id: model_id.clone(),
@@ -467,6 +474,48 @@ impl Supervisor {
         self.check_model_known(&route.provider, &route.model, model.as_ref())
             .await?;
         Ok((route.provider.clone(), route.model.clone(), model))
+    }
+
+    /// The price of `model_id` on `provider`: the user's `[pricing]` first, else what
+    /// the endpoint publishes (OpenRouter's `/models`, asked once per session and
+    /// provider), else none.
+    pub(crate) async fn price_for(
+        &self,
+        provider: &str,
+        model_id: &str,
+        model: &dyn Model,
+    ) -> Option<Price> {
+        if let Some(p) = self.inner.env.pricing.price(provider, model_id) {
+            return Some(p);
+        }
+        if !PUBLISHES_PRICES
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(provider))
+        {
+            return None;
+        }
+        let key = provider.to_ascii_lowercase();
+        let cached = self
+            .inner
+            .published_prices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let prices = match cached {
+            Some(p) => p,
+            None => {
+                // An endpoint that cannot say prices nothing (not an error for the run).
+                let p = Arc::new(model.published_prices().await.unwrap_or_default());
+                self.inner
+                    .published_prices
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, p.clone());
+                p
+            }
+        };
+        prices.price(provider, model_id)
     }
 
     /// Where the provider lists its models, an unknown id fails the spawn.

@@ -1,9 +1,9 @@
 //! Usage tallies: the tokens, requests and cost the model answered to one run and
 //! to its whole tree, counted as each answer arrives, per model. This is the one
 //! place brood sums usage across a tree (`brood run --json` reports these figures);
-//! the cost of each answer comes from [`pricing::cost_usd`](super::pricing::cost_usd).
+//! the cost of each answer comes from [`cost_usd`].
 
-use super::pricing::{cost_usd, Price};
+use crate::model::pricing::{cost_usd, Price};
 use crate::model::Usage;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,8 @@
 //! Prices: USD per million tokens per model, from the user's own config
-//! (`[pricing."<model>"]`), and [`cost_usd`], the one function that turns usage into
-//! dollars. A model without a price has no cost (`None`), never 0 and never a
-//! guess: brood carries no price table of its own (it would go stale).
+//! (`[pricing."<model>"]`) or from an endpoint's published model list (OpenRouter's
+//! `/models`), and [`cost_usd`], the one function that turns usage into dollars. A
+//! model without a price has no cost (`None`), never 0 and never a guess: brood
+//! carries no price table of its own (it would go stale).
 
 use crate::model::Usage;
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,10 @@ use std::collections::BTreeMap;
 /// The most a price may be, in USD per million tokens: far above any real price,
 /// low enough that a sum over a session stays finite.
 pub const MAX_PRICE_PER_MTOK: f64 = 1_000_000.0;
+
+/// Presets whose `/models` list publishes prices (asked once per session, only for
+/// a model the user's `[pricing]` does not price).
+pub const PUBLISHES_PRICES: &[&str] = &["openrouter"];
 
 /// One model's price, in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -97,6 +102,49 @@ impl Pricing {
         self.price(provider, model).map(|p| cost_usd(&p, usage))
     }
 
+    /// The prices in an endpoint's model list (`GET /models`), where its entries
+    /// carry them as OpenRouter's do: `"pricing": {"prompt", "completion",
+    /// "input_cache_read"}` in USD per token (strings or numbers). Entries without
+    /// a usable price (missing, negative as for routers whose price varies, not a
+    /// number, above [`MAX_PRICE_PER_MTOK`]) are left out: unpriced, not guessed.
+    pub fn from_model_list(list: &serde_json::Value) -> Pricing {
+        let per_mtok = |v: Option<&serde_json::Value>| -> Option<f64> {
+            let per_token = match v? {
+                serde_json::Value::String(s) => s.trim().parse::<f64>().ok()?,
+                serde_json::Value::Number(n) => n.as_f64()?,
+                _ => return None,
+            };
+            let p = per_token * 1_000_000.0;
+            (p.is_finite() && (0.0..=MAX_PRICE_PER_MTOK).contains(&p)).then_some(p)
+        };
+        let mut prices = BTreeMap::new();
+        let entries = list
+            .get("data")
+            .and_then(serde_json::Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for m in entries {
+            let (Some(id), Some(p)) = (m.get("id").and_then(|v| v.as_str()), m.get("pricing"))
+            else {
+                continue;
+            };
+            let (Some(input), Some(output)) =
+                (per_mtok(p.get("prompt")), per_mtok(p.get("completion")))
+            else {
+                continue;
+            };
+            prices.insert(
+                id.to_string(),
+                Price {
+                    input_per_mtok: input,
+                    cached_input_per_mtok: per_mtok(p.get("input_cache_read")),
+                    output_per_mtok: output,
+                },
+            );
+        }
+        Pricing(prices)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -110,6 +158,23 @@ impl Pricing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_openrouter_model_list_gives_prices_per_million_and_skips_the_unusable() {
+        let list = serde_json::json!({"data": [
+            {"id": "a/b", "pricing": {"prompt": "0.0000025", "completion": "0.00001",
+                                      "input_cache_read": "0.00000125"}},
+            {"id": "auto", "pricing": {"prompt": "-1", "completion": "-1"}},
+            {"id": "odd", "pricing": {"prompt": "cheap", "completion": "0"}},
+            {"id": "plain"}
+        ]});
+        let p = Pricing::from_model_list(&list);
+        let ab = p.price("x", "a/b").unwrap();
+        assert!((ab.input_per_mtok - 2.5).abs() < 1e-9);
+        assert!((ab.output_per_mtok - 10.0).abs() < 1e-9);
+        assert!((ab.cached_input_per_mtok.unwrap() - 1.25).abs() < 1e-9);
+        assert_eq!(p.iter().count(), 1, "{p:?}");
+    }
 
     #[test]
     fn cached_tokens_are_priced_at_their_own_rate_and_bad_prices_are_refused() {
