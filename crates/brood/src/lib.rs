@@ -31,8 +31,8 @@ pub use agent::AgentEvent;
 pub use events::{Event, EventStream, RunEvent, RunEventKind};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse};
 pub use runtime::{
-    Approval, ApprovalRequest, Approver, Config, RunHandle, RunReport, Session, SessionBuilder,
-    SessionError as Error,
+    Approval, ApprovalRequest, Approver, Config, Overrides, RunHandle, RunReport, Session,
+    SessionBuilder, SessionError as Error,
 };
 pub use subagent::{Grant, Role};
 pub use tool::{Capability, Permissions, Tool, ToolContext, ToolError};

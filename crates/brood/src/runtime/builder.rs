@@ -28,6 +28,7 @@ pub struct SessionBuilder {
     tools: Vec<Arc<dyn Tool>>,
     ask_before: BTreeSet<String>,
     approver: Option<Arc<dyn Approver>>,
+    overrides: Overrides,
 }
 
 impl Session {
@@ -41,6 +42,7 @@ impl Session {
             tools: Vec::new(),
             ask_before: BTreeSet::new(),
             approver: None,
+            overrides: Overrides::default(),
         }
     }
 
@@ -58,6 +60,15 @@ impl SessionBuilder {
     /// `.brood/config.toml` (plus `BROOD_*` variables of [`SessionBuilder::env`]).
     pub fn config(mut self, config: Config) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// Settings that win over the workspace's config and the environment, as the
+    /// command's flags do (`--provider`, `--base-url`, `--model`, `--api-key-env`,
+    /// `--max-turns`). Ignored when [`SessionBuilder::config`] gives the whole
+    /// configuration.
+    pub fn overrides(mut self, overrides: Overrides) -> Self {
+        self.overrides = overrides;
         self
     }
 
@@ -123,7 +134,7 @@ impl SessionBuilder {
                     user_dir: None,
                     workspace: self.workspace.clone(),
                 };
-                Config::load(&paths, &self.env, &Overrides::default())?
+                Config::load(&paths, &self.env, &self.overrides)?
             }
         };
         let mut opts = SessionOptions::new(self.workspace, config);
