@@ -475,3 +475,58 @@ async fn allow_for_session_is_asked_once_and_without_an_approver_a_marked_call_i
     );
     assert!(err.is_usage());
 }
+
+/// The embedder's own model: asks for the weather, then answers with what it got.
+struct OwnModel;
+
+#[async_trait]
+impl brood::Model for OwnModel {
+    fn provider_name(&self) -> &str {
+        "own"
+    }
+    async fn step(
+        &self,
+        request: &brood::ModelRequest,
+        on_event: brood::model::EventFn<'_>,
+    ) -> Result<brood::ModelResponse, brood::ModelError> {
+        use brood::model::{FinishReason, Message, Role, ToolCall};
+        let result = request.messages.iter().find(|m| m.role == Role::Tool);
+        let mut message = Message::assistant(match result {
+            Some(r) => format!("It is {}.", r.content),
+            None => String::new(),
+        });
+        if result.is_none() {
+            message.tool_calls.push(ToolCall {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments: json!({"city": "Oslo"}).to_string(),
+            });
+        }
+        let response = brood::ModelResponse {
+            message,
+            usage: None,
+            finish_reason: FinishReason::Stop,
+        };
+        brood::model::emit_response_events(&response, on_event);
+        Ok(response)
+    }
+}
+
+#[tokio::test]
+async fn an_embedder_brings_its_own_model_and_tool_in_a_few_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    // The user code: open, ask, close.
+    let session = Session::builder(dir.path())
+        .model(OwnModel)
+        .tool(Weather(calls.clone()))
+        .build()
+        .await
+        .unwrap();
+    let report = session.ask("Weather in Oslo?").await.unwrap();
+    session.close().await;
+
+    assert_eq!(report.final_text, "It is sunny in Oslo.");
+    assert_eq!(report.tool_calls, 1);
+    assert_eq!(*calls.lock().unwrap(), [report.run_id.clone()]);
+}

@@ -312,7 +312,45 @@ pub struct ModelResponse {
 pub type EventFn<'a> = &'a (dyn Fn(StreamEvent) + Send + Sync);
 
 /// One LLM step. Implementations: [`openai::OpenAiProvider`], [`scripted::ScriptedModel`],
-/// [`record::Recorder`], [`record::Replayer`].
+/// [`record::Recorder`], [`record::Replayer`] — or your own, given to
+/// [`crate::SessionBuilder::model`]:
+///
+/// ```no_run
+/// use brood::model::{emit_response_events, EventFn, FinishReason, Message};
+/// use brood::{Model, ModelError, ModelRequest, ModelResponse};
+///
+/// /// Answers every step with the same text (a stand-in for your own client).
+/// struct Canned(String);
+///
+/// #[async_trait::async_trait]
+/// impl Model for Canned {
+///     fn provider_name(&self) -> &str {
+///         "canned"
+///     }
+///     async fn step(
+///         &self,
+///         _request: &ModelRequest,
+///         on_event: EventFn<'_>,
+///     ) -> Result<ModelResponse, ModelError> {
+///         let response = ModelResponse {
+///             message: Message::assistant(self.0.clone()),
+///             usage: None,
+///             finish_reason: FinishReason::Stop,
+///         };
+///         // Tell the runtime what a streaming provider would have told it.
+///         emit_response_events(&response, on_event);
+///         Ok(response)
+///     }
+/// }
+///
+/// # async fn demo() -> Result<(), brood::Error> {
+/// let session = brood::Session::builder(".")
+///     .model(Canned("Nothing to do.".into()))
+///     .build()
+///     .await?;
+/// assert_eq!(session.ask("Anything?").await?.final_text, "Nothing to do.");
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait Model: Send + Sync {
     /// A short label for records and errors (e.g. `deepseek`, `scripted`).

@@ -151,7 +151,24 @@ impl RunReport {
     }
 }
 
-/// An open session on a workspace.
+/// An open session on a workspace: its configuration, ledger, providers and the
+/// supervisor of its runs. Open one with [`Session::builder`]; run parents with
+/// [`Session::ask`] (to the end) or [`Session::run`] (a handle); watch every run
+/// with [`Session::events`]; end with [`Session::close`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), brood::Error> {
+/// let session = brood::Session::builder(".")
+///     .env(std::env::vars()) // DEEPSEEK_API_KEY, BROOD_* settings
+///     .build()
+///     .await?;
+/// let report = session
+///     .ask("Use task to have two explore agents map the crates and the tests.")
+///     .await?;
+/// println!("{}\n({} tool calls)", report.final_text, report.tool_calls);
+/// session.close().await;
+/// # Ok(()) }
+/// ```
 pub struct Session {
     config: Arc<Config>,
     workspace: Arc<Workspace>,

@@ -191,7 +191,35 @@ pub struct ToolContext {
     pub run_id: String,
 }
 
-/// A capability the agent can call.
+/// A capability the agent can call. Add your own with
+/// [`crate::SessionBuilder::tool`]; children get it by name.
+///
+/// ```
+/// use brood::{Capability, Tool, ToolContext, ToolError};
+/// use serde_json::{json, Value};
+///
+/// /// Tells the time of the run's clock.
+/// struct Clock;
+///
+/// #[async_trait::async_trait]
+/// impl Tool for Clock {
+///     fn name(&self) -> &str {
+///         "clock"
+///     }
+///     fn description(&self) -> &str {
+///         "The current UTC time (RFC 3339). No arguments."
+///     }
+///     fn schema(&self) -> Value {
+///         json!({"type": "object", "properties": {}})
+///     }
+///     fn capability(&self) -> Capability {
+///         Capability::Read
+///     }
+///     async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+///         Ok(chrono::Utc::now().to_rfc3339())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait Tool: Send + Sync {
     /// Unique name the model calls it by.
