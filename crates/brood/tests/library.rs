@@ -528,5 +528,5 @@ async fn an_embedder_brings_its_own_model_and_tool_in_a_few_lines() {
 
     assert_eq!(report.final_text, "It is sunny in Oslo.");
     assert_eq!(report.tool_calls, 1);
-    assert_eq!(*calls.lock().unwrap(), [report.run_id.clone()]);
+    assert_eq!(*calls.lock().unwrap(), vec![report.run_id.clone()]);
 }
