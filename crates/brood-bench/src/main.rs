@@ -2,7 +2,8 @@
 //! in-process OpenAI-compatible mock on loopback (brood-mock) with scripted parent
 //! and children and a per-request delay. Scenarios: fan-out overhead, spawn latency,
 //! memory per running child, ledger throughput/listing/recovery, fork prefix, cap
-//! fidelity, the shell sandbox's cost per call. Prints a table (each figure with its goal and pass/MISS) and writes
+//! fidelity, the shell sandbox's cost per call, request bytes and time to a fan-out's
+//! last child (requests). Prints a table (each figure with its goal and pass/MISS) and writes
 //! JSON. Figures are reported, never asserted: the exit code is 0 whenever every
 //! scenario ran, missed goals included; 1 when a scenario could not run.
 //!
@@ -15,6 +16,7 @@ mod harness;
 mod ledger;
 mod memory;
 mod report;
+mod requests;
 mod sandbox;
 mod spawn;
 
@@ -64,12 +66,13 @@ enum Scenario {
     Fork,
     Cap,
     Sandbox,
+    Requests,
 }
 
 impl Scenario {
     /// In running order: memory first, while the process's heap holds nothing freed
     /// by earlier scenarios that its children could reuse (that would flatter it).
-    const ALL: [Scenario; 7] = [
+    const ALL: [Scenario; 8] = [
         Scenario::Memory,
         Scenario::Fanout,
         Scenario::Spawn,
@@ -77,6 +80,7 @@ impl Scenario {
         Scenario::Fork,
         Scenario::Cap,
         Scenario::Sandbox,
+        Scenario::Requests,
     ];
     fn name(self) -> &'static str {
         match self {
@@ -87,6 +91,7 @@ impl Scenario {
             Scenario::Fork => "fork",
             Scenario::Cap => "cap fidelity",
             Scenario::Sandbox => "sandbox",
+            Scenario::Requests => "requests",
         }
     }
 }
@@ -104,6 +109,8 @@ struct Plan {
     cap: (usize, usize, Duration),
     /// Shell calls timed per posture.
     sandbox_calls: usize,
+    /// Children of the timed `task`, and how many times it runs.
+    requests_fan_out: (usize, usize),
 }
 
 impl Plan {
@@ -121,6 +128,7 @@ impl Plan {
             },
             cap: (200, 10, Duration::from_millis(50)),
             sandbox_calls: 300,
+            requests_fan_out: (64, 9),
         }
     }
     fn quick() -> Plan {
@@ -137,6 +145,7 @@ impl Plan {
             },
             cap: (60, 10, Duration::from_millis(20)),
             sandbox_calls: 50,
+            requests_fan_out: (64, 3),
         }
     }
 }
@@ -234,6 +243,9 @@ async fn run(args: Args) -> ExitCode {
             Scenario::Fork => fork::scenario().await,
             Scenario::Cap => cap::scenario(plan.cap.0, plan.cap.1, plan.cap.2).await,
             Scenario::Sandbox => sandbox::scenario(plan.sandbox_calls).await,
+            Scenario::Requests => {
+                requests::scenario(plan.requests_fan_out.0, plan.requests_fan_out.1).await
+            }
         };
         eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
         match outcome {
