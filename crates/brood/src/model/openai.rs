@@ -190,7 +190,7 @@ impl OpenAiProvider {
         self.endpoint.as_str()
     }
 
-    /// The JSON body sent for `request`, as a value (see [`super::body`] for the
+    /// The JSON body sent for `request`, as a value (see `model::body` for the
     /// shape; [`Model::step`] serializes the same body straight to bytes).
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         serde_json::to_value(self.body(request)).unwrap_or(Value::Null)

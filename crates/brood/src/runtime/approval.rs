@@ -2,8 +2,8 @@
 //! that is marked `ask` ([`crate::SessionBuilder::ask_before`]), for the parent and
 //! every child alike — children's requests reach the session's one approver.
 //!
-//! The marked tools are wrapped when each run's tools are made ([`AskTool`]); the
-//! wrapper asks the session's [`ApprovalGate`], which remembers what was allowed for
+//! The marked tools are wrapped when each run's tools are made (`AskTool`); the
+//! wrapper asks the session's `ApprovalGate`, which remembers what was allowed for
 //! the session and asks one question at a time (a person answers them in turn).
 //! Without an approver every marked call is refused with a reason the model reads.
 //! Which calls are marked is the caller's choice here; permission rules that mark

@@ -1,7 +1,7 @@
 //! File tools that read: `read_file` and `list_dir` (the writing ones are in
 //! [`edit`](super::edit)).
 //!
-//! Every path goes through the [`Workspace`](super::Workspace) jail and is opened
+//! Every path goes through the [`super::Workspace`] jail and is opened
 //! beneath the root. Output is capped with a marker that says how to read more.
 
 pub use super::edit::{EditFile, EditFileArgs, WriteFile, WriteFileArgs, EDIT_MAX_BYTES};

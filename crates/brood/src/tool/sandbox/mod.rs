@@ -13,11 +13,11 @@
 //!   a network namespace (no network) unless the grant has network; IPC.
 //! - **capabilities**: all dropped, bounding set included, so root in the sandbox
 //!   cannot undo any of it.
-//! - **environment**: an allow list ([`env`]).
+//! - **environment**: an allow list ([`mod@env`]).
 //!
 //! Where the kernel lacks a piece, [`Sandbox::degradations`] says what (the session
 //! reports it once) and the strongest available set applies; without landlock,
-//! read-only roles get no shell at all. The child side is in [`child`]; the
+//! read-only roles get no shell at all. The child side is in `child`; the
 //! ruleset and the plan are built here, in the parent.
 
 mod child;
