@@ -51,6 +51,8 @@ pub trait Inbox: Send + Sync {
 /// A check made before every model step (budgets, deadlines). `Err(reason)` stops
 /// the loop with a final report step.
 pub trait Guard: Send + Sync {
+    /// Called before step `turn` with the run's usage so far; `Err` names the
+    /// budget that is spent.
     fn before_step(&self, usage_so_far: &Usage, turn: u32) -> Result<(), String>;
 }
 
@@ -78,13 +80,21 @@ impl ToolChoicePolicy {
 pub struct AgentSpec {
     /// The run's id (passed to tools; used by observers).
     pub run_id: String,
+    /// The system prompt.
     pub system: String,
+    /// Who answers the steps.
     pub model: Arc<dyn Model>,
+    /// The model id each request names.
     pub model_id: String,
+    /// Temperature and the like.
     pub sampling: Sampling,
+    /// How the model may use tools, per step.
     pub tool_choice: ToolChoicePolicy,
+    /// The tools, and the permissions every call is checked against.
     pub toolbox: Toolbox,
+    /// The jail tool paths go through.
     pub workspace: Arc<Workspace>,
+    /// Most model steps before the final report step.
     pub max_turns: u32,
     /// Tool specs to offer instead of the toolbox's own (a forked child is offered
     /// its parent's exact specs; its toolbox still decides what may run).
@@ -96,8 +106,11 @@ pub struct AgentSpec {
 /// What the loop is wired to while it runs.
 #[derive(Clone, Default)]
 pub struct AgentHooks {
+    /// Sees every event as it happens.
     pub events: Option<EventSink>,
+    /// Messages pushed into the next step (children's completions, notes).
     pub inbox: Option<Arc<dyn Inbox>>,
+    /// Checked before every step (budgets).
     pub guard: Option<Arc<dyn Guard>>,
 }
 
@@ -110,16 +123,23 @@ pub enum Ending {
     /// `max_turns` was reached; the answer is the final report.
     MaxTurns,
     /// A guard stopped it; the answer is the final report.
-    Budget { reason: String },
+    Budget {
+        /// Which budget, in words.
+        reason: String,
+    },
     /// The cancellation token fired.
     Cancelled,
     /// A model step failed (after its retries).
-    Failed { error: String },
+    Failed {
+        /// The model error, in words.
+        error: String,
+    },
 }
 
 /// The result of [`run`].
 #[derive(Debug, Clone)]
 pub struct AgentOutcome {
+    /// How the run ended.
     pub ending: Ending,
     /// The final assistant text (empty when cancelled or failed before any answer).
     pub final_text: String,
@@ -129,12 +149,15 @@ pub struct AgentOutcome {
     pub turns: u32,
     /// Tool calls executed.
     pub tool_calls: u32,
+    /// What the model reported for the run's steps, summed.
     pub usage: Usage,
     /// The typed model error, when `ending` is `Failed`.
     pub error: Option<ModelError>,
 }
 
 impl AgentOutcome {
+    /// It ended with an answer (completed, or a final report after `max_turns` or
+    /// a budget).
     pub fn succeeded(&self) -> bool {
         matches!(
             self.ending,

@@ -11,8 +11,11 @@ use std::sync::Arc;
 /// A provider ready for use, and the model id to ask it for.
 #[derive(Clone)]
 pub struct Route {
+    /// The provider's (preset's) name.
     pub provider_name: String,
+    /// The model id requests name.
     pub model_id: String,
+    /// The provider.
     pub model: Arc<dyn Model>,
 }
 
@@ -24,6 +27,7 @@ pub struct ProviderFactory {
 }
 
 impl ProviderFactory {
+    /// A factory reading `config` and API keys from `env`.
     pub fn new(config: Arc<Config>, env: Arc<BTreeMap<String, String>>) -> Self {
         ProviderFactory { config, env }
     }
@@ -135,7 +139,9 @@ pub fn main_model_id(config: &Config) -> Result<String, ModelError> {
 pub struct MainEndpoint {
     /// The preset's name.
     pub provider: String,
+    /// The endpoint, and where it was set.
     pub base_url: (String, Source),
+    /// The model id, and where it was set.
     pub model: (String, Source),
     /// The key variable's name (never its value); `None`: the endpoint takes no key.
     pub api_key_env: Option<(String, Source)>,

@@ -23,15 +23,24 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum SessionError {
+    /// The workspace is not an existing directory brood can open.
     #[error("workspace {path}: {detail}")]
-    Workspace { path: PathBuf, detail: String },
+    Workspace {
+        /// The path given.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The configuration is invalid (the file and key are named inside).
     #[error(transparent)]
     Config(#[from] super::config::ConfigError),
     /// The agent definitions could not be read.
     #[error(transparent)]
     Catalog(#[from] crate::subagent::CatalogError),
+    /// The provider could not be set up (missing key, unknown preset, …).
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The ledger could not be opened or written.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     /// The run could not start (the ledger refused its record, or the session is
@@ -40,13 +49,26 @@ pub enum SessionError {
     Spawn(#[from] crate::subagent::SpawnError),
     /// A task of the session stopped before it finished (`task` names which).
     #[error("{task} stopped before it finished: {detail}")]
-    TaskFailed { task: &'static str, detail: String },
+    TaskFailed {
+        /// Which task.
+        task: &'static str,
+        /// How it stopped (a panic's message, or cancelled).
+        detail: String,
+    },
     /// [`crate::SessionBuilder::ask_before`] names a tool the session does not have.
     #[error("ask_before names {name:?}, which is not a tool of this session; tools that can be marked ask: {}", accepted.join(", "))]
-    AskUnknownTool { name: String, accepted: Vec<String> },
+    AskUnknownTool {
+        /// The name given.
+        name: String,
+        /// The names that can be marked.
+        accepted: Vec<String>,
+    },
     /// An embedder's tool is unnamed or reuses a name already offered.
     #[error("tool name {name:?} is empty or already taken (built-in, delegation or another added tool); rename the tool")]
-    ToolName { name: String },
+    ToolName {
+        /// The tool's name.
+        name: String,
+    },
 }
 
 impl SessionError {
@@ -89,10 +111,13 @@ pub enum ModelSource {
 /// How to open a session.
 #[derive(Clone)]
 pub struct SessionOptions {
+    /// The workspace root (an existing directory).
     pub workspace: PathBuf,
+    /// The configuration, already loaded.
     pub config: Config,
     /// The process environment (API keys, `BROOD_MEMORY`); passed in, never read globally.
     pub env: BTreeMap<String, String>,
+    /// Where model answers come from.
     pub models: ModelSource,
     /// Build children's providers for routes other than the main one; defaults to
     /// the configured presets. Tests use it to send children to another server.
@@ -109,6 +134,7 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
+    /// Options for `workspace` with `config`: live providers, no extra tools.
     pub fn new(workspace: impl Into<PathBuf>, config: Config) -> Self {
         SessionOptions {
             workspace: workspace.into(),
@@ -127,22 +153,30 @@ impl SessionOptions {
 /// What a finished parent run reports (`brood run --json` prints this).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunReport {
+    /// The root run's id in the ledger.
     pub run_id: String,
+    /// Its final answer.
     #[serde(rename = "final")]
     pub final_text: String,
+    /// Model steps it took.
     pub turns: u32,
+    /// Tool calls it made (its children's not counted).
     pub tool_calls: u32,
     /// What the model answered to the whole tree: this run and every descendant.
     pub usage: Tally,
     /// What it answered to this run alone.
     pub parent_usage: Tally,
+    /// How it ended.
     #[serde(skip)]
     pub ending: Ending,
+    /// Why it failed or was cancelled, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 impl RunReport {
+    /// It ended with an answer: completed, or its final report after `max_turns`
+    /// or a budget.
     pub fn succeeded(&self) -> bool {
         matches!(
             self.ending,
@@ -363,15 +397,19 @@ impl Session {
         });
     }
 
+    /// The effective configuration.
     pub fn config(&self) -> &Config {
         &self.config
     }
+    /// The workspace jail every tool path goes through.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
     }
+    /// The session's ledger (every run's record).
     pub fn ledger(&self) -> &Arc<Ledger> {
         &self.ledger
     }
+    /// The supervisor of the session's runs (snapshots, limits, cancellation).
     pub fn supervisor(&self) -> &Supervisor {
         &self.supervisor
     }

@@ -13,8 +13,11 @@ use std::collections::BTreeMap;
 /// clamps, the quick models, whether memory is on, and every clamp in words.
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// `[subagents]` after defaults and clamps.
     pub settings: SubagentSettings,
+    /// `[models.<alias>]`, checked.
     pub quick_models: QuickModels,
+    /// Whether the memory tools are on.
     pub memory: bool,
     /// Each value that was clamped rather than refused, naming key, value and range.
     pub adjustments: Vec<String>,

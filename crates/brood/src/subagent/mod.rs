@@ -76,13 +76,25 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum SpawnError {
     #[error("max_concurrent = {max_concurrent} children are already running or queued; wait for one with agent_eval, or close one with agent_close, then open again")]
-    CapReached { max_concurrent: usize },
+    /// `max_concurrent` children are already running or queued.
+    CapReached {
+        /// The limit.
+        max_concurrent: usize,
+    },
     #[error(
         "max_depth = {max_depth} reached: this agent may not open sub-agents; do the work yourself"
     )]
-    DepthLimit { max_depth: u32 },
+    /// The parent is at `max_depth`.
+    DepthLimit {
+        /// The limit.
+        max_depth: u32,
+    },
     #[error("max_total = {max_total} sub-agents were already opened in this session; do the remaining work yourself")]
-    TotalLimit { max_total: usize },
+    /// The session already opened `max_total` children.
+    TotalLimit {
+        /// The limit.
+        max_total: usize,
+    },
     /// `agent_type` names no definition, role or alias (the accepted ones inside).
     #[error(transparent)]
     UnknownType(#[from] UnknownAgentType),
@@ -92,18 +104,30 @@ pub enum SpawnError {
     /// The model asked for is not one the provider serves.
     #[error("unknown model '{model}' for provider {provider}; it accepts: {}", accepted.join(", "))]
     UnknownModel {
+        /// The model asked for.
         model: String,
+        /// The provider asked.
         provider: String,
+        /// The models it lists.
         accepted: Vec<String>,
     },
     #[error(
         "tree token budget exhausted (tree_token_budget = {budget}, {used} used); no more sub-agents for this tree"
     )]
-    TreeBudget { used: u64, budget: u64 },
+    /// The tree spent its token budget.
+    TreeBudget {
+        /// Tokens the tree used.
+        used: u64,
+        /// `tree_token_budget`.
+        budget: u64,
+    },
+    /// The tree spent its cost budget, or its cost cannot be known.
     #[error("{0}; no more sub-agents for this tree")]
     TreeCostBudget(String),
+    /// The ledger refused the spawn record.
     #[error("the ledger could not record the run: {0}")]
     Ledger(#[from] crate::ledger::LedgerError),
+    /// The session is shutting down.
     #[error("the session is shutting down")]
     Closed,
 }
