@@ -3,7 +3,9 @@
 //! guard's budget, cancellation mid-step, a failing step.
 
 use async_trait::async_trait;
-use brood::agent::{self, AgentEvent, AgentHooks, AgentSpec, Ending, Guard, ToolChoicePolicy};
+use brood::agent::{
+    self, AgentEvent, AgentHooks, AgentSpec, BudgetSpent, Ending, Guard, ToolChoicePolicy,
+};
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::model::{Message, ModelError, Role, Sampling, ToolChoice, Usage};
 use brood::tool::{Capability, Permissions, Tool, ToolContext, ToolError, Toolbox, Workspace};
@@ -254,9 +256,12 @@ async fn max_turns_ends_with_one_tool_less_report_step() {
 
 struct TokenBudget(u64);
 impl Guard for TokenBudget {
-    fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), String> {
+    fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), BudgetSpent> {
         if usage.total() >= self.0 {
-            Err(format!("token budget {} reached", self.0))
+            Err(BudgetSpent::RunTokens {
+                budget: self.0,
+                used: usage.total(),
+            })
         } else {
             Ok(())
         }

@@ -13,9 +13,11 @@
 //! background children, messages from a parent) and can hold a finished loop
 //! open while work it is waiting for is still out; and tools that block a while.
 
+mod budget;
 mod event;
 mod tool_result;
 
+pub use budget::BudgetSpent;
 pub use event::{AgentEvent, EventSink};
 pub use tool_result::{DEFAULT_TOOL_CONCURRENCY, TOOL_RESULT_MAX_BYTES};
 
@@ -53,7 +55,7 @@ pub trait Inbox: Send + Sync {
 pub trait Guard: Send + Sync {
     /// Called before step `turn` with the run's usage so far; `Err` names the
     /// budget that is spent.
-    fn before_step(&self, usage_so_far: &Usage, turn: u32) -> Result<(), String>;
+    fn before_step(&self, usage_so_far: &Usage, turn: u32) -> Result<(), BudgetSpent>;
 }
 
 /// How the model may use tools, per step.
@@ -243,7 +245,8 @@ impl Loop<'_> {
                 return self.final_report(Ending::MaxTurns, &reason).await;
             }
             if let Some(guard) = &self.hooks.guard {
-                if let Err(reason) = guard.before_step(&self.usage, self.turns + 1) {
+                if let Err(spent) = guard.before_step(&self.usage, self.turns + 1) {
+                    let reason = spent.to_string();
                     // Nothing done yet, nothing to report: no request at all.
                     if self.turns == 0 {
                         return (Ending::Budget { reason }, String::new(), None);

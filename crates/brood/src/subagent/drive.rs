@@ -20,8 +20,8 @@ use super::tally::{RootTallies, TallyCell};
 use super::tools::delegation_tools;
 use super::SpawnError;
 use crate::agent::{
-    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, Ending, EventSink, Guard, Inbox,
-    ToolChoicePolicy,
+    self, AgentEvent, AgentHooks, AgentOutcome, AgentSpec, BudgetSpent, Ending, EventSink, Guard,
+    Inbox, ToolChoicePolicy,
 };
 use crate::model::pricing::Price;
 use crate::model::{Message, Model, ModelRequest, ModelResponse, StreamEvent, Usage};
@@ -114,36 +114,38 @@ impl Budgets {
     /// `Err` naming the budget once the tree's token or cost budget is spent (or
     /// its cost cannot be known under a cost budget).
     pub fn check_tree(&self) -> Result<(), SpawnError> {
+        Ok(self.tree_spent()?)
+    }
+
+    /// The tree's budgets, as a [`Guard`] answers.
+    fn tree_spent(&self) -> Result<(), BudgetSpent> {
         if let Some(budget) = self.tree.tokens {
             let used = self.tree_used.load(Ordering::Relaxed);
             if used >= budget {
-                return Err(SpawnError::TreeBudget { used, budget });
+                return Err(BudgetSpent::TreeTokens { budget, used });
             }
         }
-        if let Some(budget) = self.tree.cost_usd {
-            let spent = |detail: String| Err(SpawnError::TreeCostBudget(detail));
+        if let Some(budget_usd) = self.tree.cost_usd {
             match self.tree_tally.cost_usd() {
-                Some(used) if used >= budget => {
-                    return spent(format!(
-                        "tree cost budget exhausted (tree_cost_budget_usd = {budget}, \
-                         ${used:.6} used)"
-                    ))
+                Some(used_usd) if used_usd >= budget_usd => {
+                    return Err(BudgetSpent::TreeCost {
+                        budget_usd,
+                        used_usd,
+                    })
                 }
                 None => {
-                    return spent(format!(
-                        "tree cost budget cannot be held (tree_cost_budget_usd = {budget}): \
-                         an answer of the tree has no price; set [pricing.\"<model>\"] \
-                         in your user config for every model the tree uses"
-                    ))
+                    return Err(BudgetSpent::TreeCostUnpriced {
+                        budget_usd,
+                        model: None,
+                    })
                 }
                 Some(_) => {}
             }
             if self.price.is_none() {
-                return spent(format!(
-                    "tree cost budget cannot be held (tree_cost_budget_usd = {budget}): \
-                     model {} has no price; set [pricing.\"{}\"] in your user config",
-                    self.model_id, self.model_id
-                ));
+                return Err(BudgetSpent::TreeCostUnpriced {
+                    budget_usd,
+                    model: Some(self.model_id.clone()),
+                });
             }
         }
         Ok(())
@@ -151,38 +153,40 @@ impl Budgets {
 }
 
 impl Guard for Budgets {
-    fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), String> {
+    fn before_step(&self, usage: &Usage, _turn: u32) -> Result<(), BudgetSpent> {
         if let (Some(wall), Some(started)) = (self.run.wall_time, self.started.get()) {
             if started.elapsed() >= wall {
-                return Err("wall time exhausted (wall_time_secs)".into());
+                return Err(BudgetSpent::WallTime {
+                    limit_secs: wall.as_secs(),
+                });
             }
         }
-        if let Some(b) = self.run.tokens {
-            if usage.total() >= b {
-                return Err(format!(
-                    "token budget exhausted (token_budget = {b}, {} used)",
-                    usage.total()
-                ));
+        if let Some(budget) = self.run.tokens {
+            if usage.total() >= budget {
+                return Err(BudgetSpent::RunTokens {
+                    budget,
+                    used: usage.total(),
+                });
             }
         }
-        if let Some(b) = self.run.cost_usd {
+        if let Some(budget_usd) = self.run.cost_usd {
             match (self.price, self.own_tally.cost_usd()) {
-                (Some(_), Some(used)) if used >= b => {
-                    return Err(format!(
-                        "cost budget exhausted (cost_budget_usd = {b}, ${used:.6} used)"
-                    ))
+                (Some(_), Some(used_usd)) if used_usd >= budget_usd => {
+                    return Err(BudgetSpent::RunCost {
+                        budget_usd,
+                        used_usd,
+                    })
                 }
                 (Some(_), Some(_)) => {}
                 _ => {
-                    return Err(format!(
-                        "cost budget cannot be held (cost_budget_usd = {b}): model {} has \
-                         no price; set [pricing.\"{}\"] in your user config",
-                        self.model_id, self.model_id
-                    ))
+                    return Err(BudgetSpent::RunCostUnpriced {
+                        budget_usd,
+                        model: self.model_id.clone(),
+                    })
                 }
             }
         }
-        self.check_tree().map_err(|e| e.to_string())
+        self.tree_spent()
     }
 }
 
@@ -684,7 +688,7 @@ impl Inbox for LoopInbox {
 struct GuardRef(Arc<RunCtx>);
 
 impl Guard for GuardRef {
-    fn before_step(&self, usage: &Usage, turn: u32) -> Result<(), String> {
+    fn before_step(&self, usage: &Usage, turn: u32) -> Result<(), BudgetSpent> {
         self.0.budgets.before_step(usage, turn)
     }
 }

@@ -111,19 +111,9 @@ pub enum SpawnError {
         /// The models it lists.
         accepted: Vec<String>,
     },
-    #[error(
-        "tree token budget exhausted (tree_token_budget = {budget}, {used} used); no more sub-agents for this tree"
-    )]
-    /// The tree spent its token budget.
-    TreeBudget {
-        /// Tokens the tree used.
-        used: u64,
-        /// `tree_token_budget`.
-        budget: u64,
-    },
-    /// The tree spent its cost budget, or its cost cannot be known.
+    /// The tree spent a budget (tokens or cost), or its cost cannot be known.
     #[error("{0}; no more sub-agents for this tree")]
-    TreeCostBudget(String),
+    Budget(#[from] crate::agent::BudgetSpent),
     /// The ledger refused the spawn record.
     #[error("the ledger could not record the run: {0}")]
     Ledger(#[from] crate::ledger::LedgerError),
