@@ -10,6 +10,7 @@ use super::types::RunStatus;
 /// Everything the ledger can fail with. `Clone` so that one failed group commit can be
 /// reported to every caller whose operation was in it.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum LedgerError {
     /// The file at the database path exists but is not a brood ledger (not SQLite at
     /// all, or an SQLite database of some other program). It is left untouched.

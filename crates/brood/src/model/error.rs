@@ -6,6 +6,7 @@ use thiserror::Error;
 /// Why a model step failed. Serializable so a recording can keep a failed step.
 #[derive(Debug, Error, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ModelError {
     /// No connection could be made (after retries, when wrapped in `RetriesExhausted`).
     #[error("cannot reach {url}: {detail}")]

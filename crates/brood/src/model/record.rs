@@ -37,6 +37,7 @@ use normalize::Normalized;
 
 /// A recording file that cannot be used.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordError {
     #[error("cannot open the recording {path}: {detail}")]
     Open { path: PathBuf, detail: String },

@@ -16,6 +16,7 @@ use thiserror::Error;
 
 /// A configuration problem. Each names the key and where it was set.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {detail}")]
     Read { path: PathBuf, detail: String },

@@ -159,6 +159,7 @@ impl AgentDefinition {
 
 /// A definition file that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum DefinitionError {
     #[error("{path}: cannot read: {detail}")]
     Io { path: PathBuf, detail: String },

@@ -27,6 +27,7 @@ use thiserror::Error;
 
 /// A spawn whose tool grant cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum GrantError {
     #[error("agent_type custom needs a non-empty allowed_tools list naming the tools the child may use; available: {}", available.join(", "))]
     CustomNeedsTools { available: Vec<String> },

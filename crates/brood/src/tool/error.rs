@@ -20,6 +20,7 @@ pub fn clip(s: &str) -> String {
 }
 
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ToolError {
     #[error("unknown tool '{name}'; available tools: {available}")]
     UnknownTool { name: String, available: String },
