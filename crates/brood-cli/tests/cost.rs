@@ -764,3 +764,19 @@ fn an_endpoints_published_prices_are_used_unless_the_user_set_one() {
         .sum();
     assert!(close(v["usage"]["cost_usd"].as_f64().unwrap(), want), "{v}");
 }
+
+/// A cost budget over a model without a price cannot be held: the run stops before
+/// its first request, fails, and says which price to set.
+#[test]
+fn a_cost_budget_without_a_price_stops_before_any_request() {
+    let f = fixture("[subagents]\ntree_cost_budget_usd = 1.0\n");
+    let (server, _) = fan_out_server(2);
+    let out = run_local(&f, &server, &["delegate"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("tree_cost_budget_usd = 1") && stderr.contains("[pricing.\"m\"]"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), 0);
+}

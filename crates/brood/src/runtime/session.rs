@@ -175,13 +175,15 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// It ended with an answer: completed, or its final report after `max_turns`
-    /// or a budget.
+    /// It answered: completed, or its final report after `max_turns` or a budget
+    /// that stopped it after some work. A budget that stopped it before its first
+    /// request (a cost budget its model has no price for) is a failure.
     pub fn succeeded(&self) -> bool {
-        matches!(
-            self.ending,
-            Ending::Completed | Ending::MaxTurns | Ending::Budget { .. }
-        )
+        match self.ending {
+            Ending::Completed | Ending::MaxTurns => true,
+            Ending::Budget { .. } => self.turns > 0,
+            _ => false,
+        }
     }
 }
 
@@ -606,6 +608,9 @@ impl RootRunner {
                         Some(r) => format!("cancelled: {r}"),
                         None => "cancelled".into(),
                     }),
+                    Ending::Budget { reason } if outcome.turns == 0 => {
+                        Some(format!("stopped before its first request: {reason}"))
+                    }
                     _ => None,
                 }),
             ending: outcome.ending,
