@@ -3,6 +3,9 @@
 //! These run as whoever runs the tests — on CI that is root, so every protection
 //! here must hold for root (landlock, namespaces, dropped capabilities).
 
+use brood::subagent::config::{QuickModels, SubagentSettings};
+use brood::subagent::definition::{parse_definition, DefinitionSource};
+use brood::subagent::{grant_for, AgentKind, SpawnSpec};
 use brood::tool::sandbox::{Sandbox, SandboxOptions};
 use brood::tool::shell::Bash;
 use brood::tool::{Permissions, ShellPolicy, Tool, ToolContext, Workspace};
@@ -42,6 +45,10 @@ impl Env {
     async fn sh_with(&self, sandbox: Sandbox, shell: ShellPolicy, command: &str) -> String {
         let mut perms = Permissions::full("attacker");
         perms.shell = shell;
+        self.sh_granted(sandbox, perms, command).await
+    }
+
+    async fn sh_granted(&self, sandbox: Sandbox, perms: Permissions, command: &str) -> String {
         let ctx = ToolContext {
             workspace: Arc::new(Workspace::open(&self.ws).unwrap()),
             permissions: Arc::new(perms),
@@ -174,16 +181,30 @@ async fn read_only_shells_write_only_their_temp_dir() {
     assert!(!Path::new("/tmp/escape-ro").exists());
 }
 
-#[tokio::test]
-async fn no_network_unless_granted() {
+/// A loopback listener on the host and the shell command that tries to reach it
+/// (TCP, then UDP); prints CONNECTED when TCP got through.
+fn loopback() -> (std::net::TcpListener, String) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let env = Env::new();
     let probe = format!(
         "(exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED) 2>&1; \
          (exec 3<>/dev/udp/127.0.0.1/{port} && echo >&3 x && echo UDP) 2>&1; echo done"
     );
+    (listener, probe)
+}
+
+fn network_sandbox(network: bool) -> Sandbox {
+    Sandbox::with_options(SandboxOptions {
+        network,
+        ..SandboxOptions::default()
+    })
+}
+
+#[tokio::test]
+async fn no_network_unless_granted() {
+    let (listener, probe) = loopback();
+    let env = Env::new();
     for shell in BOTH {
         let out = env.sh(shell, &probe).await;
         assert!(out.contains("done"), "{out}");
@@ -191,12 +212,68 @@ async fn no_network_unless_granted() {
         assert!(listener.accept().is_err(), "{shell:?} reached the host");
     }
     // Granted by the user's config: a writer connects.
-    let granted = Sandbox::with_options(SandboxOptions {
-        network: true,
-        ..SandboxOptions::default()
-    });
-    let out = env.sh_with(granted, ShellPolicy::Full, &probe).await;
+    let out = env
+        .sh_with(network_sandbox(true), ShellPolicy::Full, &probe)
+        .await;
     assert!(out.contains("CONNECTED"), "{out}");
+}
+
+/// The writer grant a definition file gets under a parent that has everything.
+fn definition_grant(front_matter: &str) -> Permissions {
+    let def = parse_definition(
+        &format!("---\ndescription: d\nrole: implementer\n{front_matter}---\nWork."),
+        Path::new("/ws/.brood/agents/worker.md"),
+        DefinitionSource::Workspace,
+    )
+    .unwrap();
+    let kind = AgentKind::Definition(Arc::new(def));
+    let parent = Permissions::full("parent");
+    let tools = ["bash".to_string(), "read_file".to_string()];
+    let spec = SpawnSpec {
+        kind: &kind,
+        parent: &parent,
+        parent_tools: &tools,
+        allowed_tools: None,
+        model: None,
+        fork_context: None,
+        read_only_shell_available: true,
+    };
+    let grant = grant_for(
+        &spec,
+        &SubagentSettings::default(),
+        &QuickModels::default(),
+        ("p", "m"),
+    )
+    .unwrap();
+    assert_eq!(grant.permissions.shell, ShellPolicy::Full);
+    grant.permissions
+}
+
+#[tokio::test]
+async fn a_definition_takes_the_network_away_and_never_grants_it() {
+    let (listener, probe) = loopback();
+    let env = Env::new();
+    // (front matter, the user's [sandbox] network, connects)
+    let cases = [
+        ("", true, true),
+        ("network: true\n", true, true),
+        ("network: false\n", true, false),
+        ("network: true\n", false, false),
+        ("", false, false),
+    ];
+    for (front, session, connects) in cases {
+        let perms = definition_grant(front);
+        let out = env
+            .sh_granted(network_sandbox(session), perms, &probe)
+            .await;
+        assert!(out.contains("done"), "{out}");
+        assert_eq!(
+            out.contains("CONNECTED"),
+            connects,
+            "{front:?} under network={session}: {out}"
+        );
+        assert_eq!(listener.accept().is_ok(), connects, "{front:?}");
+    }
 }
 
 #[tokio::test]

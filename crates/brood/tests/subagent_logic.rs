@@ -101,6 +101,7 @@ fn request<'a>(
         agent: role.as_str(),
         definition_tools: None,
         disallowed_tools: &[],
+        definition_network: None,
         allowed_tools: None,
         read_only_shell_available: ro_shell,
     }
@@ -329,6 +330,8 @@ fn a_child_never_gains_anything_the_parent_lacks() {
                         allowed_tools: list.map(set),
                         write_scopes: scope.clone(),
                         shell,
+                        // Varies with the capability mask.
+                        network: mask & 1 == 0,
                         holder: "parent".into(),
                     };
                     let ptools: Vec<String> = offered(&parent).into_iter().collect();
@@ -341,6 +344,8 @@ fn a_child_never_gains_anything_the_parent_lacks() {
                                     req.allowed_tools = Some(&custom);
                                 }
                                 req.definition_tools = def.as_deref();
+                                req.definition_network =
+                                    [None, Some(true), Some(false)][checked % 3];
                                 let Ok(child) = child_permissions(&req) else {
                                     // Only refusals for lists naming tools the parent lacks
                                     // (or a custom child of a parent with no tools).
@@ -364,6 +369,10 @@ fn a_child_never_gains_anything_the_parent_lacks() {
                                 }
                                 assert!(child.capabilities.is_subset(&parent.capabilities));
                                 assert!(child.shell <= parent.shell);
+                                assert!(!child.network || parent.network, "{role} gained network");
+                                if req.definition_network == Some(false) {
+                                    assert!(!child.network, "network: false ignored");
+                                }
                                 if !ro {
                                     assert_ne!(
                                         child.shell,

@@ -16,6 +16,8 @@
 //! role: explore               # brood: the posture (default general)
 //! max_turns: 15               # brood (Claude Code's `maxTurns` is accepted too)
 //! fork_context: false         # brood
+//! network: false              # brood: no network for this agent's shells (it can
+//!                             # only take away what `[sandbox] network` allows)
 //! ---
 //! You map routes. ...         # the body is the system prompt
 //! ```
@@ -60,7 +62,7 @@ pub const DELEGATION_TOOLS: [&str; 6] = [
 ];
 
 /// Keys brood understands itself.
-const BROOD_KEYS: [&str; 9] = [
+const BROOD_KEYS: [&str; 10] = [
     "name",
     "description",
     "tools",
@@ -70,6 +72,7 @@ const BROOD_KEYS: [&str; 9] = [
     "fork_context",
     "token_budget",
     "cost_budget_usd",
+    "network",
 ];
 /// Claude Code keys brood accepts.
 const CLAUDE_KEYS: [&str; 10] = [
@@ -126,6 +129,9 @@ pub struct AgentDefinition {
     pub token_budget: Option<u64>,
     pub cost_budget_usd: Option<f64>,
     pub fork_context: Option<bool>,
+    /// `network: false` keeps this agent's shells off the network even where the
+    /// user's `[sandbox] network` allows it; `true` cannot turn it on (narrowing only).
+    pub network: Option<bool>,
     /// Display hint from Claude Code files.
     pub color: Option<String>,
     /// The body: the child's system prompt.
@@ -369,16 +375,18 @@ pub fn parse_definition(
             ))
         }
     };
-    let fork_context = match fields.get("fork_context") {
-        None | Some(serde_yaml::Value::Null) => None,
-        Some(serde_yaml::Value::Bool(b)) => Some(*b),
-        Some(other) => {
-            return Err(bad(
-                "fork_context",
+    let flag = |key: &str| -> Result<Option<bool>, DefinitionError> {
+        match fields.get(key) {
+            None | Some(serde_yaml::Value::Null) => Ok(None),
+            Some(serde_yaml::Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(bad(
+                key,
                 format!("expected true or false, found {}", kind_of(other)),
-            ))
+            )),
         }
     };
+    let fork_context = flag("fork_context")?;
+    let network = flag("network")?;
 
     let tools = match fields.get("tools") {
         None | Some(serde_yaml::Value::Null) => None,
@@ -440,6 +448,7 @@ pub fn parse_definition(
         token_budget,
         cost_budget_usd,
         fork_context,
+        network,
         color,
         prompt: body.trim().to_string(),
         path: path.to_path_buf(),

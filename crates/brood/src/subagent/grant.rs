@@ -1,7 +1,8 @@
 //! Grants: what one child may do and how long it may run, computed at spawn.
 //!
 //! A child's permissions are `parent ∩ role posture ∩ definition's tools ∩ the call's
-//! allowed_tools`, minus the definition's `disallowedTools`. Every step is a
+//! allowed_tools`, minus the definition's `disallowedTools` (and minus network where
+//! the definition says `network: false`). Every step is a
 //! [`Permissions::intersect`] or a removal, so the result can only be narrower than
 //! the parent's. Tool lists are checked against the tools the parent actually has:
 //! naming a tool the parent lacks is a [`GrantError`] at spawn, never a silently
@@ -56,6 +57,9 @@ pub struct GrantRequest<'a> {
     pub definition_tools: Option<&'a [String]>,
     /// The definition's `disallowedTools`.
     pub disallowed_tools: &'a [String],
+    /// The definition's `network`: `Some(false)` takes the network from the child's
+    /// shells; `Some(true)` and `None` leave the parent's (it never adds any).
+    pub definition_network: Option<bool>,
     /// The call's `allowed_tools` (required for custom; narrows any other role).
     pub allowed_tools: Option<&'a [String]>,
     /// Whether a sandboxed read-only shell can be provided.
@@ -134,6 +138,9 @@ pub fn child_permissions(req: &GrantRequest<'_>) -> Result<Permissions, GrantErr
     if p.shell == ShellPolicy::None {
         p.capabilities.remove(&Capability::Shell);
     }
+    if req.definition_network == Some(false) {
+        p.network = false;
+    }
     p.holder = req.agent.to_string();
     Ok(p)
 }
@@ -194,6 +201,7 @@ pub fn grant_for(
         agent: spec.kind.name(),
         definition_tools: def.and_then(|d| d.tools.as_deref()),
         disallowed_tools: def.map(|d| d.disallowed_tools.as_slice()).unwrap_or(&[]),
+        definition_network: def.and_then(|d| d.network),
         allowed_tools: spec.allowed_tools,
         read_only_shell_available: spec.read_only_shell_available,
     })?;

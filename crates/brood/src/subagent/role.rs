@@ -226,6 +226,7 @@ impl Role {
                 allowed_tools: Some(BTreeSet::new()),
                 write_scopes: None,
                 shell: ShellPolicy::None,
+                network: true,
                 holder: self.as_str().to_string(),
             },
         }
@@ -272,6 +273,7 @@ pub fn custom_posture<S: AsRef<str>>(allowed_tools: &[S]) -> Permissions {
         } else {
             ShellPolicy::None
         },
+        network: true,
         holder: Role::Custom.as_str().to_string(),
     }
 }
@@ -296,6 +298,9 @@ fn posture(
         capabilities,
         allowed_tools: Some(tools),
         write_scopes,
+        // Read-only shells never reach the network; writers may where the user's
+        // `[sandbox] network` allows it.
+        network: shell == ShellPolicy::Full,
         shell,
         holder: role.as_str().to_string(),
     }

@@ -92,8 +92,18 @@ pub struct Permissions {
     /// When set, writes are allowed only under these workspace-relative directories.
     pub write_scopes: Option<Vec<PathBuf>>,
     pub shell: ShellPolicy,
+    /// Whether this run's shells may reach the network. Only a ceiling: shells get
+    /// network only where the user's `[sandbox] network` also allows it, so `false`
+    /// (a definition's `network: false`) takes it away and `true` never adds it.
+    /// Older records without the field read as `true` (not narrowed).
+    #[serde(default = "not_narrowed")]
+    pub network: bool,
     /// Who holds these permissions (a role or definition name), for error messages.
     pub holder: String,
+}
+
+fn not_narrowed() -> bool {
+    true
 }
 
 impl Permissions {
@@ -104,6 +114,7 @@ impl Permissions {
             allowed_tools: None,
             write_scopes: None,
             shell: ShellPolicy::Full,
+            network: true,
             holder: holder.into(),
         }
     }
@@ -143,6 +154,7 @@ impl Permissions {
             allowed_tools,
             write_scopes,
             shell: self.shell.min(other.shell),
+            network: self.network && other.network,
             holder: other.holder.clone(),
         }
     }

@@ -104,6 +104,7 @@ impl Tool for Bash {
         let ws = ctx.workspace.clone();
         let cwd_arg = a.cwd.clone();
         let sandbox = self.sandbox.clone();
+        let network = ctx.permissions.network;
         let (cwd, prepared) = blocking(move || {
             let cwd = ws.resolve(cwd_arg.as_deref().unwrap_or(""))?;
             if !cwd.is_dir() {
@@ -117,19 +118,20 @@ impl Tool for Bash {
             } else {
                 ShellMode::Writer
             };
-            let prepared = sandbox
-                .prepare(mode, ws.root())
-                .map_err(|why| ToolError::Sandbox {
-                    detail: if mode == ShellMode::ReadOnly {
-                        format!(
+            let prepared =
+                sandbox
+                    .prepare(mode, ws.root(), network)
+                    .map_err(|why| ToolError::Sandbox {
+                        detail: if mode == ShellMode::ReadOnly {
+                            format!(
                         "read-only shells need the landlock sandbox, which is unavailable here \
                          ({why}); read-only roles get no shell on this machine — use read_file, \
                          grep and find_files instead"
                     )
-                    } else {
-                        format!("the shell sandbox could not be set up: {why}")
-                    },
-                })?;
+                        } else {
+                            format!("the shell sandbox could not be set up: {why}")
+                        },
+                    })?;
             Ok((cwd, prepared))
         })
         .await?;

@@ -11,6 +11,7 @@ async fn tools_outside_the_grant_are_not_offered_and_refused() {
         allowed_tools: None,
         write_scopes: None,
         shell: ShellPolicy::None,
+        network: false,
         holder: "explore".into(),
     };
     let tb = env.toolbox(explore.clone());

@@ -253,11 +253,19 @@ impl Sandbox {
     }
 
     /// Build the plan, the ruleset and the private temp dir for one call.
-    pub fn prepare(&self, mode: ShellMode, workspace: &Path) -> Result<PreparedSandbox, String> {
+    /// `granted_network` is the caller's grant ([`crate::Permissions::network`]): the
+    /// shell reaches the network only if it, the user's `[sandbox] network` and the
+    /// mode (writers only) all allow it.
+    pub fn prepare(
+        &self,
+        mode: ShellMode,
+        workspace: &Path,
+        granted_network: bool,
+    ) -> Result<PreparedSandbox, String> {
         let tmp = PrivateDir::create("brood-sh")
             .map_err(|e| format!("cannot create the private temp dir: {e}"))?;
         let support = self.support().clone();
-        let network = self.options.network && mode == ShellMode::Writer;
+        let network = self.options.network && mode == ShellMode::Writer && granted_network;
         let ruleset = match support.landlock {
             Ok(()) => Some(self.build_ruleset(mode, workspace, tmp.path(), network)?),
             Err(e) if mode == ShellMode::ReadOnly => return Err(e),
