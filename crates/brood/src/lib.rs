@@ -32,7 +32,6 @@ pub mod model;
 pub mod runtime;
 #[allow(missing_docs)]
 pub mod subagent;
-#[allow(missing_docs)]
 pub mod tool;
 
 pub use agent::AgentEvent;

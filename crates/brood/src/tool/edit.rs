@@ -24,6 +24,9 @@ pub const EDIT_MAX_BYTES: u64 = 16 << 20;
 pub struct WriteFile;
 
 /// Arguments of `write_file`.
+// Fields undocumented on purpose: schemars would send doc comments to the model
+// in the tool's schema (every request pays for them); the tool's description says it.
+#[allow(missing_docs)]
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
@@ -74,6 +77,9 @@ impl Tool for WriteFile {
 pub struct EditFile;
 
 /// Arguments of `edit_file`.
+// Fields undocumented on purpose: schemars would send doc comments to the model
+// in the tool's schema (every request pays for them); the tool's description says it.
+#[allow(missing_docs)]
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileArgs {

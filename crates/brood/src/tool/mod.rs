@@ -59,6 +59,7 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability.
     pub const ALL: [Capability; 6] = [
         Capability::Read,
         Capability::Write,
@@ -91,6 +92,7 @@ pub struct Permissions {
     pub allowed_tools: Option<BTreeSet<String>>,
     /// When set, writes are allowed only under these workspace-relative directories.
     pub write_scopes: Option<Vec<PathBuf>>,
+    /// How the shell may be used.
     pub shell: ShellPolicy,
     /// Whether this run's shells may reach the network. Only a ceiling: shells get
     /// network only where the user's `[sandbox] network` also allows it, so `false`
@@ -240,6 +242,7 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &str;
     /// JSON schema of the arguments object.
     fn schema(&self) -> serde_json::Value;
+    /// What class of effect it has (grants are checked against it).
     fn capability(&self) -> Capability;
     /// Run it. Errors go back to the model as the tool result.
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError>;

@@ -34,6 +34,7 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 pub const MAX_TIMEOUT_SECS: u64 = 600;
 /// Bytes of output kept from the start and from the end (each).
 pub const OUTPUT_HEAD_BYTES: usize = 32 * 1024;
+/// Bytes of output kept from the end (see [`OUTPUT_HEAD_BYTES`]).
 pub const OUTPUT_TAIL_BYTES: usize = 32 * 1024;
 /// How long to keep reading after the command returned, for output still in flight
 /// from processes that left the group.
@@ -46,16 +47,21 @@ pub struct Bash {
 }
 
 impl Bash {
+    /// The tool, running every command in `sandbox`.
     pub fn new(sandbox: Arc<Sandbox>) -> Self {
         Bash { sandbox }
     }
 
+    /// The sandbox its commands run in.
     pub fn sandbox(&self) -> &Arc<Sandbox> {
         &self.sandbox
     }
 }
 
 /// Arguments of `bash`.
+// Fields undocumented on purpose: schemars would send doc comments to the model
+// in the tool's schema (every request pays for them); the tool's description says it.
+#[allow(missing_docs)]
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {

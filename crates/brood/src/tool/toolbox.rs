@@ -106,22 +106,27 @@ impl Toolbox {
         Toolbox::new(Vec::new(), Permissions::full(holder))
     }
 
+    /// What calls are checked against.
     pub fn permissions(&self) -> &Arc<Permissions> {
         &self.permissions
     }
 
+    /// Every tool it holds (offered or not).
     pub fn tools(&self) -> &[Arc<dyn Tool>] {
         &self.tools
     }
 
+    /// Their names.
     pub fn names(&self) -> Vec<String> {
         self.tools.iter().map(|t| t.name().to_string()).collect()
     }
 
+    /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.name() == name)
     }
 
+    /// It holds no tool.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
