@@ -342,11 +342,12 @@ fn show(
         out.push('\n');
         return Ok(());
     }
-    render_detail(&detail, out);
+    let cost = cost_of(&detail.run, &pricing(ws, err));
+    render_detail(&detail, cost, out);
     Ok(())
 }
 
-fn render_detail(d: &RunDetail, out: &mut String) {
+fn render_detail(d: &RunDetail, cost: Option<f64>, out: &mut String) {
     let r = &d.run;
     let now = Utc::now();
     let mut field = |k: &str, v: String| {
@@ -407,6 +408,13 @@ fn render_detail(d: &RunDetail, out: &mut String) {
             "{} steps, {} input tokens ({} cached), {} output tokens",
             r.steps, r.input_tokens, r.cached_input_tokens, r.output_tokens
         ),
+    );
+    field(
+        "cost",
+        match cost {
+            Some(c) => format!("${c:.4} (at your [pricing])"),
+            None => "unknown (no [pricing] for its model)".into(),
+        },
     );
     if let Some(result) = &r.result {
         field("result", clip(&compact(result), 400));

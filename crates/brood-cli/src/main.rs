@@ -360,10 +360,14 @@ async fn run(args: RunArgs) -> u8 {
                 }
                 sig = signals::next(&mut signals) => match cancelled_by {
                     None => {
-                        errln!(
+                        let say = || errln!(
                             "brood: {} received; cancelling the run (send it again to exit at once)",
                             sig.name()
                         );
+                        match &status {
+                            Some(s) => s.suspend(say),
+                            None => say(),
+                        }
                         session.cancel_all(&format!("brood received {}", sig.name()));
                         turn.cancel();
                         cancelled_by = Some(sig);

@@ -242,6 +242,19 @@ fn cost_usd_is_the_sum_over_every_answer_at_the_users_prices() {
         .unwrap();
     let shown: Value = serde_json::from_str(text(&show).0.trim()).unwrap();
     assert_eq!(shown["cost_usd"], runs[0]["cost_usd"]);
+    let show = brood_cmd(f.home.path(), f.ws.path())
+        .args(["agents", "show", id])
+        .output()
+        .unwrap();
+    let want = format!(
+        "cost       ${:.4} (at your [pricing])",
+        runs[0]["cost_usd"].as_f64().unwrap()
+    );
+    assert!(
+        text(&show).0.contains(&want),
+        "no `{want}`: {}",
+        text(&show).0
+    );
 }
 
 /// Without a price, `cost_usd` is null everywhere: never 0, never invented.
