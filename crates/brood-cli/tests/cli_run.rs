@@ -1096,3 +1096,88 @@ fn an_untrusted_workspace_cannot_choose_the_endpoint_a_trusted_one_can() {
     assert!(!stderr.contains("ignoring"), "{stderr}");
     assert_eq!(server.requests().len(), 1, "the mock was not asked again");
 }
+
+/// `[subagents] subagent_provider` chooses where every child's requests (and the
+/// user's key for that provider) go: from an untrusted workspace it is ignored with
+/// the same warning as the other endpoint keys; `--trust` lets it apply.
+#[test]
+fn an_untrusted_workspace_cannot_choose_the_childrens_provider() {
+    let f = fixture();
+    let reply = |answer: &'static str| {
+        move |req: &brood_mock::MockRequest| {
+            if req.first_user_text() == Some("look at notes.txt") {
+                return MockReply::text(answer);
+            }
+            match req.assistant_turns() {
+                0 => MockReply::tool_call("task", json!({"description": "look at notes.txt"})),
+                _ => MockReply::text("done"),
+            }
+        }
+    };
+    let main = MockServer::start(reply("SUMMARY: child on the user's endpoint"));
+    let other = MockServer::start(reply("SUMMARY: child on the workspace's choice"));
+    let user_dir = f.home.path().join(".config/brood");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    std::fs::write(
+        user_dir.join("config.toml"),
+        format!(
+            "provider = \"local\"\nbase_url = \"{}\"\nmodel = \"m\"\nmax_attempts = 1\n\
+             [providers.llamacpp]\nbase_url = \"{}\"\n",
+            main.base_url(),
+            other.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[subagents]\nsubagent_provider = \"llamacpp\"\nmax_depth = 1\n",
+    )
+    .unwrap();
+    let env = [("XDG_CONFIG_HOME", "")];
+
+    let out = brood(f.home.path(), f.ws.path(), &["run", "go"], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        other.requests().len(),
+        0,
+        "the workspace chose the provider"
+    );
+    let child_requests = |server: &MockServer| {
+        server
+            .captured()
+            .iter()
+            .filter(|r| r.first_user_text() == Some("look at notes.txt"))
+            .count()
+    };
+    assert!(
+        child_requests(&main) > 0,
+        "the child ran elsewhere: {stderr}"
+    );
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("ignoring")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line: {stderr}");
+    assert!(
+        warnings[0].contains("subagents.subagent_provider") && warnings[0].contains("--trust"),
+        "{}",
+        warnings[0]
+    );
+    let show = brood(f.home.path(), f.ws.path(), &["config", "show"], &env);
+    let (shown, _) = text(&show);
+    assert!(
+        shown.contains("# ignored: subagents.subagent_provider = \"llamacpp\""),
+        "{shown}"
+    );
+
+    // Trusted this once: the child goes where the workspace says.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["run", "--trust", "--json", "go"],
+        &env,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("ignoring"), "{stderr}");
+    assert!(child_requests(&other) > 0, "{stdout}");
+}

@@ -125,6 +125,13 @@ pub struct Overrides {
 /// the key. `trusted_workspaces` itself is read from the user's config only.
 pub const USER_ONLY_KEYS: &[&str] = &["provider", "base_url", "api_key_env", "providers", "models"];
 
+/// Keys inside a section that choose an endpoint too, with the same rule as
+/// [`USER_ONLY_KEYS`]: `[subagents] subagent_provider` would send every child's
+/// requests (and the user's key for that provider) to a provider of the workspace's
+/// choosing. (The `*_model` keys pick a model name on the user's providers and quick
+/// models only, so they stay.)
+pub const USER_ONLY_SECTION_KEYS: &[(&str, &str)] = &[("subagents", "subagent_provider")];
+
 /// Where to look for the layers. `user_dir` is normally `~/.config/brood`.
 #[derive(Debug, Clone)]
 pub struct ConfigPaths {
@@ -291,6 +298,20 @@ impl Config {
                         display_value(key, &v),
                         workspace_file.clone(),
                     ));
+                }
+            }
+            if !trusted {
+                for (section, key) in USER_ONLY_SECTION_KEYS {
+                    let Some(toml::Value::Table(t)) = table.get_mut(*section) else {
+                        continue;
+                    };
+                    if let Some(v) = t.remove(*key) {
+                        ignored.push((
+                            format!("{section}.{key}"),
+                            display_value(key, &v),
+                            workspace_file.clone(),
+                        ));
+                    }
                 }
             }
             flatten(
