@@ -27,7 +27,6 @@ pub mod agent;
 pub mod events;
 #[allow(missing_docs)]
 pub mod ledger;
-#[allow(missing_docs)]
 pub mod model;
 pub mod runtime;
 #[allow(missing_docs)]

@@ -10,44 +10,77 @@ use thiserror::Error;
 pub enum ModelError {
     /// No connection could be made (after retries, when wrapped in `RetriesExhausted`).
     #[error("cannot reach {url}: {detail}")]
-    Connect { url: String, detail: String },
+    Connect {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// The step took longer than `api_timeout_secs`.
     #[error(
         "model step timed out after {secs} s (api_timeout_secs); raise it or check the endpoint"
     )]
-    Timeout { secs: u64 },
+    Timeout {
+        /// The limit, in seconds.
+        secs: u64,
+    },
     /// 401/403: the key is missing, wrong or not allowed.
     /// `env_var` is empty when the provider has no key variable configured.
     #[error("{status} from {url}: {message} — {}", auth_hint(env_var))]
     Auth {
+        /// The HTTP status.
         status: u16,
+        /// The endpoint.
         url: String,
+        /// The variable the API key is read from.
         env_var: String,
+        /// The server's message.
         message: String,
     },
     /// The server does not know the model id.
     #[error("unknown model '{model}': {message}")]
-    UnknownModel { model: String, message: String },
+    UnknownModel {
+        /// The model id.
+        model: String,
+        /// The server's message.
+        message: String,
+    },
     /// The conversation no longer fits the model's context window.
     #[error("context length exceeded: {message}")]
-    ContextLength { message: String },
+    ContextLength {
+        /// The server's message.
+        message: String,
+    },
     /// 400/422 and other non-retryable answers.
     #[error("request rejected ({status}): {message}")]
-    BadRequest { status: u16, message: String },
+    BadRequest {
+        /// The HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
     /// A retryable HTTP status (408, 409, 429, 5xx), with the server's message.
     #[error("server answered {status}: {message}")]
     Status {
+        /// The HTTP status.
         status: u16,
+        /// The server's message.
         message: String,
         /// `Retry-After`, in milliseconds, when the server sent one.
         retry_after_ms: Option<u64>,
     },
     /// The stream stopped before a finish reason or `[DONE]`.
     #[error("stream cut mid-way: {detail}")]
-    StreamCut { detail: String },
+    StreamCut {
+        /// What went wrong.
+        detail: String,
+    },
     /// The server answered something that is not a valid chat-completions response.
     #[error("invalid response from provider: {detail}")]
-    Protocol { detail: String },
+    Protocol {
+        /// What went wrong.
+        detail: String,
+    },
     /// The server answered 200 with nothing in it: a stream that ended cleanly
     /// without a single event, or an empty JSON body. A deliberate answer, not a
     /// network failure, so it is not retried (llama-cpp-python does this for a
@@ -60,6 +93,7 @@ pub enum ModelError {
          or shorten the conversation"
     )]
     EmptyAnswer {
+        /// The endpoint.
         url: String,
         /// `stream` or `body`.
         what: String,
@@ -72,7 +106,9 @@ pub enum ModelError {
          {what} read when it was dropped; raise max_answer_bytes or ask for a shorter answer"
     )]
     AnswerTooLarge {
+        /// The limit, in bytes.
         cap: u64,
+        /// The size reached, in bytes.
         size: u64,
         /// `answer`, `stream line` or `body`.
         what: String,
@@ -80,11 +116,16 @@ pub enum ModelError {
     /// The request cannot be sent as it is; checked before anything goes out
     /// (see [`super::ModelRequest::check`]).
     #[error("invalid request: {detail}")]
-    InvalidRequest { detail: String },
+    InvalidRequest {
+        /// What went wrong.
+        detail: String,
+    },
     /// Transient failures kept happening; `last` is the final one.
     #[error("gave up after {}: {last}", attempts_text(*attempts))]
     RetriesExhausted {
+        /// Attempts made.
         attempts: u32,
+        /// The last error.
         last: Box<ModelError>,
     },
     /// The step's budget (`api_timeout_secs`) could not cover another attempt after a
@@ -93,28 +134,45 @@ pub enum ModelError {
     /// is the last provider error, `attempts` the attempts made.
     #[error("{}", step_budget_text(*secs, *attempts, *retry_after_ms, last))]
     StepBudget {
+        /// The limit, in seconds.
         secs: u64,
+        /// Attempts made.
         attempts: u32,
+        /// The wait the server asked for, if any.
         retry_after_ms: Option<u64>,
+        /// The last error.
         last: Box<ModelError>,
     },
     /// A missing API key: says which variable to set.
     #[error(
         "no API key: set ${env_var} (or choose another provider with --provider / --api-key-env)"
     )]
-    MissingKey { env_var: String },
+    MissingKey {
+        /// The variable the API key is read from.
+        env_var: String,
+    },
     /// A scripted or replayed model had no answer for this request.
     #[error("{0}")]
     Script(String),
     /// Replay found a request that differs from the recording.
     #[error("replay mismatch at request #{index}: {detail}")]
-    ReplayMismatch { index: usize, detail: String },
+    ReplayMismatch {
+        /// Which recorded step.
+        index: usize,
+        /// What went wrong.
+        detail: String,
+    },
     /// Bad provider configuration (URL, preset name, …).
     #[error("provider configuration: {0}")]
     Config(String),
     /// `--provider NAME` names no preset.
     #[error("unknown provider '{name}'; choose one of: {}", known.join(", "))]
-    UnknownProvider { name: String, known: Vec<String> },
+    UnknownProvider {
+        /// The name given.
+        name: String,
+        /// The accepted names.
+        known: Vec<String>,
+    },
     /// The step succeeded but could not be written to the recording file.
     #[error("cannot write the model recording: {0}")]
     Record(String),

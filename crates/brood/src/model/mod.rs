@@ -34,15 +34,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The system prompt.
     System,
+    /// The user (or the runtime speaking for it).
     User,
+    /// The model.
     Assistant,
+    /// A tool result.
     Tool,
 }
 
 /// One message of a conversation, in the OpenAI chat-completions shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// Who wrote it.
     pub role: Role,
     /// Text content. Empty (never absent) for an assistant message that only calls tools.
     #[serde(default)]
@@ -59,12 +64,15 @@ pub struct Message {
 }
 
 impl Message {
+    /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Self::plain(Role::System, content)
     }
+    /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
         Self::plain(Role::User, content)
     }
+    /// An assistant message with text only.
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::plain(Role::Assistant, content)
     }
@@ -89,8 +97,11 @@ impl Message {
 /// A tool call requested by the model. `arguments` is the raw JSON text the model sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The call id, once known.
     pub id: String,
+    /// The name given.
     pub name: String,
+    /// A fragment of the arguments (JSON text).
     pub arguments: String,
 }
 
@@ -100,6 +111,7 @@ pub struct ToolSpec {
     /// Shared like the schema: every step of every run that has the tool copies
     /// its spec into the request, so a copy is three reference counts, not text.
     pub name: std::sync::Arc<str>,
+    /// What it does, written for a model.
     pub description: std::sync::Arc<str>,
     /// Shared and rendered once (see [`Schema`]): every request of every run that
     /// has the tool carries it.
@@ -138,12 +150,16 @@ impl ToolChoice {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Sampling temperature.
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Nucleus sampling.
     pub top_p: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Most tokens to generate.
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Seed, where the server supports it.
     pub seed: Option<u64>,
 }
 
@@ -154,13 +170,16 @@ pub struct ModelRequest {
     pub model: String,
     /// System prompt; sent as the first message when non-empty.
     pub system: String,
+    /// The conversation (after the system prompt).
     pub messages: Vec<Message>,
     #[serde(default)]
+    /// Tools offered.
     pub tools: Vec<ToolSpec>,
     /// `None` sends no `tool_choice` field (the provider's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
     #[serde(default)]
+    /// Temperature and the like.
     pub sampling: Sampling,
 }
 
@@ -204,7 +223,9 @@ impl ModelRequest {
 /// Token usage of one step (or a sum of steps).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Input tokens (cached ones included).
     pub input_tokens: u64,
+    /// Output tokens.
     pub output_tokens: u64,
     /// Input tokens served from the provider's prefix cache.
     pub cached_input_tokens: u64,
@@ -235,15 +256,21 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
+    /// A final answer.
     Stop,
+    /// Tool calls to run.
     ToolCalls,
+    /// The output limit was hit.
     Length,
+    /// The provider's content filter stopped it.
     ContentFilter,
     #[serde(untagged)]
+    /// Anything else, as sent.
     Other(String),
 }
 
 impl FinishReason {
+    /// Read a server's `finish_reason` (aliases included).
     pub fn parse(s: &str) -> FinishReason {
         match s {
             "stop" | "eos" => FinishReason::Stop,
@@ -259,22 +286,32 @@ impl FinishReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamEvent {
+    /// Answer text.
     TextDelta {
+        /// The new text.
         text: String,
     },
+    /// Reasoning text (DeepSeek `reasoning_content`).
     ReasoningDelta {
+        /// The new text.
         text: String,
     },
     /// A fragment of tool call number `index` of this step.
     ToolCallDelta {
+        /// Which recorded step.
         index: usize,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The call id, once known.
         id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The name given.
         name: Option<String>,
+        /// A fragment of the arguments (JSON text).
         arguments: String,
     },
+    /// What the step used.
     Usage {
+        /// The counts.
         usage: Usage,
     },
     /// The server's usage held counts that are not plausible token counts (negative,
@@ -283,16 +320,23 @@ pub enum StreamEvent {
     /// kept for audit; `fields` names the rejected counts. Comes before
     /// [`StreamEvent::Usage`] (if any count was usable) and [`StreamEvent::Finish`].
     UsageRejected {
+        /// The counts that were rejected.
         fields: Vec<String>,
+        /// The usage object as sent (shortened).
         raw: String,
     },
+    /// The step ended.
     Finish {
+        /// Why.
         reason: FinishReason,
     },
     /// A transient failure is being retried after `delay_ms`.
     Retrying {
+        /// The attempt about to be made.
         attempt: u32,
+        /// The wait before it.
         delay_ms: u64,
+        /// The error, in words.
         error: String,
     },
 }
@@ -305,6 +349,7 @@ pub struct ModelResponse {
     pub message: Message,
     /// `None` when the server reported no usage.
     pub usage: Option<Usage>,
+    /// Why it stopped.
     pub finish_reason: FinishReason,
 }
 

@@ -181,6 +181,7 @@ impl OpenAiProvider {
         })
     }
 
+    /// The endpoint settings.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }

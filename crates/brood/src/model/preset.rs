@@ -10,6 +10,7 @@ use super::ModelError;
 pub struct Preset {
     /// Lowercase name, as given to `--provider`.
     pub name: &'static str,
+    /// Its default endpoint.
     pub base_url: &'static str,
     /// The env var holding the key; `None` for local servers that need none.
     pub api_key_env: Option<&'static str>,

@@ -24,6 +24,7 @@ pub struct Price {
     pub input_per_mtok: f64,
     /// Input tokens served from the cache (default: `input_per_mtok`).
     pub cached_input_per_mtok: Option<f64>,
+    /// USD per million output tokens.
     pub output_per_mtok: f64,
 }
 
@@ -48,7 +49,9 @@ pub struct Pricing(BTreeMap<String, Price>);
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("[pricing.\"{model}\"] {detail}")]
 pub struct PricingError {
+    /// The model.
     pub model: String,
+    /// What is wrong with its price.
     pub detail: String,
 }
 
@@ -145,6 +148,7 @@ impl Pricing {
         Pricing(prices)
     }
 
+    /// No price at all.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -40,15 +40,29 @@ use normalize::Normalized;
 #[non_exhaustive]
 pub enum RecordError {
     #[error("cannot open the recording {path}: {detail}")]
-    Open { path: PathBuf, detail: String },
-    #[error("{path}:{line}: not a recorded model step ({detail}); was it written by --record?")]
-    BadLine {
+    /// The recording could not be opened.
+    Open {
+        /// The file.
         path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    #[error("{path}:{line}: not a recorded model step ({detail}); was it written by --record?")]
+    /// A line is not a recorded step.
+    BadLine {
+        /// The file.
+        path: PathBuf,
+        /// The line (from 1).
         line: usize,
+        /// What went wrong.
         detail: String,
     },
     #[error("{path} holds no recorded model steps; record a run with --record first")]
-    Empty { path: PathBuf },
+    /// The recording has no steps.
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// One line of a recording.
@@ -136,6 +150,7 @@ impl Recorder {
         }
     }
 
+    /// The recording file.
     pub fn path(&self) -> &Path {
         &self.sink.path
     }
@@ -311,6 +326,7 @@ impl Replayer {
         self.entries.len()
     }
 
+    /// No steps recorded.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -22,6 +22,7 @@ struct Inner {
 }
 
 impl Schema {
+    /// Wrap a schema (rendered to JSON text once).
     pub fn new(value: Value) -> Self {
         Schema(Arc::new(Inner {
             value,

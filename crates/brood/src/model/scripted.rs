@@ -41,6 +41,7 @@ pub enum ScriptStep {
 }
 
 impl ScriptStep {
+    /// A final text answer.
     pub fn text(text: impl Into<String>) -> ScriptStep {
         ScriptStep::Text(text.into())
     }
@@ -62,14 +63,17 @@ impl ScriptStep {
         )
     }
 
+    /// This error, as a provider would fail.
     pub fn error(error: ModelError) -> ScriptStep {
         ScriptStep::Error(error)
     }
 
+    /// Exactly this response.
     pub fn respond(response: ModelResponse) -> ScriptStep {
         ScriptStep::Respond(response)
     }
 
+    /// An answer computed from the request.
     pub fn func<F>(f: F) -> ScriptStep
     where
         F: Fn(&ModelRequest) -> Result<ModelResponse, ModelError> + Send + Sync + 'static,
