@@ -19,14 +19,31 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {detail}")]
-    Read { path: PathBuf, detail: String },
+    /// A config file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     #[error("config file {path}: {detail}")]
-    Invalid { path: String, detail: String },
+    /// A config file is not valid TOML or has unknown keys.
+    Invalid {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        detail: String,
+    },
     #[error("{source_name}: bad value {value:?} for {key}: {detail}")]
+    /// A value is out of range or of the wrong kind.
     BadValue {
+        /// Where it was set (a file, a variable or a flag).
         source_name: String,
+        /// The key.
         key: String,
+        /// The value as written.
         value: String,
+        /// What is wrong and what is accepted.
         detail: String,
     },
 }
@@ -34,9 +51,13 @@ pub enum ConfigError {
 /// Where an effective value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
+    /// Built in.
     Default,
+    /// A config file.
     File(PathBuf),
+    /// An environment variable.
     Env(String),
+    /// A command-line flag.
     Flag(String),
     /// A provider preset's built-in value (`base_url`, `model`, `api_key_env`).
     Preset(String),
@@ -60,16 +81,21 @@ impl std::fmt::Display for Source {
 pub struct ConfigFile {
     /// Provider preset: deepseek, openai, openrouter, ollama, vllm, sglang, llamacpp, local.
     pub provider: Option<String>,
+    /// `base_url`: the endpoint (user config only).
     pub base_url: Option<String>,
+    /// `model`: the model id.
     pub model: Option<String>,
     /// Name of the environment variable that holds the API key.
     pub api_key_env: Option<String>,
+    /// `api_timeout_secs`: the bound on one model step.
     pub api_timeout_secs: Option<u64>,
     /// Attempts per model step for transient failures (1..=10).
     pub max_attempts: Option<u32>,
     /// Stream responses (SSE). Default true.
     pub stream: Option<bool>,
+    /// `max_turns`: the parent's most steps.
     pub max_turns: Option<u32>,
+    /// `tool_concurrency`: tool calls of one step at once.
     pub tool_concurrency: Option<u32>,
     /// The most bytes one model step's answer may hold (content, reasoning and
     /// tool-call arguments); 64 KiB..=1 GiB, default 8 MiB.
@@ -78,10 +104,15 @@ pub struct ConfigFile {
     pub tool_choice: Option<String>,
     /// The same, for the first step only.
     pub first_tool_choice: Option<String>,
+    /// `temperature`.
     pub temperature: Option<f32>,
+    /// `max_tokens`.
     pub max_tokens: Option<u32>,
+    /// `[subagents]`, checked when loaded.
     pub subagents: Option<toml::Table>,
+    /// `[models.<alias>]`, checked when loaded.
     pub models: Option<toml::Table>,
+    /// `[memory]`, checked when loaded.
     pub memory: Option<toml::Table>,
     /// `[sandbox]`: what shells may reach (user config only).
     pub sandbox: Option<toml::Table>,
@@ -99,7 +130,9 @@ pub struct ConfigFile {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderOverride {
+    /// The endpoint.
     pub base_url: Option<String>,
+    /// The variable holding its key.
     pub api_key_env: Option<String>,
     /// Whether `GET /models` names the ids this endpoint accepts (children asking
     /// for another id are refused at spawn). Default: the preset's — on, except for
@@ -111,10 +144,15 @@ pub struct ProviderOverride {
 /// Values given on the command line (the last layer).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
+    /// `--provider`.
     pub provider: Option<String>,
+    /// `--base-url`.
     pub base_url: Option<String>,
+    /// `--model`.
     pub model: Option<String>,
+    /// `--api-key-env`.
     pub api_key_env: Option<String>,
+    /// `--max-turns`.
     pub max_turns: Option<u32>,
     /// `--trust`: the workspace config may set the user-only keys this once.
     pub trust_workspace: bool,
@@ -135,7 +173,9 @@ pub const USER_ONLY_SECTION_KEYS: &[(&str, &str)] = &[("subagents", "subagent_pr
 /// Where to look for the layers. `user_dir` is normally `~/.config/brood`.
 #[derive(Debug, Clone)]
 pub struct ConfigPaths {
+    /// The user's config directory (`None`: no user config).
     pub user_dir: Option<PathBuf>,
+    /// The workspace root.
     pub workspace: PathBuf,
 }
 
@@ -158,23 +198,35 @@ impl ConfigPaths {
 /// The effective configuration of a session.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The provider preset's name.
     pub provider: String,
+    /// The endpoint (else the preset's).
     pub base_url: Option<String>,
+    /// The model id (else the preset's default).
     pub model: Option<String>,
+    /// The variable the API key is read from (else the preset's).
     pub api_key_env: Option<String>,
     /// Clamped to 1..=1800; 0 or unset is 120.
     pub api_timeout_secs: u64,
+    /// Attempts per model step (transient failures are retried).
     pub max_attempts: u32,
+    /// Whether answers are streamed.
     pub stream: bool,
+    /// The parent's most model steps.
     pub max_turns: u32,
     /// How many tool calls of one step run at once (1..=64; default 8).
     pub tool_concurrency: usize,
     /// The most bytes one model step's answer may hold (default 8 MiB).
     pub max_answer_bytes: u64,
+    /// How the model may use tools.
     pub tool_choice: ToolChoicePolicy,
+    /// Temperature and the like.
     pub sampling: Sampling,
+    /// `[subagents]`.
     pub subagents: SubagentsConfig,
+    /// `[models.<alias>]`: quick models.
     pub models: BTreeMap<String, QuickModelConfig>,
+    /// `[memory]`.
     pub memory: MemoryConfig,
     /// `[sandbox]`, from the user's config only.
     pub sandbox: SandboxConfig,

@@ -7,8 +7,6 @@
 
 pub mod approval;
 pub mod builder;
-// To document: the configuration's fields (issue 14.6, `missing_docs`).
-#[allow(missing_docs)]
 pub mod config;
 mod handle;
 pub mod provider;
