@@ -485,16 +485,33 @@ fn grant_limits_fork_and_prompt() {
     assert!(g.system_prompt.starts_with("Verify."));
     // A definition may lower the user's limits, never raise them.
     let greedy = AgentKind::Definition(Arc::new(
-        parse("---\ndescription: d\nmax_turns: 500\nrole: verifier\n---\nV.").unwrap(),
+        parse(
+            "---\ndescription: d\nmax_turns: 500\ntoken_budget: 1000000\nrole: verifier\n---\nV.",
+        )
+        .unwrap(),
     ));
     let spec_greedy = SpawnSpec {
         kind: &greedy,
         ..spec
     };
-    for (s, limit) in [(&settings, 33), (&defaults, 50)] {
+    for (s, limit, tokens) in [(&settings, 33, 5000), (&defaults, 50, 1_000_000)] {
         let g = grant_for(&spec_greedy, s, &quick, ("p", "m")).unwrap();
-        assert_eq!(g.max_turns, limit);
+        assert_eq!((g.max_turns, g.token_budget), (limit, Some(tokens)));
+        // Each lowering is said, naming the file and the limit that won.
+        let said = g.adjustments.join("\n");
+        assert!(
+            said.contains(&format!(
+                "max_turns = 500 in /ws/.brood/agents/x.md lowered to {limit}"
+            )),
+            "{said}"
+        );
+        assert_eq!(
+            said.contains("token_budget = 1000000"),
+            tokens == 5000,
+            "{said}"
+        );
     }
+    assert!(g.adjustments.is_empty(), "{:?}", g.adjustments);
     let g = grant_for(
         &SpawnSpec {
             kind: &kind,

@@ -268,3 +268,76 @@ async fn aliases_resolve_and_an_unknown_type_lists_every_accepted_name() {
     let reviewer = probe.requests_for("a2: alias review");
     assert!(!tool_names(&reviewer[0]).contains(&"bash".to_string()));
 }
+
+/// A definition file that is not used (it takes a built-in role's name) and a
+/// definition whose limits were lowered are kept in the ledger as `warning` events
+/// (the session's on its first root run, the child's on its own run), not only
+/// printed.
+#[tokio::test]
+async fn refused_definitions_and_lowered_limits_are_warnings_in_the_ledger() {
+    let ws = workspace("[subagents]\nmax_turns = 3\n");
+    let agents = ws.path().join(".brood/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("explore.md"),
+        "---\nname: explore\ndescription: x\ntools: read_file, write_file\n---\nWrite!\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("greedy.md"),
+        "---\nname: greedy\ndescription: Wants more.\nrole: explore\nmax_turns: 500\n---\nLook.\n",
+    )
+    .unwrap();
+    let model = parent_script(
+        ScriptedModel::new().on("greedy-child", vec![ScriptStep::text(report("ok"))]),
+        "greedy",
+        "greedy-child: look",
+    );
+    let probe = Probe::new(model);
+    let session = session_with(ws.path(), probe.arc(), None).await;
+    let out = session
+        .run_with("parent: delegate", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.final_text, "done", "{out:?}");
+    flushed(&session).await;
+    let warnings = |events: &[brood::ledger::EventRecord]| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e.kind == brood::ledger::EventKind::Warning)
+            .map(|e| e.payload.clone())
+            .collect()
+    };
+
+    let root = run_detail(&session, &out.run_id).await;
+    let root_warnings = warnings(&root.events);
+    assert_eq!(root_warnings.len(), 1, "{root_warnings:?}");
+    let refused = root_warnings[0]["definitions"].to_string();
+    assert!(
+        refused.contains("explore.md") && refused.contains("built-in role explore"),
+        "{refused}"
+    );
+
+    let parent_requests = probe.requests_for("parent: delegate");
+    let task = last_tool_json(parent_requests.last().unwrap());
+    let child_id = task["results"][0]["agent_id"].as_str().unwrap().to_string();
+    let child = run_detail(&session, &child_id).await;
+    let child_warnings = warnings(&child.events);
+    assert_eq!(child_warnings.len(), 1, "{:?}", child.events);
+    let spawn = child_warnings[0]["spawn"].to_string();
+    assert!(
+        spawn.contains("max_turns = 500")
+            && spawn.contains("greedy.md")
+            && spawn.contains("lowered to 3"),
+        "{spawn}"
+    );
+    // A second run of the session does not repeat the session's warning.
+    let again = session
+        .run_with("parent: delegate", None, CancellationToken::new())
+        .await
+        .unwrap();
+    flushed(&session).await;
+    let second = run_detail(&session, &again.run_id).await;
+    assert!(warnings(&second.events).is_empty(), "{:?}", second.events);
+    session.close().await;
+}

@@ -213,7 +213,7 @@ pub struct Session {
     cancel: CancellationToken,
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
     sandbox: Arc<tool::Sandbox>,
-    sandbox_warned: std::sync::atomic::AtomicBool,
+    session_warned: std::sync::atomic::AtomicBool,
     definition_warnings: Vec<String>,
     /// The tallies of the latest root run, readable while it runs (a status line).
     live: Arc<Mutex<Option<Arc<RootTallies>>>>,
@@ -343,7 +343,7 @@ impl Session {
             cancel,
             roots: Arc::new(Mutex::new(HashMap::new())),
             sandbox,
-            sandbox_warned: std::sync::atomic::AtomicBool::new(false),
+            session_warned: std::sync::atomic::AtomicBool::new(false),
             definition_warnings,
             live: Arc::new(Mutex::new(None)),
         };
@@ -489,14 +489,28 @@ impl Session {
     /// What a root run needs of the session, owned (a handle's task outlives the
     /// borrow of the session).
     pub(super) fn root_runner(&self) -> RootRunner {
-        // What the sandbox cannot enforce here goes into the ledger once per session,
-        // on its first root run (the CLI also prints it).
+        // What the sandbox cannot enforce here, and the definition files not used,
+        // go into the ledger once per session, on its first root run (the CLI also
+        // prints them).
         let warn = (!self
-            .sandbox_warned
+            .session_warned
             .swap(true, std::sync::atomic::Ordering::Relaxed))
-        .then(|| self.sandbox.degradations())
-        .filter(|d| !d.is_empty())
-        .map(|d| (self.ledger.clone(), d));
+        .then(|| {
+            let mut payload = serde_json::Map::new();
+            let degradations = self.sandbox.degradations();
+            if !degradations.is_empty() {
+                payload.insert("sandbox".into(), degradations.into());
+            }
+            if !self.definition_warnings.is_empty() {
+                payload.insert(
+                    "definitions".into(),
+                    self.definition_warnings.clone().into(),
+                );
+            }
+            payload
+        })
+        .filter(|p| !p.is_empty())
+        .map(|p| (self.ledger.clone(), serde_json::Value::Object(p)));
         RootRunner {
             supervisor: self.supervisor.clone(),
             roots: self.roots.clone(),
@@ -544,7 +558,8 @@ pub(super) struct RootRunner {
     pub(super) supervisor: Supervisor,
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
     max_turns: u32,
-    warn: Option<(Arc<Ledger>, Vec<String>)>,
+    /// The session's warning event (see [`Session::root_runner`]), for the first run.
+    warn: Option<(Arc<Ledger>, serde_json::Value)>,
     live: Arc<Mutex<Option<Arc<RootTallies>>>>,
 }
 
@@ -573,13 +588,13 @@ impl RootRunner {
         let (id, outcome): (String, AgentOutcome) = self
             .supervisor
             .run_root_as(id, req, move |id| {
-                if let Some((ledger, lines)) = &warn {
+                if let Some((ledger, payload)) = &warn {
                     // Fire-and-forget like every progress event; a failure is counted
                     // in the ledger's stats.
                     let _ = ledger.append_event(
                         &crate::ledger::RunId::from_string(id),
                         crate::ledger::EventKind::Warning,
-                        serde_json::json!({ "sandbox": lines }),
+                        payload.clone(),
                     );
                 }
                 roots

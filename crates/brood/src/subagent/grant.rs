@@ -169,6 +169,9 @@ pub struct Grant {
     pub fork_context: bool,
     /// The role's stance (or the definition's body) followed by the output contract.
     pub system_prompt: String,
+    /// What the definition asked beyond the user's limits and was lowered, one line
+    /// each (the child's run records them as a `warning` event).
+    pub adjustments: Vec<String>,
 }
 
 /// What the spawn call and its parent bring to [`grant_for`].
@@ -213,6 +216,36 @@ pub fn grant_for(
     let max_turns = def
         .and_then(|d| d.max_turns)
         .map_or(limit, |d| d.min(limit));
+    let mut adjustments = Vec::new();
+    if let Some(d) = def {
+        let mut lowered = |key: &str, asked: String, got: String, limit_key: &str| {
+            adjustments.push(format!(
+                "{key} = {asked} in {} lowered to {got} ({limit_key}): a definition may \
+                 lower the user's limits, never raise them",
+                d.path.display()
+            ));
+        };
+        if let Some(asked) = d.max_turns.filter(|t| *t > limit) {
+            let key = if settings.max_turns.is_some() {
+                "[subagents] max_turns"
+            } else {
+                "the role's default"
+            };
+            lowered("max_turns", asked.to_string(), limit.to_string(), key);
+        }
+        if let (Some(asked), Some(user)) = (d.token_budget, settings.token_budget) {
+            if asked > user {
+                let (a, u) = (asked.to_string(), user.to_string());
+                lowered("token_budget", a, u, "[subagents] token_budget");
+            }
+        }
+        if let (Some(asked), Some(user)) = (d.cost_budget_usd, settings.cost_budget_usd) {
+            if asked > user {
+                let (a, u) = (asked.to_string(), user.to_string());
+                lowered("cost_budget_usd", a, u, "[subagents] cost_budget_usd");
+            }
+        }
+    }
     Ok(Grant {
         agent: spec.kind.name().to_string(),
         role,
@@ -231,6 +264,7 @@ pub fn grant_for(
             .or(def.and_then(|d| d.fork_context))
             .unwrap_or(false),
         system_prompt: spec.kind.system_prompt(),
+        adjustments,
     })
 }
 

@@ -229,6 +229,11 @@ impl Recorder {
         self.progress(id, EventKind::MessageQueued, json!({ "text": text }));
     }
 
+    /// Something accepted but changed or not applied, for the run's record.
+    pub fn warning(&self, id: &str, payload: Value) {
+        self.progress(id, EventKind::Warning, payload);
+    }
+
     fn progress(&self, id: &str, kind: EventKind, payload: Value) {
         if self
             .ledger

@@ -310,6 +310,7 @@ impl Supervisor {
             .as_ref()
             .map(|d| d.warnings.clone())
             .unwrap_or_default();
+        warnings.extend(granted.adjustments.iter().cloned());
         let fork_from = match (&req.fork_from, granted.fork_context) {
             (Some(f), _) => Some(f.clone()),
             (None, true) => parent.last_request(),
@@ -406,6 +407,13 @@ impl Supervisor {
         // The spawn is on disk before the child does anything that counts and
         // before we report it; the child prepares its first request meanwhile.
         let durable = drive::record_spawn(self, &plan);
+        // What was accepted but changed (definition keys without effect, limits
+        // lowered, the route) is kept with the run, not only told to the parent.
+        if !warnings.is_empty() {
+            inner
+                .recorder
+                .warning(&id, serde_json::json!({ "spawn": warnings }));
+        }
         drive::start_child(self.clone(), plan);
         if let Err(e) = durable.await {
             let _ = settle_spawn.send(Some(false));
