@@ -27,7 +27,12 @@
 //!   latency knob of the benchmarks. Delays count from the request's arrival
 //!   ([`MockRequest::arrived`]) and are kept by a clock thread to ~0.1 ms, not by
 //!   Tokio's millisecond timer;
-//! - [`MockReply::Hang`]: never answer (until the client gives up or the server stops).
+//! - [`MockReply::Hang`]: never answer (until the client gives up or the server stops);
+//! - [`MockReply::Body`]: any status, content type and bytes (wrong content types,
+//!   empty or non-JSON bodies, invalid UTF-8);
+//! - [`MockReply::Endless`]: one SSE chunk repeated forever, as fast as the client
+//!   reads or dripped at an interval (a huge or never-ending answer; the server never
+//!   holds more than one chunk of it).
 //!
 //! The server counts requests in flight (a streamed reply is in flight until its last
 //! byte) and the maximum seen, so tests and benchmarks can check concurrency limits.
@@ -89,6 +94,15 @@ pub enum MockReply {
     Delay(Duration, Box<MockReply>),
     /// Never answer.
     Hang,
+    /// This status, `content-type` and body bytes, exactly.
+    Body {
+        status: u16,
+        content_type: String,
+        body: Vec<u8>,
+    },
+    /// `200` `text/event-stream`: `data: <chunk>` sent again and again, never ending;
+    /// with a non-zero `every`, one chunk per `every` (a dripping server).
+    Endless { chunk: Value, every: Duration },
 }
 
 impl MockReply {
@@ -143,6 +157,25 @@ impl MockReply {
             },
             other => other,
         }
+    }
+
+    /// A `200` with this content type and these bytes.
+    pub fn body(content_type: impl Into<String>, body: impl Into<Vec<u8>>) -> MockReply {
+        MockReply::Body {
+            status: 200,
+            content_type: content_type.into(),
+            body: body.into(),
+        }
+    }
+
+    /// A streamed text answer that never ends: `piece` as content, again and again.
+    pub fn endless_text(piece: &str, every: Duration) -> MockReply {
+        let chunk = serde_json::json!({
+            "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0,
+            "model": "mock-model",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}],
+        });
+        MockReply::Endless { chunk, every }
     }
 
     /// Give this reply after `delay` (async sleep; requests are delayed concurrently).

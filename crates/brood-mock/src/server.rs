@@ -426,6 +426,40 @@ async fn respond(
                 }));
                 return sse(s, guard);
             }
+            MockReply::Body {
+                status,
+                content_type,
+                body,
+            } => {
+                let code =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let mut resp = (code, body).into_response();
+                if let Ok(ct) = HeaderValue::from_str(&content_type) {
+                    resp.headers_mut().insert("content-type", ct);
+                }
+                return resp;
+            }
+            MockReply::Endless { chunk, every } => {
+                let piece = event(&chunk);
+                // Whole-chunk batches when not dripping: one write per ~64 KiB, not
+                // per event, so the client is what limits the rate.
+                let batch = if every.is_zero() {
+                    piece.repeat((65536 / piece.len().max(1)).max(1))
+                } else {
+                    piece.to_vec()
+                };
+                let batch = Bytes::from(batch);
+                let s = stream::unfold((), move |()| {
+                    let batch = batch.clone();
+                    async move {
+                        if !every.is_zero() {
+                            tokio::time::sleep(every).await;
+                        }
+                        Some((Ok::<_, std::io::Error>(batch), ()))
+                    }
+                });
+                return sse(s, guard);
+            }
             MockReply::Stall { chunks } => {
                 let parts: Vec<Bytes> = chunks.iter().map(event).collect();
                 let s = stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>))

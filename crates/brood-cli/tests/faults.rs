@@ -1,0 +1,354 @@
+//! The fault suite: the real `brood` binary against brood-mock serving broken and
+//! hostile answers (issue 21). For each fault: the exit code, the message naming the
+//! problem, the `--json` result, and the ledger afterwards — every run listable,
+//! nothing left `running`. Faults are served to the parent and, where it matters, to
+//! one child of two while its sibling and the parent carry on.
+//!
+//! Timeouts are short (`BROOD_API_TIMEOUT_SECS=2`, `BROOD_MAX_ATTEMPTS=2`) so hanging
+//! and dripping servers cost seconds; nothing here sleeps to synchronize.
+
+use brood_mock::{Answer, MockReply, MockRequest, MockServer};
+use serde_json::{json, Value};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+struct Case {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+impl Case {
+    fn new() -> Case {
+        let c = Case {
+            home: tempfile::tempdir().unwrap(),
+            ws: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(c.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        c
+    }
+
+    fn brood(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
+        cmd.current_dir(self.ws.path())
+            .env_clear()
+            .env("HOME", self.home.path())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("BROOD_API_TIMEOUT_SECS", "2")
+            .env("BROOD_MAX_ATTEMPTS", "2")
+            .args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run brood")
+    }
+
+    /// `brood run --json` against `server`: exit code, the `--json` object (when
+    /// stdout holds one), stderr.
+    fn run(&self, server: &MockServer, env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
+        let base = server.base_url();
+        let out = self.brood(
+            &[
+                "run",
+                "--provider",
+                "local",
+                "--base-url",
+                &base,
+                "--model",
+                "m",
+                "--json",
+                "look around",
+            ],
+            env,
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let v = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+        (out.status.code(), v, stderr)
+    }
+
+    /// Every run of the workspace, through `brood agents list --all --json` (which
+    /// must succeed), checked to have none left `running`, and `show` working on each.
+    fn ledger(&self) -> Vec<Value> {
+        let out = self.brood(&["agents", "list", "--all", "--json"], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "agents list: {stderr}");
+        let runs: Vec<Value> = serde_json::from_slice(&out.stdout).expect("list is JSON");
+        assert!(!runs.is_empty(), "no run recorded");
+        for r in &runs {
+            assert_ne!(r["status"], "running", "left running: {r}");
+            let id = r["id"].as_str().unwrap();
+            let out = self.brood(&["agents", "show", id, "--json"], &[]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "agents show {id}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        runs
+    }
+
+    fn show(&self, id: &str) -> Value {
+        let out = self.brood(&["agents", "show", id, "--json"], &[]);
+        serde_json::from_slice(&out.stdout).expect("show is JSON")
+    }
+}
+
+fn is_child(req: &MockRequest) -> bool {
+    req.first_user_text()
+        .is_some_and(|t| t.starts_with("child "))
+}
+
+/// A parent that fans out to `child ok` and `child faulty`, then answers; the faulty
+/// child gets `fault`, the other children and the parent sane answers.
+fn tree_server(fault: MockReply) -> MockServer {
+    MockServer::start(move |req| {
+        if is_child(req) {
+            if req.first_user_text() == Some("child faulty") {
+                return fault.clone();
+            }
+            return MockReply::text("SUMMARY: all fine");
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"prompts": ["child ok", "child faulty"]})),
+            _ => MockReply::text("parent done"),
+        }
+    })
+}
+
+/// The fault served to the parent's first step: the run fails (exit 1) with a
+/// message naming `names`, the `--json` object says failed, the ledger holds one
+/// failed run. Returns stderr and the server for further checks.
+fn parent_fails(fault: MockReply, names: &[&str], env: &[(&str, &str)]) -> (String, MockServer) {
+    let case = Case::new();
+    let server = MockServer::start(move |_| fault.clone());
+    let (code, v, stderr) = case.run(&server, env);
+    assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+    let error = v["error"].as_str().unwrap_or_default().to_string();
+    for n in names {
+        assert!(
+            stderr.contains(n) && error.contains(n),
+            "{n:?} not named\nstderr: {stderr}\njson: {v}"
+        );
+    }
+    let runs = case.ledger();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["status"], "failed", "{:?}", runs[0]);
+    // Retries are bounded: at most BROOD_MAX_ATTEMPTS requests.
+    assert!(
+        server.request_count() <= 2,
+        "{} requests",
+        server.request_count()
+    );
+    (stderr, server)
+}
+
+#[test]
+fn statuses_name_the_status_and_the_providers_message() {
+    parent_fails(
+        MockReply::status(503, "overloaded, try later"),
+        &["503", "overloaded"],
+        &[],
+    );
+    parent_fails(
+        MockReply::status_raw(500, "<html>bad gateway</html>"),
+        &["500"],
+        &[],
+    );
+    // Not retried: a client error.
+    let (_, server) = parent_fails(
+        MockReply::status(400, "bad model"),
+        &["400", "bad model"],
+        &[],
+    );
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn a_retry_after_past_the_step_budget_fails_at_once_naming_it() {
+    let (stderr, server) = parent_fails(
+        MockReply::status(429, "rate limited").retry_after("3600"),
+        &["429", "3600"],
+        &[],
+    );
+    assert_eq!(server.request_count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_transient_status_is_retried_on_stderr_and_in_the_ledger() {
+    for first in [
+        MockReply::status(429, "slow down").retry_after("0"),
+        MockReply::status(502, "bad gateway"),
+    ] {
+        let case = Case::new();
+        let server = MockServer::start_sequence(vec![first, MockReply::text("fine")]);
+        let (code, v, stderr) = case.run(&server, &[]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(v["final"], "fine");
+        assert!(stderr.contains("[retry] attempt"), "{stderr}");
+        let runs = case.ledger();
+        let detail = case.show(runs[0]["id"].as_str().unwrap());
+        let retried = detail["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.to_string().contains("retrying"));
+        assert!(retried, "no retry event: {detail}");
+    }
+}
+
+#[test]
+fn bodies_that_are_not_an_answer_name_what_came() {
+    // Garbage where JSON or SSE was expected, an empty body, HTML from a proxy,
+    // invalid UTF-8 in the stream: each fails the run, nothing hangs.
+    for fault in [
+        MockReply::body("application/json", "{not json"),
+        MockReply::body("application/json", ""),
+        MockReply::body("text/html", "<html><body>Welcome to nginx</body></html>"),
+        MockReply::Raw {
+            parts: vec![
+                b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n".to_vec(),
+            ],
+        },
+        MockReply::Raw {
+            parts: vec![b"data: {\"choices\": [{\"delta\": \n\n".to_vec()],
+        },
+    ] {
+        let case = Case::new();
+        let server = MockServer::start(move |_| fault.clone());
+        let (code, v, stderr) = case.run(&server, &[]);
+        assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+        assert!(
+            stderr.contains("brood:") || stderr.contains("error"),
+            "{stderr}"
+        );
+        let runs = case.ledger();
+        assert_eq!(runs[0]["status"], "failed");
+    }
+}
+
+#[test]
+fn cut_unfinished_and_stalled_streams_fail_bounded() {
+    let answer = Answer::text("a sentence that will not finish").fragment(4);
+    for fault in [
+        answer.clone().cut_after(3),
+        answer.clone().stall_after(3),
+        MockReply::Hang,
+        MockReply::endless_text("drip ", Duration::from_millis(100)),
+    ] {
+        let case = Case::new();
+        let server = MockServer::start(move |_| fault.clone());
+        let started = std::time::Instant::now();
+        let (code, v, stderr) = case.run(&server, &[]);
+        assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+        // Two attempts of at most two seconds each, plus a backoff.
+        assert!(started.elapsed() < Duration::from_secs(15), "{stderr}");
+        assert_eq!(case.ledger()[0]["status"], "failed");
+    }
+}
+
+#[test]
+fn an_endless_answer_stops_at_the_cap_naming_it() {
+    let case = Case::new();
+    let server = MockServer::start(|_| MockReply::endless_text("x", Duration::ZERO));
+    let (code, v, stderr) = case.run(
+        &server,
+        &[
+            ("BROOD_MAX_ANSWER_BYTES", "65536"),
+            ("BROOD_API_TIMEOUT_SECS", "30"),
+        ],
+    );
+    assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("65536") || error.contains("64 KiB"), "{v}");
+    // Not retried.
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(case.ledger()[0]["status"], "failed");
+}
+
+#[test]
+fn absurd_usage_keeps_the_ledger_readable() {
+    let case = Case::new();
+    let server = MockServer::start(|_| {
+        MockReply::Answer(Answer::text("done").usage(json!({
+            "prompt_tokens": 1180591620717411303424.0_f64,
+            "completion_tokens": -5,
+            "total_tokens": "many",
+        })))
+    });
+    let (code, v, stderr) = case.run(&server, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(v["final"], "done");
+    let runs = case.ledger();
+    assert_eq!(runs[0]["status"], "completed");
+    // A second session on the same workspace still lists it.
+    let (code, _, stderr) = case.run(&server, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(case.ledger().len(), 2);
+}
+
+#[test]
+fn a_faulted_child_fails_alone_and_the_parent_goes_on() {
+    let faults = [
+        ("status", MockReply::status(500, "child boom")),
+        (
+            "cut",
+            Answer::text("half an answer").fragment(3).cut_after(2),
+        ),
+        ("hang", MockReply::Hang),
+        ("garbage", MockReply::body("application/json", "]]")),
+    ];
+    for (name, fault) in faults {
+        let case = Case::new();
+        let server = tree_server(fault);
+        let (code, v, stderr) = case.run(&server, &[]);
+        assert_eq!(code, Some(0), "{name}: {stderr}\njson: {v}");
+        assert_eq!(v["final"], "parent done", "{name}");
+        assert!(stderr.contains("1 of 2 failed"), "{name}: {stderr}");
+        let runs = case.ledger();
+        assert_eq!(runs.len(), 3, "{name}: {runs:?}");
+        let status = |obj: &str| {
+            runs.iter()
+                .find(|r| r["objective"] == obj)
+                .map(|r| r["status"].clone())
+        };
+        assert_eq!(status("child ok"), Some(json!("completed")), "{name}");
+        assert_eq!(status("child faulty"), Some(json!("failed")), "{name}");
+        assert_eq!(status("look around"), Some(json!("completed")), "{name}");
+    }
+}
+
+#[test]
+fn hostile_tool_calls_are_refused_and_bounded() {
+    let case = Case::new();
+    let huge = "A".repeat(2 << 20);
+    let server = MockServer::start(move |req| match req.assistant_turns() {
+        0 => MockReply::Answer(
+            Answer::new()
+                .tool_call_with_id("c0", "rm_rf_everything", "{}")
+                .tool_call_with_id("c1", "read_file", format!("{{\"path\": \"{huge}\"}}"))
+                .tool_call_with_id("c2", "read_file", "not json at all")
+                .fragment(0),
+        ),
+        _ => MockReply::text("ok then"),
+    });
+    let (code, v, stderr) = case.run(&server, &[("BROOD_API_TIMEOUT_SECS", "60")]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(v["final"], "ok then");
+    // The errors sent back are short: the next request is far below the 2 MB echo.
+    let sizes: Vec<usize> = server.raw_requests().iter().map(Vec::len).collect();
+    assert!(sizes[1] < sizes[0] + (2 << 20) + 64 * 1024, "{sizes:?}");
+    let last = &server.requests()[1];
+    let tools: Vec<&Value> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(tools.len(), 3, "{last}");
+    for t in tools {
+        assert!(t["content"].as_str().unwrap().len() < 4096, "{t}");
+    }
+    let _ = case.ledger();
+}
