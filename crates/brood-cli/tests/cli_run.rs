@@ -6,6 +6,9 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "cli_run/degraded.rs"]
+mod degraded;
+
 /// Run the brood binary with a clean, isolated environment.
 fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
     let mut cmd = brood_command(&[], home, ws);
