@@ -179,6 +179,10 @@ struct Writer {
     proc: std::process::Child,
     lines: Receiver<String>,
     seen: Vec<String>,
+    /// Everything the child wrote on stderr (its panic message, if it died), so a
+    /// failure says why.
+    stderr: Arc<std::sync::Mutex<String>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Writer {
@@ -190,10 +194,21 @@ impl Writer {
             .env(ENV_MODE, mode)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let stdout = proc.stdout.take().unwrap();
+        let stderr = Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err_pipe = proc.stderr.take().unwrap();
+        let err_sink = Arc::clone(&stderr);
+        let stderr_reader = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = err_pipe.read(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                err_sink.lock().unwrap().push_str(&text);
+            }
+        });
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -207,6 +222,8 @@ impl Writer {
             proc,
             lines: rx,
             seen: Vec::new(),
+            stderr,
+            stderr_reader: Some(stderr_reader),
         }
     }
 
@@ -226,12 +243,29 @@ impl Writer {
                         return;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => panic!("child never printed {marker}"),
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "child never printed {marker} within {STARTUP_DEADLINE:?}; it printed {:?}; stderr:\n{}",
+                    self.seen,
+                    self.stderr_text()
+                ),
                 Err(RecvTimeoutError::Disconnected) => {
-                    panic!("child exited before printing {marker}: {:?}", self.seen)
+                    // Its stdout closed: reap it and read its stderr to the end.
+                    let _ = self.proc.wait();
+                    if let Some(reader) = self.stderr_reader.take() {
+                        let _ = reader.join();
+                    }
+                    panic!(
+                        "child exited before printing {marker}: {:?}; stderr:\n{}",
+                        self.seen,
+                        self.stderr_text()
+                    )
                 }
             }
         }
+    }
+
+    fn stderr_text(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// SIGKILL, reap, and collect everything it printed.
@@ -258,7 +292,14 @@ impl Writer {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.proc.try_wait().unwrap() {
-                assert!(status.success(), "child failed: {status}");
+                if let Some(reader) = self.stderr_reader.take() {
+                    let _ = reader.join();
+                }
+                assert!(
+                    status.success(),
+                    "child failed: {status}; stderr:\n{}",
+                    self.stderr_text()
+                );
                 break;
             }
             assert!(Instant::now() < deadline, "child did not exit");

@@ -104,8 +104,13 @@ pub(crate) fn open_writer(
     durability: Durability,
     busy_timeout: Duration,
 ) -> Result<Connection, LedgerError> {
-    let found = schema::inspect(&paths.db)?;
     paths.create_dirs()?;
+    // Creating, switching to WAL and migrating are one step per workspace: two
+    // first opens at once would otherwise race on a half-made file (the WAL switch
+    // can answer BUSY without waiting, and one side may read the header the other is
+    // writing). Held only for the setup; released when `_setup` is dropped.
+    let _setup = setup_lock(paths)?;
+    let found = schema::inspect(&paths.db)?;
     let mut conn = Connection::open_with_flags(
         &paths.db,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -141,6 +146,26 @@ pub(crate) fn open_writer(
         schema::migrate(&mut conn, &paths.db)?;
     }
     Ok(conn)
+}
+
+/// Block until this process holds the workspace's setup lock
+/// (`.brood/state/open.lock`, an exclusive `flock` dropped with the returned file).
+fn setup_lock(paths: &LedgerPaths) -> Result<std::fs::File, LedgerError> {
+    let path = paths.state.join("open.lock");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| LedgerError::io(&path, e))?;
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(LedgerError::io(&path, e.into())),
+        }
+    }
 }
 
 /// Turn off the automatic checkpoint on `conn`; returns the page threshold it had.
