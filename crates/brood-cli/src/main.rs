@@ -347,12 +347,19 @@ async fn run(args: RunArgs) -> u8 {
     let printer = render::Printer::new(!args.json, args.quiet, status.clone());
     let mut cancelled_by: Option<signals::Sig> = None;
     let mut refresh = tokio::time::interval(status::REFRESH);
+    // Children's retries are printed from the session's live events (the parent's
+    // come through the printer's sink); subscribed before the run starts.
+    let mut events = session.events();
+    let mut child_names = std::collections::HashMap::new();
     let result = {
         let run = session.run_with(&args.prompt, Some(printer.sink()), turn.clone());
         tokio::pin!(run);
         loop {
             tokio::select! {
                 r = &mut run => break r,
+                Some(ev) = futures::StreamExt::next(&mut events) => {
+                    printer.child_event(&mut child_names, &ev);
+                }
                 _ = refresh.tick(), if status.is_some() => {
                     if let Some(s) = &status {
                         s.update(&session);
@@ -377,6 +384,13 @@ async fn run(args: RunArgs) -> u8 {
             }
         }
     };
+    // What children published before the run ended is buffered: printed now.
+    while let Some(Some(ev)) =
+        futures::FutureExt::now_or_never(futures::StreamExt::next(&mut events))
+    {
+        printer.child_event(&mut child_names, &ev);
+    }
+    drop(events);
     // The line goes before anything else is printed; the tree's summary replaces it.
     if let Some(s) = &status {
         s.finish(result.as_ref().ok().map(|r| &r.usage));

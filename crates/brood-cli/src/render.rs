@@ -2,6 +2,7 @@
 //! per tool call to stderr (tool, short arguments, ok/error, duration).
 
 use brood::agent::{AgentEvent, EventSink};
+use brood::events::RunEventKind;
 use brood::model::StreamEvent;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -110,6 +111,51 @@ impl Printer {
             }
             _ => {}
         })
+    }
+
+    /// A child's live event (from the session's event stream): its retries get a
+    /// line like the parent's, naming the child. `names` remembers each run's name
+    /// from its spawn. The parent's own events come through [`Printer::sink`].
+    pub fn child_event(
+        &self,
+        names: &mut std::collections::HashMap<String, String>,
+        event: &brood::events::Event,
+    ) {
+        let brood::events::Event::Run(ev) = event else {
+            return;
+        };
+        if ev.parent_id.is_none() {
+            return;
+        }
+        match &ev.kind {
+            RunEventKind::Spawned { name, .. } => {
+                names.insert(ev.run_id.clone(), name.clone());
+            }
+            RunEventKind::Retrying {
+                attempt,
+                delay_ms,
+                error,
+                ..
+            } if !self.quiet => {
+                // Its name (unique in the session), else its id.
+                let who = names.get(&ev.run_id).unwrap_or(&ev.run_id);
+                let line = format!(
+                    "  [retry] child {who}: attempt {attempt} in {delay_ms} ms: {}",
+                    first_line(error)
+                );
+                match &self.status {
+                    Some(s) => s.suspend(|| errln!("{line}")),
+                    None => errln!("{line}"),
+                }
+            }
+            RunEventKind::Completed { .. }
+            | RunEventKind::Failed { .. }
+            | RunEventKind::Cancelled { .. }
+            | RunEventKind::Interrupted { .. } => {
+                names.remove(&ev.run_id);
+            }
+            _ => {}
+        }
     }
 
     /// After the run: make sure the final answer was shown.

@@ -320,6 +320,31 @@ fn a_faulted_child_fails_alone_and_the_parent_goes_on() {
 }
 
 #[test]
+fn a_childs_retries_are_printed_naming_the_child() {
+    let case = Case::new();
+    let server = tree_server(MockReply::status(503, "child overloaded"));
+    let (code, _, stderr) = case.run(&server, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("[retry]") && l.contains("503"))
+        .unwrap_or_else(|| panic!("no retry line: {stderr}"));
+    // Named by the faulty child's name as the ledger has it.
+    let runs = case.ledger();
+    let child = runs
+        .iter()
+        .find(|r| r["objective"] == "child faulty")
+        .expect("child recorded");
+    let name = child["name"].as_str().expect("child has a name");
+    assert!(
+        line.contains(&format!("[retry] child {name}: attempt ")),
+        "{line}\n{child}"
+    );
+    // Only the faulty child retried.
+    assert_eq!(stderr.matches("[retry]").count(), 1, "{stderr}");
+}
+
+#[test]
 fn hostile_tool_calls_are_refused_and_bounded() {
     let case = Case::new();
     let huge = "A".repeat(2 << 20);

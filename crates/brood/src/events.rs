@@ -98,6 +98,18 @@ pub enum RunEventKind {
         /// Input tokens served from the provider's cache.
         cached_input_tokens: u64,
     },
+    /// A model step's request failed and is sent again after a pause (the same
+    /// retry the ledger records as a `model_response` event with `retrying`).
+    Retrying {
+        /// The step's number.
+        turn: u32,
+        /// The attempt about to be made (2 for the first retry).
+        attempt: u32,
+        /// How long it waits first.
+        delay_ms: u64,
+        /// What went wrong with the previous attempt.
+        error: String,
+    },
     /// A tool call starts.
     ToolCall {
         /// The call's id (pairs it with its [`RunEventKind::ToolResult`]).

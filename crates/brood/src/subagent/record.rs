@@ -195,6 +195,20 @@ impl Recorder {
                     cached_input_tokens: u.cached_input_tokens,
                 }
             }
+            AgentEvent::Stream {
+                turn,
+                event:
+                    StreamEvent::Retrying {
+                        attempt,
+                        delay_ms,
+                        error,
+                    },
+            } => RunEventKind::Retrying {
+                turn: *turn,
+                attempt: *attempt,
+                delay_ms: *delay_ms,
+                error: error.clone(),
+            },
             AgentEvent::ToolStarted { call } => RunEventKind::ToolCall {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
