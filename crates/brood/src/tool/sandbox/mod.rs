@@ -156,26 +156,7 @@ impl Sandbox {
     /// What this kernel cannot give, one line each (empty: the full sandbox).
     pub fn degradations(&self) -> Vec<String> {
         let s = self.support();
-        let mut out = Vec::new();
-        if let Err(e) = &s.landlock {
-            out.push(format!(
-                "landlock unavailable ({e}): read-only roles get no shell, writer shells \
-                 are confined by namespaces only"
-            ));
-        }
-        if let Err(e) = &s.namespaces {
-            out.push(format!(
-                "namespaces unavailable ({e}): shells are confined by landlock only — \
-                 protected workspace paths are guarded by the file tools alone, processes a \
-                 shell detaches (setsid) may outlive the call, and network is {}",
-                if landlock_net_available() {
-                    "blocked for TCP only"
-                } else {
-                    "not blocked"
-                }
-            ));
-        }
-        out
+        degradations(&s.landlock, &s.namespaces, landlock_abi())
     }
 
     /// One line per role posture: what a shell gets on this kernel.
@@ -370,6 +351,51 @@ impl PreparedSandbox {
     pub(crate) fn plan(&self) -> &std::sync::Arc<ChildPlan> {
         &self.plan
     }
+}
+
+/// What a kernel with this support cannot give, one line each. Without namespaces,
+/// landlock's own network rules (ABI v4) and signal / abstract-socket scoping (v6)
+/// are all that is left of those protections, so an older ABI is named.
+fn degradations(
+    landlock: &Result<(), String>,
+    namespaces: &Result<(), String>,
+    abi: Option<i64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Err(e) = landlock {
+        out.push(format!(
+            "landlock unavailable ({e}): read-only roles get no shell, writer shells \
+             are confined by namespaces only"
+        ));
+    }
+    if let Err(e) = namespaces {
+        let abi = abi.filter(|_| landlock.is_ok()).unwrap_or(0);
+        let mut lost = vec![
+            "protected workspace paths are guarded by the file tools alone".to_string(),
+            "processes a shell detaches (setsid) may outlive the call".to_string(),
+        ];
+        lost.push(if abi >= 4 {
+            "network is blocked for TCP only".to_string()
+        } else {
+            "network is not blocked".to_string()
+        });
+        if abi < 6 {
+            lost.push(format!(
+                "{}shells may signal other processes of this user and reach abstract \
+                 unix sockets (landlock scoping needs ABI v6)",
+                if abi > 0 {
+                    format!("with landlock ABI v{abi}, ")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        out.push(format!(
+            "namespaces unavailable ({e}): shells are confined by landlock only — {}",
+            lost.join(", ")
+        ));
+    }
+    out
 }
 
 /// The landlock ABI this kernel offers, if any.
@@ -685,4 +711,35 @@ pub fn harden_process() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::degradations;
+
+    #[test]
+    fn an_old_landlock_without_namespaces_is_named_for_what_it_lacks() {
+        let ok = Ok(());
+        let no_ns: Result<(), String> = Err("unshare: EPERM".into());
+        assert!(degradations(&ok, &ok, Some(4)).is_empty());
+        let v7 = degradations(&ok, &no_ns, Some(7)).join("\n");
+        assert!(
+            v7.contains("landlock only") && v7.contains("TCP only"),
+            "{v7}"
+        );
+        assert!(!v7.contains("signal"), "{v7}");
+        let v5 = degradations(&ok, &no_ns, Some(5)).join("\n");
+        assert!(
+            v5.contains("TCP only") && v5.contains("ABI v5, shells may signal"),
+            "{v5}"
+        );
+        let v3 = degradations(&ok, &no_ns, Some(3)).join("\n");
+        assert!(
+            v3.contains("network is not blocked") && v3.contains("signal"),
+            "{v3}"
+        );
+        let none = degradations(&Err("no landlock".into()), &ok, None);
+        assert_eq!(none.len(), 1);
+        assert!(none[0].contains("read-only roles get no shell"), "{none:?}");
+    }
 }
