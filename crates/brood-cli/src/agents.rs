@@ -66,6 +66,9 @@ pub enum AgentsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Check the agent definitions (workspace and user): source, tools, model and
+    /// every problem with the files; exit 1 if there is one.
+    Check,
     /// Delete runs (with events, transcripts and spill files) that finished before the
     /// given age, e.g. `--older-than 7d` (units: s, m, h, d).
     Prune {
@@ -163,6 +166,7 @@ fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i3
             full,
         } => transcript(ws, id, *from, *limit, *json, *full, out),
         AgentsCmd::Cancel { id } => cancel(ws, id, out),
+        AgentsCmd::Check => return crate::agents_check::check(ws, out, err),
         AgentsCmd::Export { json } => {
             if !json {
                 let _ = writeln!(

@@ -61,6 +61,7 @@ pub async fn run(ws: &Path, flags: &Overrides) -> u8 {
         &mut r,
         ws,
         config.as_ref().and_then(|c| c.user_dir.as_deref()),
+        env.get("HOME").filter(|h| !h.is_empty()).map(Path::new),
     );
     if r.failed == 0 {
         outln!("brood doctor: a run would start");
@@ -325,20 +326,22 @@ fn writable(db: &Path) -> std::io::Result<()> {
     ))
 }
 
-fn check_agents(r: &mut Report, ws: &Path, user_dir: Option<&Path>) {
-    match AgentCatalog::load(ws, user_dir) {
-        Ok(catalog) => {
-            r.ok(
-                "agents",
-                format!("{} definition(s) loaded", catalog.definitions().len()),
-            );
-            for refused in catalog.refused() {
-                r.warn(
-                    "agents",
-                    format!("{}: not used: {}", refused.path.display(), refused.why),
-                );
-            }
-        }
-        Err(e) => r.fail("agents", e, "fix or remove the definition file named above"),
+fn check_agents(r: &mut Report, ws: &Path, user_dir: Option<&Path>, home: Option<&Path>) {
+    let catalog = AgentCatalog::load(ws, &AgentCatalog::user_dirs(user_dir, home));
+    r.ok(
+        "agents",
+        format!("{} definition(s) loaded", catalog.definitions().len()),
+    );
+    for refused in catalog.refused() {
+        r.warn(
+            "agents",
+            format!("{}: not used: {}", refused.path.display(), refused.why),
+        );
+    }
+    for skipped in catalog.skipped() {
+        r.warn(
+            "agents",
+            format!("skipped (see brood agents check): {}", skipped.error),
+        );
     }
 }

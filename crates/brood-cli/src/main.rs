@@ -11,6 +11,7 @@
 mod out;
 
 mod agents;
+mod agents_check;
 mod config_show;
 mod doctor;
 mod render;

@@ -70,7 +70,7 @@ fn unknown_agent_type_lists_every_accepted_name() {
         ".brood/agents/api-mapper.md",
         "---\ndescription: maps routes\n---\nMap.",
     );
-    let cat = AgentCatalog::load(dir.path(), None).unwrap();
+    let cat = AgentCatalog::load(dir.path(), &[]);
     let err = cat.resolve("wizard").unwrap_err();
     assert_eq!(err.given, "wizard");
     assert_eq!(err.definitions, ["api-mapper"]);
@@ -140,21 +140,16 @@ fn tools_as_yaml_array_and_name_defaults_to_file_stem() {
 }
 
 #[test]
-fn unknown_key_is_an_error_naming_file_and_key() {
-    let err = parse("---\ndescription: d\ntemperature: 0.2\n---\n").unwrap_err();
-    match &err {
-        DefinitionError::UnknownKey {
-            path,
-            key,
-            accepted,
-        } => {
-            assert_eq!(path, Path::new("/ws/.brood/agents/x.md"));
-            assert_eq!(key, "temperature");
-            assert!(accepted.contains("fork_context") && accepted.contains("color"));
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(err.to_string().contains("x.md") && err.to_string().contains("`temperature`"));
+fn an_unknown_key_is_ignored_with_a_warning_naming_it() {
+    // Collections add their own keys (`tags`, `category`…); Claude Code ignores them.
+    let d = parse("---\ndescription: d\ntemperature: 0.2\ntags: [a, b]\n---\n").unwrap();
+    assert_eq!(d.description, "d");
+    assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    assert!(d.warnings[0].contains("`tags`") || d.warnings[1].contains("`tags`"));
+    assert!(d
+        .warnings
+        .iter()
+        .any(|w| w.contains("`temperature`") && w.contains("ignored")));
 }
 
 #[test]
@@ -206,10 +201,13 @@ fn structural_errors() {
         parse("---\n- a\n- b\n---\n"),
         Err(DefinitionError::NotAMapping { .. })
     ));
-    assert!(matches!(
-        parse("---\ndescription: [\n---\n"),
-        Err(DefinitionError::Yaml { .. })
-    ));
+    // Not YAML and not `key: value` lines either: the error names the line.
+    match parse("---\ndescription: [\nthis is not a key\n---\n") {
+        Err(e @ DefinitionError::Yaml { .. }) => {
+            assert!(e.to_string().contains("line 3"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
     match parse("---\nname: a\n---\nbody") {
         Err(DefinitionError::MissingKey { key, .. }) => assert_eq!(key, "description"),
         other => panic!("{other:?}"),
@@ -246,8 +244,18 @@ fn claude_code_agent_is_accepted_and_mapped() {
     assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
     assert!(d.warnings.iter().any(|w| w.contains("Bash(git diff:*)")));
     assert!(d.warnings.iter().any(|w| w.contains("WebFetch")));
-    // Claude's model aliases mean "inherit" unless the user defined a quick model by that name.
-    assert_eq!(d.route_model(&QuickModels::default()), None);
+    // Claude's model names fall back to the parent's model unless the user mapped them
+    // (`[subagents.model_aliases]`) or defined a quick model by that name.
+    let none = BTreeMap::new();
+    assert_eq!(
+        d.route_model(&QuickModels::default(), &none),
+        ModelChoice::Unmapped("sonnet")
+    );
+    let aliases = BTreeMap::from([("sonnet".to_string(), "deepseek-chat".to_string())]);
+    assert_eq!(
+        d.route_model(&QuickModels::default(), &aliases),
+        ModelChoice::Named("deepseek-chat")
+    );
     let quick = QuickModels::from_config(&BTreeMap::from([(
         "Sonnet".to_string(),
         QuickModelConfig {
@@ -256,12 +264,23 @@ fn claude_code_agent_is_accepted_and_mapped() {
         },
     )]))
     .unwrap();
-    assert_eq!(d.route_model(&quick), Some("sonnet"));
-    // The same alias in a brood file is taken literally.
-    let b = parse("---\ndescription: d\nmodel: sonnet\n---\n").unwrap();
-    assert_eq!(b.route_model(&QuickModels::default()), Some("sonnet"));
+    assert_eq!(d.route_model(&quick, &none), ModelChoice::Named("sonnet"));
+    // Any other name is a model id; `inherit` is the parent's model.
+    let b = parse("---\ndescription: d\nmodel: deepseek-reasoner\n---\n").unwrap();
+    assert_eq!(
+        b.route_model(&QuickModels::default(), &none),
+        ModelChoice::Named("deepseek-reasoner")
+    );
+    let c = parse("---\ndescription: d\nmodel: claude-opus-4-1\n---\n").unwrap();
+    assert_eq!(
+        c.route_model(&QuickModels::default(), &none),
+        ModelChoice::Unmapped("claude-opus-4-1")
+    );
     let i = parse("---\ndescription: d\nmodel: inherit\n---\n").unwrap();
-    assert_eq!(i.route_model(&QuickModels::default()), None);
+    assert_eq!(
+        i.route_model(&QuickModels::default(), &none),
+        ModelChoice::Inherit
+    );
 }
 
 #[test]
@@ -333,7 +352,10 @@ fn catalog_precedence_shadowing_and_collected_errors() {
         "---\ndescription: my explorer\nrole: review\n---\nmine",
     );
 
-    let cat = AgentCatalog::load(ws.path(), Some(user.path())).unwrap();
+    let cat = AgentCatalog::load(
+        ws.path(),
+        &[(user.path().to_path_buf(), DefinitionSource::User)],
+    );
     let names: Vec<&str> = cat.definitions().iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, ["Mapper", "only-claude", "only-user"]);
     assert_eq!(cat.refused().len(), 1);
@@ -351,7 +373,7 @@ fn catalog_precedence_shadowing_and_collected_errors() {
         other => panic!("{other:?}"),
     }
 
-    // Every bad file is reported at once, and two files with one name in one directory too.
+    // A bad file is skipped, never fatal; a second file of one name in one directory too.
     write(
         ws.path(),
         ".brood/agents/bad1.md",
@@ -363,26 +385,39 @@ fn catalog_precedence_shadowing_and_collected_errors() {
         "---\ndescription: d\nmax_turns: x\n---\n",
     );
     write(ws.path(), ".brood/agents/zz-mapper.md", &body("twin"));
-    let err = AgentCatalog::load(ws.path(), Some(user.path())).unwrap_err();
-    assert_eq!(err.errors.len(), 3, "{err}");
-    assert!(err
-        .errors
+    let user_dirs = [(user.path().to_path_buf(), DefinitionSource::User)];
+    let cat = AgentCatalog::load(ws.path(), &user_dirs);
+    assert!(
+        cat.get("bad1").is_some(),
+        "an unknown key is a warning, not an error"
+    );
+    assert_eq!(cat.skipped().len(), 2, "{:?}", cat.skipped());
+    assert!(cat
+        .skipped()
         .iter()
-        .any(|e| matches!(e, DefinitionError::UnknownKey { key, .. } if key == "foo")));
-    assert!(err
-        .errors
+        .any(|k| matches!(&k.error, DefinitionError::BadValue { key, .. } if key == "max_turns")));
+    assert!(cat
+        .skipped()
         .iter()
-        .any(|e| matches!(e, DefinitionError::BadValue { key, .. } if key == "max_turns")));
-    assert!(err
-        .errors
-        .iter()
-        .any(|e| matches!(e, DefinitionError::DuplicateName { .. })));
+        .any(|k| matches!(k.error, DefinitionError::DuplicateName { .. })));
+    // Asking for the broken one by name says why it cannot be used.
+    let err = cat.resolve("bad2").unwrap_err();
+    assert!(
+        err.to_string().contains("cannot be used") && err.to_string().contains("max_turns"),
+        "{err}"
+    );
 }
 
 #[test]
 fn missing_directories_give_an_empty_catalog() {
     let ws = tempfile::tempdir().unwrap();
-    let cat = AgentCatalog::load(ws.path(), Some(&ws.path().join("nope"))).unwrap();
+    let cat = AgentCatalog::load(
+        ws.path(),
+        &AgentCatalog::user_dirs(
+            Some(&ws.path().join("nope")),
+            Some(&ws.path().join("nohome")),
+        ),
+    );
     assert!(cat.definitions().is_empty());
 }
 
@@ -405,7 +440,7 @@ fn a_definition_may_not_take_a_built_in_role_or_alias_name() {
         ".brood/agents/ok.md",
         "---\nname: ok-agent\ndescription: fine\ntools: read_file\n---\nok\n",
     );
-    let cat = AgentCatalog::load(ws.path(), None).unwrap();
+    let cat = AgentCatalog::load(ws.path(), &[]);
     let refused: Vec<&str> = cat.refused().iter().map(|r| r.name.as_str()).collect();
     assert_eq!(refused, ["explore", "Reviewer"]);
     assert!(cat.refused()[0].why.contains("built-in role explore"));

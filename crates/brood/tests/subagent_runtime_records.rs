@@ -76,7 +76,7 @@ fn supervisor_on(
         workspace: Arc::new(Workspace::open(ws).unwrap()),
         session_id: ledger.session_id().to_string(),
         ledger,
-        catalog: Arc::new(AgentCatalog::load(ws, None).unwrap()),
+        catalog: Arc::new(AgentCatalog::load(ws, &[])),
         settings: SubagentSettings::default(),
         quick_models: QuickModels::default(),
         main_provider: "local".into(),
@@ -90,6 +90,7 @@ fn supervisor_on(
         tool_concurrency: brood::agent::DEFAULT_TOOL_CONCURRENCY,
         session_cancel: CancellationToken::new(),
         pricing: Default::default(),
+        project_instructions: "".into(),
     })
 }
 

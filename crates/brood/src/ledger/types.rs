@@ -153,6 +153,9 @@ pub enum EventKind {
     /// Something the session could not give as configured (e.g. a sandbox feature
     /// this kernel lacks), recorded once per session on its first root run.
     Warning,
+    /// The project instruction files (AGENTS.md …) the session's prompts carry,
+    /// recorded once per session on its first root run.
+    Instructions,
     Completed,
     Failed,
     Cancelled,
@@ -160,7 +163,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::Spawned,
         EventKind::Queued,
         EventKind::Started,
@@ -171,6 +174,7 @@ impl EventKind {
         EventKind::Usage,
         EventKind::MessageQueued,
         EventKind::Warning,
+        EventKind::Instructions,
         EventKind::Completed,
         EventKind::Failed,
         EventKind::Cancelled,
@@ -189,6 +193,7 @@ impl EventKind {
             EventKind::Usage => "usage",
             EventKind::MessageQueued => "message_queued",
             EventKind::Warning => "warning",
+            EventKind::Instructions => "instructions",
             EventKind::Completed => "completed",
             EventKind::Failed => "failed",
             EventKind::Cancelled => "cancelled",

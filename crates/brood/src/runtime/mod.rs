@@ -9,6 +9,7 @@ pub mod approval;
 pub mod builder;
 pub mod config;
 mod handle;
+pub mod instructions;
 pub mod provider;
 pub mod session;
 pub mod validate;

@@ -3,6 +3,7 @@
 
 use super::approval::{ApprovalGate, AskTool};
 use super::config::Config;
+use super::instructions::{self, ProjectInstructions};
 use super::provider::ProviderFactory;
 use crate::agent::{AgentOutcome, Ending, EventSink};
 use crate::ledger::{Ledger, LedgerError, LedgerOptions};
@@ -34,9 +35,6 @@ pub enum SessionError {
     /// The configuration is invalid (the file and key are named inside).
     #[error(transparent)]
     Config(#[from] super::config::ConfigError),
-    /// The agent definitions could not be read.
-    #[error(transparent)]
-    Catalog(#[from] crate::subagent::CatalogError),
     /// The provider could not be set up (missing key, unknown preset, …).
     #[error(transparent)]
     Model(#[from] ModelError),
@@ -71,6 +69,9 @@ pub enum SessionError {
     },
 }
 
+/// Events recorded on a session's first root run: (kind, data).
+type FirstRunNotes = Vec<(crate::ledger::EventKind, serde_json::Value)>;
+
 impl SessionError {
     /// Configuration and usage problems (exit code 2) versus run failures (1).
     pub fn is_usage(&self) -> bool {
@@ -78,7 +79,6 @@ impl SessionError {
             self,
             SessionError::Workspace { .. }
                 | SessionError::Config(_)
-                | SessionError::Catalog(_)
                 | SessionError::ToolName { .. }
                 | SessionError::AskUnknownTool { .. }
                 | SessionError::Model(ModelError::MissingKey { .. })
@@ -215,6 +215,8 @@ pub struct Session {
     sandbox: Arc<tool::Sandbox>,
     session_warned: std::sync::atomic::AtomicBool,
     definition_warnings: Vec<String>,
+    /// The project instruction files in the prompts, for the ledger (`None`: none).
+    instruction_files: Option<serde_json::Value>,
     /// The tallies of the latest root run, readable while it runs (a status line).
     live: Arc<Mutex<Option<Arc<RootTallies>>>>,
 }
@@ -269,14 +271,43 @@ impl Session {
         let ledger = Arc::new(ledger);
         // The user's definitions are in `~/.config/brood/agents/` (as documented),
         // not beside config.toml.
-        let user_agents = config.user_dir.as_deref().map(|d| d.join("agents"));
-        let catalog = AgentCatalog::load(workspace.root(), user_agents.as_deref())?;
+        // ~/.claude/agents/ holds the user's personal Claude Code agents.
+        let home = env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let user_agents = AgentCatalog::user_dirs(config.user_dir.as_deref(), home.as_deref());
+        let catalog = AgentCatalog::load(workspace.root(), &user_agents);
         let definition_warnings: Vec<String> = catalog
             .refused()
             .iter()
             .map(|r| format!("{}: not used: {}", r.path.display(), r.why))
+            .chain(
+                catalog
+                    .skipped()
+                    .iter()
+                    .map(|k| format!("agent file skipped: {}", k.error)),
+            )
             .collect();
 
+        // AGENTS.md (else CLAUDE.md) and the user's own, for every system prompt.
+        let instructions = {
+            let root = workspace.root().to_path_buf();
+            let user = config.user_dir.as_ref().map(|d| d.join("AGENTS.md"));
+            tokio::task::spawn_blocking(move || {
+                ProjectInstructions::load(&root, user.as_deref(), instructions::DEFAULT_MAX_BYTES)
+            })
+            .await
+            .map_err(|e| SessionError::TaskFailed {
+                task: "reading the project instructions",
+                detail: e.to_string(),
+            })?
+        };
+        let instruction_files = (!instructions.files.is_empty())
+            .then(|| serde_json::json!({ "files": instructions.files }));
+        let definition_warnings: Vec<String> = definition_warnings
+            .into_iter()
+            .chain(instructions.refused.iter().map(|(p, why)| {
+                format!("{}: not read as project instructions: {why}", p.display())
+            }))
+            .collect();
         // One sandbox per session: its landlock probe runs once.
         let sandbox = Arc::new(tool::Sandbox::with_options(sandbox_options(&config)));
         let read_only_shell = sandbox.read_only_shell_available();
@@ -329,6 +360,7 @@ impl Session {
             session_cancel: cancel.clone(),
             session_id: ledger.session_id().to_string(),
             pricing: Arc::new(config.pricing.clone()),
+            project_instructions: Arc::from(instructions.text.as_str()),
         };
         let supervisor = match opts.limits {
             Some(l) => Supervisor::with_limits(l, env),
@@ -345,6 +377,7 @@ impl Session {
             sandbox,
             session_warned: std::sync::atomic::AtomicBool::new(false),
             definition_warnings,
+            instruction_files,
             live: Arc::new(Mutex::new(None)),
         };
         session.start_cancel_poller();
@@ -489,13 +522,15 @@ impl Session {
     /// What a root run needs of the session, owned (a handle's task outlives the
     /// borrow of the session).
     pub(super) fn root_runner(&self) -> RootRunner {
-        // What the sandbox cannot enforce here, and the definition files not used,
-        // go into the ledger once per session, on its first root run (the CLI also
-        // prints them).
-        let warn = (!self
+        // What the sandbox cannot enforce here and the definition files not used
+        // (a `warning`), and the project instruction files (`instructions`), go into
+        // the ledger once per session, on its first root run (the CLI also prints
+        // the warnings).
+        let first = !self
             .session_warned
-            .swap(true, std::sync::atomic::Ordering::Relaxed))
-        .then(|| {
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        let mut notes: FirstRunNotes = Vec::new();
+        if first {
             let mut payload = serde_json::Map::new();
             let degradations = self.sandbox.degradations();
             if !degradations.is_empty() {
@@ -507,10 +542,17 @@ impl Session {
                     self.definition_warnings.clone().into(),
                 );
             }
-            payload
-        })
-        .filter(|p| !p.is_empty())
-        .map(|p| (self.ledger.clone(), serde_json::Value::Object(p)));
+            if !payload.is_empty() {
+                notes.push((
+                    crate::ledger::EventKind::Warning,
+                    serde_json::Value::Object(payload),
+                ));
+            }
+            if let Some(files) = &self.instruction_files {
+                notes.push((crate::ledger::EventKind::Instructions, files.clone()));
+            }
+        }
+        let warn = (!notes.is_empty()).then(|| (self.ledger.clone(), notes));
         RootRunner {
             supervisor: self.supervisor.clone(),
             roots: self.roots.clone(),
@@ -558,8 +600,8 @@ pub(super) struct RootRunner {
     pub(super) supervisor: Supervisor,
     roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
     max_turns: u32,
-    /// The session's warning event (see [`Session::root_runner`]), for the first run.
-    warn: Option<(Arc<Ledger>, serde_json::Value)>,
+    /// Events recorded on the session's first run (see [`Session::root_runner`]).
+    warn: Option<(Arc<Ledger>, FirstRunNotes)>,
     live: Arc<Mutex<Option<Arc<RootTallies>>>>,
 }
 
@@ -588,14 +630,16 @@ impl RootRunner {
         let (id, outcome): (String, AgentOutcome) = self
             .supervisor
             .run_root_as(id, req, move |id| {
-                if let Some((ledger, payload)) = &warn {
-                    // Fire-and-forget like every progress event; a failure is counted
-                    // in the ledger's stats.
-                    let _ = ledger.append_event(
-                        &crate::ledger::RunId::from_string(id),
-                        crate::ledger::EventKind::Warning,
-                        payload.clone(),
-                    );
+                if let Some((ledger, notes)) = &warn {
+                    for (kind, data) in notes {
+                        // Fire-and-forget like every progress event; a failure is
+                        // counted in the ledger's stats.
+                        let _ = ledger.append_event(
+                            &crate::ledger::RunId::from_string(id),
+                            *kind,
+                            data.clone(),
+                        );
+                    }
                 }
                 roots
                     .lock()

@@ -56,6 +56,7 @@ impl Directory {
                     super::definition::DefinitionSource::Workspace => "workspace",
                     super::definition::DefinitionSource::Claude => "claude",
                     super::definition::DefinitionSource::User => "user",
+                    super::definition::DefinitionSource::UserClaude => "user-claude",
                 },
             })
             .collect();

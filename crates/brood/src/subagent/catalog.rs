@@ -8,14 +8,18 @@
 //!
 //! 1. `<workspace>/.brood/agents/` — brood's own project agents;
 //! 2. `<workspace>/.claude/agents/` — existing Claude Code project agents;
-//! 3. the user directory the caller passes (normally `~/.config/brood/agents/`).
+//! 3. `~/.config/brood/agents/` — the user's brood agents;
+//! 4. `~/.claude/agents/` — the user's personal Claude Code agents.
 //!
 //! Project files win over personal ones, and brood's own files win over Claude
 //! Code's. A name defined in a lower-precedence directory is *shadowed* (listed in
-//! [`AgentCatalog::shadowed`]), not merged. Two files with the same name in one
-//! directory are an error, and every bad file is reported at once
-//! ([`CatalogError`]). Names are case-insensitive. A definition may reuse a role name
-//! (e.g. `explore`); the definition wins over the role when resolving.
+//! [`AgentCatalog::shadowed`]), not merged. Names are case-insensitive; a definition
+//! may not take a built-in role's name ([`AgentCatalog::refused`]).
+//!
+//! A file that cannot be used never stops a session: it is *skipped*
+//! ([`AgentCatalog::skipped`], one line each naming file and problem), and only a
+//! spawn that asks for it by name fails, with that problem in its error. The same
+//! goes for a second file of one name in one directory.
 
 use super::contract;
 use super::definition::{parse_definition, AgentDefinition, DefinitionError, DefinitionSource};
@@ -27,11 +31,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Every definition file that failed to load (all of them, so they can be fixed at once).
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{} agent definition error(s):\n{}", errors.len(), errors.iter().map(|e| format!("- {e}")).collect::<Vec<_>>().join("\n"))]
-pub struct CatalogError {
-    pub errors: Vec<DefinitionError>,
+/// A definition file that was not used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The agent name the file defines, as far as it can be told (its `name:` line,
+    /// else the file stem), lowercase.
+    pub name: String,
+    pub path: PathBuf,
+    pub error: DefinitionError,
 }
 
 /// An `agent_type` that names no definition, role or alias.
@@ -44,10 +51,19 @@ pub struct UnknownAgentType {
     pub aliases: Vec<String>,
     /// Names of defined agents.
     pub definitions: Vec<String>,
+    /// Set when a definition file of this name exists but could not be used: why.
+    pub unusable: Option<String>,
 }
 
 impl fmt::Display for UnknownAgentType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(why) = &self.unusable {
+            return write!(
+                f,
+                "agent_type '{}' is defined, but its file cannot be used: {why}",
+                self.given
+            );
+        }
         write!(
             f,
             "unknown agent_type '{}'; accepted: roles {}; aliases {}",
@@ -129,6 +145,7 @@ pub struct AgentCatalog {
     definitions: Vec<Arc<AgentDefinition>>,
     shadowed: Vec<Shadowed>,
     refused: Vec<Refused>,
+    skipped: Vec<Skipped>,
 }
 
 /// A definition not taken: its name is a built-in role's or alias's. A workspace
@@ -142,9 +159,29 @@ pub struct Refused {
 }
 
 impl AgentCatalog {
-    /// Load the definitions of `workspace_root` and `user_dir` (normally
-    /// `~/.config/brood/agents`; the caller finds it). Missing directories are fine.
-    pub fn load(workspace_root: &Path, user_dir: Option<&Path>) -> Result<Self, CatalogError> {
+    /// The user-level directories, highest precedence first, from the user's
+    /// brood directory (normally `~/.config/brood`) and home directory.
+    pub fn user_dirs(
+        brood_dir: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Vec<(PathBuf, DefinitionSource)> {
+        let mut dirs = Vec::new();
+        if let Some(d) = brood_dir {
+            dirs.push((d.join("agents"), DefinitionSource::User));
+        }
+        if let Some(h) = home {
+            dirs.push((
+                h.join(".claude").join("agents"),
+                DefinitionSource::UserClaude,
+            ));
+        }
+        dirs
+    }
+
+    /// Load the definitions of `workspace_root` and of `user_dirs` (see
+    /// [`AgentCatalog::user_dirs`]). Missing directories are fine; a file that cannot
+    /// be used is skipped (see the module docs), never fatal.
+    pub fn load(workspace_root: &Path, user_dirs: &[(PathBuf, DefinitionSource)]) -> Self {
         let mut dirs = vec![
             (
                 workspace_root.join(".brood").join("agents"),
@@ -155,21 +192,15 @@ impl AgentCatalog {
                 DefinitionSource::Claude,
             ),
         ];
-        if let Some(u) = user_dir {
-            dirs.push((u.to_path_buf(), DefinitionSource::User));
-        }
-        let mut errors = Vec::new();
+        dirs.extend(user_dirs.iter().cloned());
+        let mut skipped = Vec::new();
         let mut layers = Vec::new();
         for (dir, source) in dirs {
-            match load_dir(&dir, source) {
-                Ok(defs) => layers.push(defs),
-                Err(mut e) => errors.append(&mut e),
-            }
+            layers.push(load_dir(&dir, source, &mut skipped));
         }
-        if !errors.is_empty() {
-            return Err(CatalogError { errors });
-        }
-        Ok(Self::from_layers(layers))
+        let mut cat = Self::from_layers(layers);
+        cat.skipped = skipped;
+        cat
     }
 
     /// A catalog from definitions already parsed, highest precedence first (a later
@@ -220,6 +251,11 @@ impl AgentCatalog {
         &self.refused
     }
 
+    /// Definition files that could not be used (see the module docs).
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
     /// The definition called `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&Arc<AgentDefinition>> {
         let name = name.trim();
@@ -247,6 +283,11 @@ impl AgentCatalog {
                     .flat_map(|r| r.aliases().iter().map(move |a| format!("{a}→{r}")))
                     .collect(),
                 definitions: self.definitions.iter().map(|d| d.name.clone()).collect(),
+                unusable: self
+                    .skipped
+                    .iter()
+                    .find(|k| k.name.eq_ignore_ascii_case(given_name(agent_type)))
+                    .map(|k| k.error.to_string()),
             }),
         }
     }
@@ -263,56 +304,122 @@ impl AgentCatalog {
     }
 }
 
+fn given_name(agent_type: &str) -> &str {
+    agent_type.trim()
+}
+
+/// The `*.md` definitions directly in `dir`; files that cannot be used go to
+/// `skipped`.
 fn load_dir(
     dir: &Path,
     source: DefinitionSource,
-) -> Result<Vec<AgentDefinition>, Vec<DefinitionError>> {
-    let io = |e: std::io::Error| {
-        vec![DefinitionError::Io {
-            path: dir.to_path_buf(),
-            detail: e.to_string(),
-        }]
+    skipped: &mut Vec<Skipped>,
+) -> Vec<AgentDefinition> {
+    let mut skip = |path: &Path, name: String, error: DefinitionError| {
+        skipped.push(Skipped {
+            name,
+            path: path.to_path_buf(),
+            error,
+        })
+    };
+    let io = |path: &Path, e: std::io::Error| DefinitionError::Io {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
     };
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            skip(dir, String::new(), io(dir, e));
+            return Vec::new();
+        }
     };
     let mut files = Vec::new();
     for entry in entries {
-        let path = entry.map_err(io)?.path();
-        if path.extension().and_then(|e| e.to_str()) == Some("md") && path.is_file() {
-            files.push(path);
+        match entry {
+            Ok(entry) => {
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) == Some("md") && path.is_file() {
+                    files.push(path);
+                }
+            }
+            Err(e) => skip(dir, String::new(), io(dir, e)),
         }
     }
     files.sort();
     let mut defs: Vec<AgentDefinition> = Vec::new();
-    let mut errors = Vec::new();
     for path in files {
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| DefinitionError::Io {
-                path: path.clone(),
-                detail: e.to_string(),
-            })
-            .and_then(|text| parse_definition(&text, &path, source));
-        match parsed {
+        let text = match read_bounded(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                skip(&path, stem(&path), e);
+                continue;
+            }
+        };
+        match parse_definition(&text, &path, source) {
             Ok(def) => {
                 if let Some(first) = defs.iter().find(|d| d.name.eq_ignore_ascii_case(&def.name)) {
-                    errors.push(DefinitionError::DuplicateName {
+                    let error = DefinitionError::DuplicateName {
                         name: def.name.clone(),
                         first: first.path.clone(),
-                        second: path,
-                    });
+                        second: path.clone(),
+                    };
+                    skip(&path, def.name.to_ascii_lowercase(), error);
                 } else {
                     defs.push(def);
                 }
             }
-            Err(e) => errors.push(e),
+            Err(e) => skip(
+                &path,
+                declared_name(&text).unwrap_or_else(|| stem(&path)),
+                e,
+            ),
         }
     }
-    if errors.is_empty() {
-        Ok(defs)
-    } else {
-        Err(errors)
+    defs
+}
+
+/// The most a definition file may hold (a system prompt, not a book).
+const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+
+fn read_bounded(path: &Path) -> Result<String, DefinitionError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| DefinitionError::Io {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    };
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_DEFINITION_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(io)?;
+    if buf.len() as u64 > MAX_DEFINITION_BYTES {
+        return Err(DefinitionError::Io {
+            path: path.to_path_buf(),
+            detail: format!("larger than {MAX_DEFINITION_BYTES} bytes; an agent file is a prompt, keep it short"),
+        });
     }
+    String::from_utf8(buf).map_err(|_| DefinitionError::Io {
+        path: path.to_path_buf(),
+        detail: "not UTF-8 text".into(),
+    })
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+/// The `name:` line of a file whose front matter could not be used, so a spawn
+/// asking for that name learns why.
+fn declared_name(text: &str) -> Option<String> {
+    text.lines()
+        .skip(1)
+        .take_while(|l| l.trim_end() != "---")
+        .find_map(|l| l.strip_prefix("name:"))
+        .map(|n| n.trim().trim_matches(['"', '\'']).to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
 }

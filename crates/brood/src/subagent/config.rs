@@ -81,6 +81,9 @@ pub struct SubagentsConfig {
     pub custom_model: Option<String>,
     /// Role, alias or definition name → model (keys case-insensitive).
     pub models: Option<BTreeMap<String, String>>,
+    /// Another tool's model name in an agent file (`sonnet`, `haiku`…) → the model
+    /// to use (keys case-insensitive).
+    pub model_aliases: Option<BTreeMap<String, String>>,
     /// Model (or quick-model name) for children when nothing more specific applies.
     pub subagent_model: Option<String>,
     /// Provider for children when nothing more specific applies.
@@ -179,6 +182,8 @@ pub struct ModelOverrides {
     pub custom_model: Option<String>,
     /// `[subagents.models]` with lowercase keys.
     pub map: BTreeMap<String, String>,
+    /// `[subagents.model_aliases]` with lowercase keys.
+    pub aliases: BTreeMap<String, String>,
     pub subagent_model: Option<String>,
     pub subagent_provider: Option<String>,
 }
@@ -310,18 +315,25 @@ impl SubagentsConfig {
         fn pick<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
             b.clone().or_else(|| a.clone())
         }
-        let models = match (&self.models, &over.models) {
-            (None, None) => None,
-            (a, b) => {
-                let mut m: BTreeMap<String, String> = a.clone().unwrap_or_default();
-                for (k, v) in b.iter().flatten() {
-                    let lower = k.to_ascii_lowercase();
-                    m.retain(|old, _| old.to_ascii_lowercase() != lower);
-                    m.insert(k.clone(), v.clone());
+        fn merge_map(
+            a: &Option<BTreeMap<String, String>>,
+            b: &Option<BTreeMap<String, String>>,
+        ) -> Option<BTreeMap<String, String>> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => {
+                    let mut m: BTreeMap<String, String> = a.clone().unwrap_or_default();
+                    for (k, v) in b.iter().flatten() {
+                        let lower = k.to_ascii_lowercase();
+                        m.retain(|old, _| old.to_ascii_lowercase() != lower);
+                        m.insert(k.clone(), v.clone());
+                    }
+                    Some(m)
                 }
-                Some(m)
             }
-        };
+        }
+        let models = merge_map(&self.models, &over.models);
+        let model_aliases = merge_map(&self.model_aliases, &over.model_aliases);
         SubagentsConfig {
             enabled: pick(&self.enabled, &over.enabled),
             max_concurrent: pick(&self.max_concurrent, &over.max_concurrent),
@@ -347,6 +359,7 @@ impl SubagentsConfig {
             review_model: pick(&self.review_model, &over.review_model),
             custom_model: pick(&self.custom_model, &over.custom_model),
             models,
+            model_aliases,
             subagent_model: pick(&self.subagent_model, &over.subagent_model),
             subagent_provider: pick(&self.subagent_provider, &over.subagent_provider),
             tool_choice: pick(&self.tool_choice, &over.tool_choice),
@@ -471,7 +484,28 @@ impl SubagentsConfig {
             }
             map.insert(lower, v);
         }
+        let mut aliases: BTreeMap<String, String> = BTreeMap::new();
+        for (k, v) in self.model_aliases.iter().flatten() {
+            let key = format!("model_aliases.{k}");
+            let lower = k.trim().to_ascii_lowercase();
+            if lower.is_empty() {
+                return Err(ConfigError::new(
+                    "subagents.model_aliases",
+                    "a key is empty",
+                ));
+            }
+            let Some(v) = model_value(&key, &Some(v.clone()))? else {
+                continue;
+            };
+            if aliases.insert(lower, v).is_some() {
+                return Err(ConfigError::new(
+                    format!("subagents.{key}"),
+                    "keys are case-insensitive and another key names the same model",
+                ));
+            }
+        }
         let models = ModelOverrides {
+            aliases,
             default_model: model_value("default_model", &self.default_model)?,
             worker_model: model_value("worker_model", &self.worker_model)?,
             explorer_model: model_value("explorer_model", &self.explorer_model)?,

@@ -38,13 +38,18 @@
 //!   tools). Tools brood lacks (`WebFetch`, `mcp__*`, …) and tools with a specifier
 //!   brood cannot enforce (`Bash(git:*)`) are dropped with a warning: dropping only
 //!   narrows the grant;
-//! - `model: inherit` means "no preference"; from a `.claude` file, `sonnet`, `opus`
-//!   and `haiku` mean the same unless a quick model of that name is configured.
+//! - `model: inherit` is the parent's model; other tools' names (`sonnet`, `opus`,
+//!   `haiku`, `claude-…`) go through `[subagents.model_aliases]` and, unmapped, fall
+//!   back to the parent's model (see [`AgentDefinition::route_model`]).
 //!
-//! Any other key, or a value of the wrong type, is a [`DefinitionError`] naming the
-//! file and the key. Tools that the role's posture never grants are an error too.
+//! The front matter is strict YAML when it is, else read line by line as Claude Code
+//! does (see [`super::front_matter`]). Keys brood does not know are ignored with a
+//! warning (collections add their own); a value of the wrong type is a
+//! [`DefinitionError`] naming the file and the key, and so are tools the role's
+//! posture never grants.
 
 use super::config::QuickModels;
+use super::front_matter;
 use super::role::Role;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -108,6 +113,34 @@ pub enum DefinitionSource {
     Claude,
     /// The user directory (`~/.config/brood/agents/`).
     User,
+    /// The user's Claude Code agents (`~/.claude/agents/`).
+    UserClaude,
+}
+
+impl DefinitionSource {
+    /// Where the source's files live, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DefinitionSource::Workspace => ".brood/agents (workspace)",
+            DefinitionSource::Claude => ".claude/agents (workspace)",
+            DefinitionSource::User => "~/.config/brood/agents (user)",
+            DefinitionSource::UserClaude => "~/.claude/agents (user)",
+        }
+    }
+}
+
+/// What a definition's `model` asks of routing (see [`AgentDefinition::route_model`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelChoice<'a> {
+    /// No `model` key: no preference.
+    Unset,
+    /// `inherit`: the parent's (the session's main) model.
+    Inherit,
+    /// A model name (after `[subagents.model_aliases]`), placed like any other.
+    Named(&'a str),
+    /// Another tool's model name (`sonnet`, `claude-…`) with no mapping: the
+    /// parent's model, with a note in `brood agents check`.
+    Unmapped(&'a str),
 }
 
 /// A named agent type from a definition file.
@@ -143,24 +176,36 @@ pub struct AgentDefinition {
 }
 
 impl AgentDefinition {
-    /// The model this definition asks for when routing, if any: `inherit` (and, from
-    /// `.claude` files, Claude's `sonnet`/`opus`/`haiku` unless a quick model has
-    /// that name) means no preference.
-    pub fn route_model<'a>(&'a self, quick: &QuickModels) -> Option<&'a str> {
-        let m = self.model.as_deref()?;
+    /// What this definition's `model` means for routing: `inherit` is the parent's
+    /// model; a name in `aliases` (`[subagents.model_aliases]`, lowercase keys) is
+    /// its mapping; a quick model's name is that quick model; Claude Code's own names
+    /// (`sonnet`, `opus`, `haiku`, `claude-…`) with no mapping fall back to the
+    /// parent's model; any other name is a model id.
+    pub fn route_model<'a>(
+        &'a self,
+        quick: &QuickModels,
+        aliases: &'a BTreeMap<String, String>,
+    ) -> ModelChoice<'a> {
+        let Some(m) = self.model.as_deref() else {
+            return ModelChoice::Unset;
+        };
         if m.eq_ignore_ascii_case("inherit") {
-            return None;
+            return ModelChoice::Inherit;
         }
-        if self.source == DefinitionSource::Claude
-            && CLAUDE_MODEL_ALIASES
-                .iter()
-                .any(|a| a.eq_ignore_ascii_case(m))
-            && quick.get(m).is_none()
-        {
-            return None;
+        if let Some(mapped) = aliases.get(&m.to_ascii_lowercase()) {
+            return ModelChoice::Named(mapped);
         }
-        Some(m)
+        if quick.get(m).is_none() && is_foreign_model(m) {
+            return ModelChoice::Unmapped(m);
+        }
+        ModelChoice::Named(m)
     }
+}
+
+/// Claude Code's model names, which no OpenAI-compatible endpoint serves.
+pub fn is_foreign_model(m: &str) -> bool {
+    let m = m.to_ascii_lowercase();
+    CLAUDE_MODEL_ALIASES.contains(&m.as_str()) || m.starts_with("claude-")
 }
 
 /// A definition file that cannot be used.
@@ -177,12 +222,6 @@ pub enum DefinitionError {
     Yaml { path: PathBuf, detail: String },
     #[error("{path}: the front matter must be a mapping of keys to values")]
     NotAMapping { path: PathBuf },
-    #[error("{path}: unknown key `{key}`; accepted keys: {accepted}")]
-    UnknownKey {
-        path: PathBuf,
-        key: String,
-        accepted: String,
-    },
     #[error("{path}: bad value for `{key}`: {problem}")]
     BadValue {
         path: PathBuf,
@@ -215,17 +254,26 @@ pub fn parse_definition(
     source: DefinitionSource,
 ) -> Result<AgentDefinition, DefinitionError> {
     let (front, body) = split_front_matter(text, path)?;
-    let value: serde_yaml::Value =
-        serde_yaml::from_str(front).map_err(|e| DefinitionError::Yaml {
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        })?;
-    let map = match value {
-        serde_yaml::Value::Mapping(m) => m,
-        serde_yaml::Value::Null => serde_yaml::Mapping::new(),
-        _ => {
+    let mut warnings = Vec::new();
+    let map = match front_matter::parse(front) {
+        Ok(front_matter::Parsed::Yaml(m)) => m,
+        Ok(front_matter::Parsed::Lines { map, .. }) => {
+            warnings.push(
+                "the front matter is not strict YAML (e.g. an unquoted `:` or a leading `**` in a value); \
+                 it was read line by line as Claude Code reads it — quote such values to silence this"
+                    .to_string(),
+            );
+            map
+        }
+        Err(e) if e.not_a_mapping => {
             return Err(DefinitionError::NotAMapping {
                 path: path.to_path_buf(),
+            })
+        }
+        Err(e) => {
+            return Err(DefinitionError::Yaml {
+                path: path.to_path_buf(),
+                detail: format!("line {}: {}", e.line, e.problem),
             })
         }
     };
@@ -241,21 +289,22 @@ pub fn parse_definition(
             return Err(bad(&format!("{k:?}"), "keys must be strings".into()));
         };
         if !BROOD_KEYS.contains(&key.as_str()) && !CLAUDE_KEYS.contains(&key.as_str()) {
-            return Err(DefinitionError::UnknownKey {
-                path: path.to_path_buf(),
-                key,
-                accepted: BROOD_KEYS
+            // Collections add their own keys (`tags`, `category`, `version`…);
+            // Claude Code ignores them, and so does brood — said once.
+            warnings.push(format!(
+                "key `{key}` is not used by brood and is ignored (brood reads: {})",
+                BROOD_KEYS
                     .iter()
                     .chain(CLAUDE_KEYS.iter())
                     .copied()
                     .collect::<Vec<_>>()
-                    .join(", "),
-            });
+                    .join(", ")
+            ));
+            continue;
         }
         fields.insert(key, v);
     }
 
-    let mut warnings = Vec::new();
     let string = |key: &str| -> Result<Option<String>, DefinitionError> {
         match fields.get(key) {
             None | Some(serde_yaml::Value::Null) => Ok(None),

@@ -561,7 +561,10 @@ fn first_context(
     plan: &ChildPlan,
 ) -> (String, Vec<Message>, Option<Vec<crate::model::ToolSpec>>) {
     let ctx = &plan.ctx;
-    let instructions = child_instructions(&plan.system_prompt);
+    let instructions = with_project_instructions(
+        child_instructions(&plan.system_prompt),
+        &sup.inner.env.project_instructions,
+    );
     match &plan.fork_from {
         Some(parent) => {
             let tail = fork::fork_tail(
@@ -586,6 +589,16 @@ fn first_context(
 }
 
 /// A child's system prompt: who it is, then its stance and the contract.
+/// A system prompt ending with the project's instructions (the same block for
+/// every run, last, so siblings' prefixes stay byte-identical).
+fn with_project_instructions(prompt: String, project: &str) -> String {
+    if project.is_empty() {
+        prompt
+    } else {
+        format!("{prompt}\n\n{project}")
+    }
+}
+
 fn child_instructions(stance_and_contract: &str) -> String {
     format!(
         "You are a brood sub-agent, opened by a parent agent for one focused task; tool \
@@ -844,7 +857,9 @@ pub(crate) async fn run_root(
     let toolbox = build_toolbox(sup, &ctx, false);
     let spec = AgentSpec {
         run_id: id.clone(),
-        system: req.system.unwrap_or_else(|| root_system_prompt(sup)),
+        system: req.system.unwrap_or_else(|| {
+            with_project_instructions(root_system_prompt(sup), &sup.inner.env.project_instructions)
+        }),
         model: ctx.model.clone(),
         model_id: ctx.model_id.clone(),
         sampling: env.sampling.clone(),

@@ -37,6 +37,7 @@ pub mod definition;
 mod drive;
 pub mod evidence;
 pub mod fork;
+pub mod front_matter;
 mod gate;
 pub mod grant;
 pub mod inbox;
@@ -49,13 +50,13 @@ pub mod supervisor;
 pub mod tally;
 pub mod tools;
 
-pub use catalog::{AgentCatalog, AgentKind, CatalogError, Shadowed, UnknownAgentType};
+pub use catalog::{AgentCatalog, AgentKind, Shadowed, Skipped, UnknownAgentType};
 pub use config::{
     memory_enabled, ConfigError, MemoryConfig, ModelOverrides, QuickModelConfig, QuickModels,
     SubagentSettings, SubagentsConfig,
 };
 pub use contract::{ParsedResult, Section};
-pub use definition::{AgentDefinition, DefinitionError, DefinitionSource};
+pub use definition::{AgentDefinition, DefinitionError, DefinitionSource, ModelChoice};
 pub use drive::RunCtx;
 pub use evidence::{Evidence, EvidenceCheck};
 pub use grant::{child_permissions, grant_for, Grant, GrantError, GrantRequest, SpawnSpec};

@@ -8,7 +8,7 @@
 //! | 1 | `model` given in the spawn call | `call` |
 //! | 2 | `[subagents.models]` entry for the definition name, else the spelling used (alias), else the canonical role (case-insensitive) | `subagents.models` |
 //! | 3 | the role's named key: `worker_model` for general, implementer and verifier (the roles that do the work); `explorer_model` for explore; `awaiter_model` for plan; `review_model` for review; `custom_model` for custom | `subagents.<key>` |
-//! | 4 | the definition's own `model` (`inherit` = none; see [`AgentDefinition::route_model`]) | `definition` |
+//! | 4 | the definition's own `model`, through `[subagents.model_aliases]`; `inherit` — or another tool's name (`sonnet`, `claude-…`) with no mapping — is the main model (see [`AgentDefinition::route_model`]) | `definition`, `definition:inherit`, `definition:unmapped` |
 //! | 5 | `[subagents] default_model` | `subagents.default_model` |
 //! | 6 | `subagent_model` | `subagent_model` |
 //! | 7 | `subagent_provider` alone: the main model on that provider | `subagent_provider` |
@@ -27,6 +27,7 @@
 
 use super::catalog::AgentKind;
 use super::config::{ModelOverrides, QuickModels};
+use super::definition::ModelChoice;
 use super::role::Role;
 use serde::Serialize;
 
@@ -111,8 +112,18 @@ pub fn resolve_route(
     if let (Some(m), source) = named_value(cfg, kind.role()) {
         return place(m, source);
     }
-    if let Some(m) = kind.definition().and_then(|d| d.route_model(quick)) {
-        return place(m, "definition");
+    if let Some(d) = kind.definition() {
+        let main_route = |source| Route {
+            provider: main.0.to_string(),
+            model: main.1.to_string(),
+            source,
+        };
+        match d.route_model(quick, &cfg.aliases) {
+            ModelChoice::Unset => {}
+            ModelChoice::Named(m) => return place(m, "definition"),
+            ModelChoice::Inherit => return main_route("definition:inherit"),
+            ModelChoice::Unmapped(_) => return main_route("definition:unmapped"),
+        }
     }
     if let Some(m) = non_empty(cfg.default_model.as_deref()) {
         return place(m, "subagents.default_model");

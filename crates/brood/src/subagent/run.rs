@@ -57,6 +57,8 @@ pub struct SupervisorEnv {
     pub session_id: String,
     /// The user's prices (`[pricing]`), for costs and cost budgets.
     pub pricing: Arc<Pricing>,
+    /// Project instructions (AGENTS.md …) ending every system prompt; empty: none.
+    pub project_instructions: Arc<str>,
 }
 
 /// How a child belongs to its parent.

@@ -1,0 +1,121 @@
+//! `brood agents check`: every agent definition this workspace offers — where it
+//! comes from, the tools and model it resolves to — and every problem with the
+//! files (skipped, refused, shadowed, read leniently, foreign names), so a folder of
+//! downloaded agents can be vetted before a run uses them. Exit 1 when any file has
+//! a problem.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use brood::runtime::config::{Config, ConfigPaths, Overrides};
+use brood::subagent::{resolve_route, AgentCatalog, AgentKind, ModelChoice};
+
+/// Write the report into `out`; return the exit code.
+pub fn check(ws: &Path, out: &mut String, err: &mut String) -> i32 {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let paths = ConfigPaths::from_env(ws);
+    let config = match Config::load(&paths, &env, &Overrides::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(err, "brood agents check: {e}");
+            return 2;
+        }
+    };
+    let checked = match config.check(&env) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(err, "brood agents check: {e}");
+            return 2;
+        }
+    };
+    let home = env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let dirs = AgentCatalog::user_dirs(config.user_dir.as_deref(), home.as_deref());
+    let catalog = AgentCatalog::load(ws, &dirs);
+    let main_model = brood::runtime::provider::main_model_id(&config)
+        .unwrap_or_else(|_| "(the main model)".into());
+    let main = (config.provider.as_str(), main_model.as_str());
+
+    let mut problems = 0usize;
+    let _ = writeln!(out, "looked in:");
+    let _ = writeln!(out, "  {}", ws.join(".brood").join("agents").display());
+    let _ = writeln!(out, "  {}", ws.join(".claude").join("agents").display());
+    for (d, _) in &dirs {
+        let _ = writeln!(out, "  {}", d.display());
+    }
+    for def in catalog.definitions() {
+        let kind = AgentKind::Definition(def.clone());
+        let route = resolve_route(
+            &checked.settings.models,
+            &checked.quick_models,
+            &kind,
+            None,
+            main,
+        );
+        let _ = writeln!(
+            out,
+            "\n{} [{}] — {}",
+            def.name,
+            def.role,
+            def.path.display()
+        );
+        let _ = writeln!(out, "  source: {}", def.source.describe());
+        let tools = match &def.tools {
+            Some(t) => t.join(", "),
+            None => format!("everything the {} role grants", def.role),
+        };
+        let _ = writeln!(out, "  tools: {tools}");
+        if !def.disallowed_tools.is_empty() {
+            let _ = writeln!(out, "  denied: {}", def.disallowed_tools.join(", "));
+        }
+        let _ = writeln!(
+            out,
+            "  model: {}/{} ({})",
+            route.provider, route.model, route.source
+        );
+        let mut notes: Vec<String> = def.warnings.clone();
+        if let ModelChoice::Unmapped(m) =
+            def.route_model(&checked.quick_models, &checked.settings.models.aliases)
+        {
+            notes.push(format!(
+                "model '{m}' is another tool's name with no mapping: the child runs on the parent's model; \
+                 map it with [subagents.model_aliases] {} = \"<model>\"",
+                m.to_ascii_lowercase()
+            ));
+        }
+        for n in &notes {
+            let _ = writeln!(out, "  ! {n}");
+        }
+        problems += notes.len();
+    }
+    for s in catalog.shadowed() {
+        let _ = writeln!(
+            out,
+            "\n- {}: '{}' is shadowed by {}",
+            s.path.display(),
+            s.name,
+            s.by.display()
+        );
+    }
+    for r in catalog.refused() {
+        problems += 1;
+        let _ = writeln!(out, "\n✗ {}: not used: {}", r.path.display(), r.why);
+    }
+    for k in catalog.skipped() {
+        problems += 1;
+        let _ = writeln!(out, "\n✗ skipped: {}", k.error);
+    }
+    let _ = writeln!(
+        out,
+        "\nbrood agents check: {} in use, {} skipped, {} refused, {}",
+        crate::words::count(
+            catalog.definitions().len() as u64,
+            "definition",
+            "definitions"
+        ),
+        catalog.skipped().len(),
+        catalog.refused().len(),
+        crate::words::count(problems as u64, "problem", "problems"),
+    );
+    i32::from(problems > 0)
+}
