@@ -20,6 +20,7 @@ pub const WORKSPACE_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// One file read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InstructionFile {
+    /// The file read.
     pub path: PathBuf,
     /// Bytes of the file.
     pub bytes: usize,
