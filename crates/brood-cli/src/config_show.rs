@@ -6,7 +6,7 @@
 use brood::runtime::config::{Config, Source};
 use brood::runtime::provider::main_endpoint;
 use brood::runtime::Checked;
-use brood::subagent::Role;
+use brood::subagent::{AgentCatalog, Role};
 use brood::tool::sandbox::ShellMode;
 use std::path::Path;
 
@@ -155,6 +155,23 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
             Some(m) => outln!("# {roles}: {}", sandbox.describe(m, ws)),
             None => outln!("# {roles}: no shell"),
         }
+    }
+    // Definitions only narrow their shells' network; say where one does, or asks
+    // for what it cannot get.
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from);
+    let user_agents = AgentCatalog::user_dirs(config.user_dir.as_deref(), home.as_deref());
+    for d in AgentCatalog::load(ws, &user_agents).definitions() {
+        let note = match (d.network, sandbox.options().network) {
+            (Some(false), true) => "network none (network: false)",
+            (Some(true), false) => {
+                "network none (its `network: true` grants nothing: only [sandbox] \
+                 network in your user config does)"
+            }
+            _ => continue,
+        };
+        outln!("# agent {} ({}): {note}", d.name, d.path.display());
     }
     for d in sandbox.degradations() {
         outln!("# warning: {d}");

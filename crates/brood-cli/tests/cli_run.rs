@@ -627,6 +627,39 @@ fn config_show_prints_the_sandbox_each_role_gets() {
     let w = line("parent, general");
     assert!(w.contains(".git/hooks") && w.contains("+net"), "{w}");
     assert!(line("review").ends_with("no shell"));
+    // A definition's network: false is shown where the user grants network; its
+    // network: true where the user does not.
+    let agents = f.ws.path().join(".brood/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    for (name, network) in [("offline", false), ("online", true)] {
+        std::fs::write(
+            agents.join(format!("{name}.md")),
+            format!("---\ndescription: d\nrole: implementer\nnetwork: {network}\n---\nGo.\n"),
+        )
+        .unwrap();
+    }
+    let user_dir = f.home.path().join(".config/brood");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    for (user_network, shown, hidden) in [(true, "offline", "online"), (false, "online", "offline")]
+    {
+        std::fs::write(
+            user_dir.join("config.toml"),
+            format!("[sandbox]\nnetwork = {user_network}\n"),
+        )
+        .unwrap();
+        let out = brood(f.home.path(), f.ws.path(), &["config", "show"], &[]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let agent = |name: &str| {
+            stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("# agent {name} ")))
+                .map(str::to_string)
+        };
+        let line = agent(shown).unwrap_or_else(|| panic!("no line for {shown}: {stdout}"));
+        assert!(line.contains("network none"), "{line}");
+        assert_eq!(agent(hidden), None, "{stdout}");
+    }
     // A workspace may not widen what shells reach.
     std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
     std::fs::write(
