@@ -2,10 +2,12 @@
 //! request row is picked up by the owning session, which cancels the run. And
 //! dropping the future of `Session::run` stops the run it started.
 
+use brood::events::RunEventKind;
 use brood::ledger::{CancelOutcome, Ledger, RunId};
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::runtime::session::{ModelSource, Session, SessionOptions};
+use futures::StreamExt;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -259,4 +261,166 @@ async fn dropping_a_run_future_cancels_its_task_children() {
     for r in &runs {
         assert_eq!(r.run.status.as_str(), "cancelled", "{:?}", r.run);
     }
+}
+
+/// Takes the ledger's write lock from another connection when the first parent
+/// asks its model, and holds it until the test sends on `release`: the spawn
+/// record of the child it opens waits for the ledger.
+struct LockOnFirstStep {
+    inner: ScriptedModel,
+    db: std::path::PathBuf,
+    release: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+#[async_trait::async_trait]
+impl brood::model::Model for LockOnFirstStep {
+    fn provider_name(&self) -> &str {
+        "scripted"
+    }
+    async fn step(
+        &self,
+        request: &brood::model::ModelRequest,
+        on_event: brood::model::EventFn<'_>,
+    ) -> Result<brood::model::ModelResponse, brood::model::ModelError> {
+        let first = request.messages.first().map(|m| m.content.as_str());
+        let release = if first.is_some_and(|t| t.contains("FIRSTPARENT")) {
+            self.release.lock().unwrap().take()
+        } else {
+            None
+        };
+        if let Some(release) = release {
+            let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+            let db = self.db.clone();
+            std::thread::spawn(move || {
+                let conn = rusqlite::Connection::open(db).unwrap();
+                conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+                locked_tx.send(()).unwrap();
+                let _ = release.recv();
+                conn.execute_batch("ROLLBACK").unwrap();
+            });
+            locked_rx.recv().unwrap();
+        }
+        self.inner.step(request, on_event).await
+    }
+}
+
+/// A turn cancelled while the spawn record of the child it opens waits for the
+/// ledger: the child is recorded `cancelled` (in the registry and in the ledger,
+/// once the record can be written) and gives back its name and slot — it is not
+/// left `pending` for the rest of the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_cancelled_while_its_record_waits_settles_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = brood::ledger::Ledger::open(dir.path(), Default::default())
+        .unwrap()
+        .db_path()
+        .to_path_buf();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let model = ScriptedModel::new()
+        .on(
+            "FIRSTPARENT",
+            vec![
+                ScriptStep::tool_call("agent_open", json!({"prompt": "FIRSTKID", "name": "kid"})),
+                ScriptStep::text("never reached"),
+            ],
+        )
+        .on(
+            "AGAINPARENT",
+            vec![
+                ScriptStep::tool_call("agent_open", json!({"prompt": "SECONDKID", "name": "kid"})),
+                ScriptStep::text("opened again"),
+                ScriptStep::text("opened again"),
+            ],
+        )
+        .on(
+            "SECONDKID",
+            vec![ScriptStep::text("done"), ScriptStep::text("done")],
+        );
+    let model = LockOnFirstStep {
+        inner: model,
+        db,
+        release: std::sync::Mutex::new(Some(release_rx)),
+    };
+    let session = open_with(dir.path(), Arc::new(model)).await;
+    let mut changes = session.supervisor().subscribe();
+    let mut events = session.events();
+    let turn = CancellationToken::new();
+    let run = session.run_with("FIRSTPARENT", None, turn.clone());
+    let cancel_then_release = async {
+        // The child is admitted (its spawn record queued behind the lock): cancel
+        // the turn, and let the ledger go only once the `agent_open` call has
+        // ended (its wait for the record dropped).
+        let kid = loop {
+            if let Some(r) = session.supervisor().snapshot().into_iter().next() {
+                break r;
+            }
+            changes.changed().await.expect("supervisor alive");
+        };
+        turn.cancel();
+        loop {
+            match events.next().await.expect("session alive") {
+                brood::Event::Run(e) if matches!(e.kind, RunEventKind::ToolResult { .. }) => break,
+                _ => {}
+            }
+        }
+        release_tx.send(()).unwrap();
+        kid
+    };
+    let (_, kid) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(run, cancel_then_release)
+    })
+    .await
+    .expect("a cancelled turn ends although the ledger is locked");
+
+    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let now = session
+                .supervisor()
+                .snapshot()
+                .into_iter()
+                .find(|r| r.agent_id == kid.agent_id && r.status.is_terminal());
+            if let Some(r) = now {
+                return r;
+            }
+            changes.changed().await.expect("supervisor alive");
+        }
+    })
+    .await
+    .expect("the child whose spawn was cancelled must settle, not stay pending");
+    assert_eq!(settled.status.as_str(), "cancelled");
+
+    // Its name is free again (and its slot given back): a new child may take it.
+    let again = session
+        .run_with("AGAINPARENT", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(again.final_text, "opened again", "{again:?}");
+    let second = session
+        .supervisor()
+        .snapshot()
+        .into_iter()
+        .find(|r| r.agent_id != kid.agent_id)
+        .expect("the second child");
+    assert_eq!(
+        second.name, "kid",
+        "the cancelled child still holds its name"
+    );
+
+    let ledger = session.ledger().clone();
+    session.close().await;
+    let detail = ledger
+        .get_run(&RunId::from_string(&kid.agent_id))
+        .await
+        .unwrap();
+    assert_eq!(detail.run.status.as_str(), "cancelled", "{:?}", detail.run);
+    assert!(
+        detail
+            .run
+            .status_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("spawn record waited"),
+        "{:?}",
+        detail.run.status_reason
+    );
 }

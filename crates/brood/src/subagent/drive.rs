@@ -10,7 +10,7 @@
 
 use super::contract;
 use super::fork;
-use super::gate::SpawnGate;
+use super::gate::{Settled, SpawnGate};
 use super::inbox::{Claim, RunInbox};
 use super::result::ChildResult;
 use super::role::Role;
@@ -335,8 +335,9 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
             .catch_unwind()
             .await;
         if let Err(panic) = outcome {
-            // A run whose spawn never reached the disk has no record to end.
-            if !gate.passed().await {
+            // A run whose spawn never reached the disk has no record to end (one
+            // whose `open` was dropped still has its record queued: it ends it).
+            if gate.settled().await == Settled::NotRecorded {
                 return;
             }
             let detail = panic
@@ -373,7 +374,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     let permit = match inner.board.try_slot() {
         Some(p) => Some(p),
         None => {
-            if !gate.passed().await {
+            if !spawn_on_disk(&sup, &plan, &mut gate).await {
                 return;
             }
             inner.board.set_status(&ctx.run_id, LiveStatus::Queued);
@@ -382,7 +383,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         }
     };
     let Some(permit) = permit else {
-        if !gate.passed().await {
+        if !spawn_on_disk(&sup, &plan, &mut gate).await {
             return;
         }
         let result = settle(&sup, &plan, None, LiveStatus::Cancelled).await;
@@ -392,7 +393,8 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     // The first context and the toolbox are built while the spawn record commits.
     let (system, messages, offered) = first_context(&sup, &plan);
     let toolbox = build_toolbox(&sup, &ctx, offered.is_some());
-    if !gate.passed().await {
+    if !spawn_on_disk(&sup, &plan, &mut gate).await {
+        drop(permit);
         return;
     }
     // The tree's budget was spent while this child waited for its slot: it never
@@ -750,6 +752,31 @@ async fn settle(
         transcript_handle: plan.transcript_handle.clone(),
         model: format!("{}/{}", ctx.provider_name, ctx.model_id),
         warnings: plan.warnings.clone(),
+    }
+}
+
+/// Wait for the spawn record; `true` when the child may run. A spawn whose `open`
+/// was dropped (the parent's turn cancelled while the record waited for the
+/// ledger) still has its record queued: the child ends it `cancelled`, which gives
+/// back its slot and its name, and tells no parent (nobody was told it opened).
+async fn spawn_on_disk(sup: &Supervisor, plan: &ChildPlan, gate: &mut SpawnGate) -> bool {
+    match gate.settled().await {
+        Settled::OnDisk => true,
+        Settled::NotRecorded => false,
+        Settled::Abandoned => {
+            sup.inner.board.cancel(
+                &plan.ctx.run_id,
+                "cancelled before it started: the call that opened it was cancelled \
+                 while its spawn record waited for the ledger",
+            );
+            let result = settle(sup, plan, None, LiveStatus::Cancelled).await;
+            let delivery = Delivery {
+                background: false,
+                ..plan.delivery()
+            };
+            finish(sup, &delivery, result).await;
+            false
+        }
     }
 }
 

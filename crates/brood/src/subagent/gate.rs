@@ -20,12 +20,26 @@ impl SpawnGate {
         (tx, SpawnGate(rx))
     }
 
-    /// Wait until settled: `true` when the spawn is on disk.
-    pub async fn passed(&mut self) -> bool {
-        self.0
-            .wait_for(Option::is_some)
-            .await
-            .map(|v| *v == Some(true))
-            .unwrap_or(false)
+    /// Wait until settled and say how. A sender dropped unsettled means the `open`
+    /// that queued the spawn record was cancelled (its future dropped) while the
+    /// record waited for the ledger: the record is still queued, so the child must
+    /// record an end of its own (`cancelled`) and give back its slot and name.
+    pub async fn settled(&mut self) -> Settled {
+        match self.0.wait_for(Option::is_some).await {
+            Ok(v) if *v == Some(true) => Settled::OnDisk,
+            Ok(_) => Settled::NotRecorded,
+            Err(_) => Settled::Abandoned,
+        }
     }
+}
+
+/// How a child's spawn settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// The spawn record committed; the child may run.
+    OnDisk,
+    /// The spawn record failed; the child has no record and never runs.
+    NotRecorded,
+    /// The `open` was dropped before the record committed; the record is queued.
+    Abandoned,
 }
