@@ -377,3 +377,57 @@ fn hostile_tool_calls_are_refused_and_bounded() {
     }
     let _ = case.ledger();
 }
+
+/// Size of everything under `dir`, recursively.
+fn disk_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => disk_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// 21.3: a child's big answer is not stored again and again — `.brood/` grows by at
+/// most about twice the text it records (the issue measured 5×: twice in events,
+/// twice in results, plus a spill file; the `completed` event no longer carries a
+/// copy of the result).
+#[test]
+fn a_big_answer_is_stored_once() {
+    const BIG: usize = 6 << 20;
+    let case = Case::new();
+    let server = MockServer::start(|req| {
+        if is_child(req) {
+            return MockReply::Answer(Answer::text("y".repeat(BIG)).fragment(0));
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"prompts": ["child big"]})),
+            _ => MockReply::text("parent done"),
+        }
+    });
+    let (code, v, stderr) = case.run(&server, &[("BROOD_API_TIMEOUT_SECS", "60")]);
+    assert_eq!(code, Some(0), "{stderr}\n{v}");
+    let runs = case.ledger();
+    assert_eq!(runs.len(), 2);
+    let used = disk_bytes(&case.ws.path().join(".brood"));
+    // The text recorded: every answer the child got (asked again for its report
+    // format, it answers the same once more).
+    let answers = server.captured().iter().filter(|r| is_child(r)).count() as u64;
+    let recorded = answers * BIG as u64;
+    eprintln!("ledger after {answers} answers of {BIG} B: {used} B");
+    let listing = std::process::Command::new("du")
+        .args(["-ab"])
+        .arg(case.ws.path().join(".brood"))
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    assert!(
+        used <= 2 * recorded + (1 << 20),
+        "{used} B for {answers} answers of {BIG} B:\n{listing}"
+    );
+}

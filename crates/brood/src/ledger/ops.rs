@@ -216,7 +216,8 @@ pub(crate) fn transition(
             (Some(reason), None, None)
         }
     };
-    // The result is encoded once, for its row and inside the event.
+    // The result is encoded once, for its row; the event only says it has one (21.3:
+    // a child's answer stored once, not again inside its `completed` event).
     let result_text = match result {
         Some(v) => Some(
             serde_json::to_string(v).map_err(|e| LedgerError::json("encoding a run result", e))?,
@@ -255,10 +256,11 @@ pub(crate) fn transition(
     Ok(facts)
 }
 
-/// A transition's event payload, as JSON text: `{"from"}`, plus `"result"` for
-/// `completed`, `"error"` and `"result"` (or `null`) for `failed`, `"reason"` for
-/// `cancelled`/`interrupted` — the result spliced in from its encoded text instead of
-/// copied into a `Value` and encoded a second time.
+/// A transition's event payload, as JSON text: `{"from"}`, plus `"result":
+/// "run_results"` for `completed`, `"error"` and `"result"` (`"run_results"` or
+/// `null`) for `failed`, `"reason"` for `cancelled`/`interrupted`. The result itself
+/// lives once, in `run_results` (read with the run: `brood agents show`, export);
+/// copying it into the event stored a child's whole answer twice (issue 21.3).
 fn transition_payload(
     from: RunStatus,
     change: &Transition,
@@ -267,7 +269,12 @@ fn transition_payload(
     let text = |s: &str| {
         serde_json::to_string(s).map_err(|e| LedgerError::json("encoding an event payload", e))
     };
-    let mut p = String::with_capacity(48 + result_text.map_or(0, str::len));
+    let where_result = if result_text.is_some() {
+        "\"run_results\""
+    } else {
+        "null"
+    };
+    let mut p = String::with_capacity(64);
     p.push_str("{\"from\":\"");
     p.push_str(from.as_str());
     p.push('"');
@@ -275,13 +282,13 @@ fn transition_payload(
         Transition::Queued | Transition::Running => {}
         Transition::Completed { .. } => {
             p.push_str(",\"result\":");
-            p.push_str(result_text.unwrap_or("null"));
+            p.push_str(where_result);
         }
         Transition::Failed { error, .. } => {
             p.push_str(",\"error\":");
             p.push_str(&text(error)?);
             p.push_str(",\"result\":");
-            p.push_str(result_text.unwrap_or("null"));
+            p.push_str(where_result);
         }
         Transition::Cancelled { reason } | Transition::Interrupted { reason } => {
             p.push_str(",\"reason\":");
@@ -534,14 +541,14 @@ mod tests {
                 Transition::Completed {
                     result: result.clone(),
                 },
-                json!({"from": "pending", "result": result}),
+                json!({"from": "pending", "result": "run_results"}),
             ),
             (
                 Transition::Failed {
                     error: "boom \"x\"".into(),
                     result: Some(result.clone()),
                 },
-                json!({"from": "pending", "error": "boom \"x\"", "result": result}),
+                json!({"from": "pending", "error": "boom \"x\"", "result": "run_results"}),
             ),
             (
                 Transition::Failed {
