@@ -6,7 +6,9 @@
 //!
 //! [`Permissions`] say what a run may do; a [`Toolbox`] is built from them (tools
 //! outside them are not offered) and checks them again on every call. Paths go
-//! through the [`Workspace`] jail; shells of runs without Write run sandboxed.
+//! through the [`Workspace`] jail; every shell runs in the kernel sandbox
+//! ([`sandbox`]), read-only or writer as [`ShellPolicy`] says, with network only
+//! where [`Permissions::network`] and the user's `[sandbox] network` both allow it.
 
 mod beneath;
 pub mod builtin;
@@ -79,7 +81,8 @@ pub enum ShellPolicy {
     /// Shell under a landlock ruleset: the filesystem is read-only except a private
     /// temp dir. Where landlock is unavailable the shell is refused, never unsandboxed.
     ReadOnly,
-    /// Ordinary shell inside the workspace.
+    /// A writer's shell: sandboxed too, but it may write the workspace (not its
+    /// protected entries) and, where granted, reach the network.
     Full,
 }
 
