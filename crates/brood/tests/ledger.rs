@@ -456,6 +456,54 @@ async fn oversized_transcript_contents_are_capped_and_spilled() {
     assert!(!ws.path().join(obj.spill_path.as_ref().unwrap()).exists());
 }
 
+/// A spill file is written before its row: when the row's insert is rolled back,
+/// the file goes too (nothing in `.brood/state/spill/` that no row names).
+#[tokio::test]
+async fn a_spill_file_whose_row_rolls_back_is_removed() {
+    let ws = TempDir::new().unwrap();
+    let opts = LedgerOptions {
+        transcript_cap_bytes: 1024,
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::open(ws.path(), opts).unwrap();
+    let id = ledger.create_run(named("r")).await.unwrap();
+    // Another program refuses every transcript insert (after brood wrote the file).
+    let other = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    other
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON transcripts \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+        )
+        .unwrap();
+    let big: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    ledger
+        .append_message(&id, "tool", Value::String(big.clone()))
+        .unwrap();
+    ledger.flush().await.unwrap();
+    assert_eq!(ledger.stats().ops_failed, 1, "{:?}", ledger.stats());
+    let spill_dir = ws.path().join(".brood/state/spill");
+    let left: Vec<_> = std::fs::read_dir(&spill_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "orphaned spill files: {left:?}");
+
+    // Once inserts are allowed again, a spill file stays with its row.
+    other.execute_batch("DROP TRIGGER refuse").unwrap();
+    ledger
+        .append_message(&id, "tool", Value::String(big.clone()))
+        .unwrap();
+    ledger.flush().await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let entries = reader.transcript(&id, 0, 10).unwrap().entries;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        reader.read_spill(&entries[0]).unwrap().as_deref(),
+        Some(big.as_str())
+    );
+    assert_eq!(std::fs::read_dir(&spill_dir).unwrap().count(), 1);
+}
+
 #[tokio::test]
 async fn run_ids_resolve_from_unique_prefixes() {
     let ws = TempDir::new().unwrap();

@@ -369,6 +369,9 @@ pub(crate) fn add_usage(
 pub(crate) struct SpillTo<'a> {
     pub paths: &'a LedgerPaths,
     pub cap_bytes: usize,
+    /// Every spill file written, in order, so the writer can remove those whose
+    /// row was rolled back (the file is written before its row is inserted).
+    pub written: &'a std::cell::RefCell<Vec<std::path::PathBuf>>,
 }
 
 /// Append a transcript message, capping (and spilling) an oversized content.
@@ -387,6 +390,7 @@ pub(crate) fn append_message(
     let capped = spill::cap(content, spill_to.cap_bytes, &spill_rel);
     let spill_path = match &capped.spill_text {
         Some(text) => {
+            spill_to.written.borrow_mut().push(spill_abs.clone());
             spill::write(&spill_abs, text)?;
             Some(spill_rel)
         }

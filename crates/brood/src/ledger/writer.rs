@@ -288,7 +288,7 @@ impl Writer {
         let mut settles: Vec<Settle> = Vec::with_capacity(batch.len());
         let mut tally = LedgerStats::default();
         let mut shutdown = None;
-        let mut spills = Vec::new();
+        let mut spills = SpillFiles::default();
         let mut wait = Wait::new(&self.counters);
         let begun = loop {
             match self
@@ -347,10 +347,12 @@ impl Writer {
         match &commit {
             Ok(()) => {
                 tally.batches_committed = 1;
-                maintenance::remove_spill_files(&spills);
+                maintenance::remove_spill_files(&spills.obsolete);
                 self.counters.add(&tally);
             }
             Err(_) => {
+                // The rows that named this batch's spill files were rolled back.
+                maintenance::remove_spill_files(&spills.written);
                 // What the memo learned from this batch was never committed.
                 self.memo.clear();
                 let lost = tally.ops_committed;
@@ -418,7 +420,7 @@ impl ApplyCtx<'_> {
         op: Op,
         settles: &mut Vec<Settle>,
         tally: &mut LedgerStats,
-        spills: &mut Vec<std::path::PathBuf>,
+        spills: &mut SpillFiles,
     ) -> Option<Reply<()>> {
         match op {
             Op::CreateRun { id, run, at, reply } => {
@@ -468,12 +470,14 @@ impl ApplyCtx<'_> {
                 content,
                 at,
             } => {
+                let written = std::cell::RefCell::new(Vec::new());
                 let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
                     ops::append_message(
                         c,
                         &ops::SpillTo {
                             paths: self.paths,
                             cap_bytes: self.cap_bytes,
+                            written: &written,
                         },
                         run.as_str(),
                         &role,
@@ -483,6 +487,7 @@ impl ApplyCtx<'_> {
                     )
                 });
                 count(tally, &r, |t| t.transcript_entries_written += 1);
+                spills.settle_written(written.into_inner(), r.is_ok());
             }
             Op::Usage { run, delta, at } => {
                 let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
@@ -524,7 +529,7 @@ impl ApplyCtx<'_> {
                 count(tally, &r, |_| {});
                 // Spill files go once the deletion is committed.
                 let r = r.map(|(report, files)| {
-                    spills.extend(files);
+                    spills.obsolete.extend(files);
                     report
                 });
                 settle(settles, reply, r);
@@ -533,6 +538,27 @@ impl ApplyCtx<'_> {
             Op::Shutdown { reply } => return Some(reply),
         }
         None
+    }
+}
+
+/// The spill files one batch touches.
+#[derive(Default)]
+struct SpillFiles {
+    /// Files whose rows the batch deletes: removed once it commits.
+    obsolete: Vec<std::path::PathBuf>,
+    /// Files the batch wrote for rows it inserted: removed if it rolls back.
+    written: Vec<std::path::PathBuf>,
+}
+
+impl SpillFiles {
+    /// After one message op: keep the file its committed row names (the last one
+    /// written, when it succeeded); remove any written by an attempt that was
+    /// rolled back (a failed op, or a first try on stale facts) at once.
+    fn settle_written(&mut self, mut files: Vec<std::path::PathBuf>, ok: bool) {
+        let kept = if ok { files.pop() } else { None };
+        files.retain(|f| Some(f) != kept.as_ref());
+        maintenance::remove_spill_files(&files);
+        self.written.extend(kept);
     }
 }
 
