@@ -361,11 +361,25 @@ fn routing_precedence_table() {
             want: ("openrouter", "deepseek/v4-flash", "definition"),
         },
         Row {
-            what: "definition model inherit falls through",
+            what: "definition model inherit is the parent's model, over default_model",
             config: "[subagents]\ndefault_model = \"d\"\n".into(),
             kind: definition("model: inherit"),
             explicit: None,
-            want: ("deepseek", "d", "subagents.default_model"),
+            want: ("deepseek", "deepseek-chat", "definition:inherit"),
+        },
+        Row {
+            what: "an unmapped Claude model name runs on the parent's model",
+            config: "[subagents]\ndefault_model = \"d\"\n".into(),
+            kind: definition("model: opus"),
+            explicit: None,
+            want: ("deepseek", "deepseek-chat", "definition:unmapped"),
+        },
+        Row {
+            what: "a mapped Claude model name runs on its mapping",
+            config: "[subagents.model_aliases]\nOpus = \"fast\"\n".into(),
+            kind: definition("model: opus"),
+            explicit: None,
+            want: ("openrouter", "deepseek/v4-flash", "definition"),
         },
         // 5. default_model
         Row {
