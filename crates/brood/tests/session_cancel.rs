@@ -424,3 +424,41 @@ async fn a_spawn_cancelled_while_its_record_waits_settles_the_child() {
         detail.run.status_reason
     );
 }
+
+/// A `Session` dropped without `close` ends: its cancel poller stops and the ledger
+/// closes, so its boot lock goes and other processes no longer see the boot live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_session_closes_its_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new().on("hello", vec![ScriptStep::text("hi")]);
+    let session = open_with(dir.path(), Arc::new(model)).await;
+    let report = session
+        .run_with("hello", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.final_text, "hi");
+    let lock = dir
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join(".brood/state/boots")
+        .join(format!("{}.lock", session.ledger().boot_id()));
+    assert!(lock.exists(), "a live session holds {lock:?}");
+    drop(session);
+    // The tasks that held the ledger end on the session's token; the lock file goes
+    // with the ledger (watched, bounded: nothing to await from a drop).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while lock.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped session still holds its boot lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let ledger = Ledger::open(dir.path(), Default::default()).unwrap();
+    assert!(
+        ledger.recovery().live_boots.is_empty(),
+        "{:?}",
+        ledger.recovery()
+    );
+}

@@ -569,6 +569,22 @@ impl Session {
     }
 }
 
+/// A session dropped without [`Session::close`] still ends: its runs are cancelled
+/// (children record `cancelled`), the cancel poller and heartbeat stop, and the
+/// ledger closes — writer thread ended, boot lock released — once the last task
+/// holding it has written its end. `close` waits for all that; a drop cannot.
+impl Drop for Session {
+    fn drop(&mut self) {
+        for run in self.supervisor.snapshot() {
+            if !run.status.is_terminal() {
+                self.supervisor
+                    .cancel(&run.agent_id, "the session was dropped");
+            }
+        }
+        self.cancel.cancel();
+    }
+}
+
 /// Every `ask_before` name must be a tool the session makes (built-in, memory or
 /// the embedder's); delegation tools are bounded by the `[subagents]` limits instead.
 fn check_ask_before(
