@@ -12,6 +12,7 @@ mod out;
 
 mod agents;
 mod agents_check;
+mod chat;
 mod config_show;
 mod doctor;
 mod render;
@@ -52,14 +53,18 @@ const FINAL_FLUSH_GRACE: Duration = Duration::from_secs(5);
     about = "A runtime for sub-agents in coding agents: enforced grants, bounded fan-out, a durable ledger."
 )]
 struct Cli {
+    /// Bare `brood` on a terminal is `brood chat`.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run a parent agent on PROMPT in the workspace (one shot).
     Run(RunArgs),
+    /// Talk with a parent agent: prompts and slash commands (/help), one session
+    /// for the whole conversation. Reads lines when stdin or stdout is not a terminal.
+    Chat(chat::ChatArgs),
     /// Inspect the effective configuration.
     Config {
         #[command(subcommand)]
@@ -122,8 +127,9 @@ struct ProviderArgs {
     api_key_env: Option<String>,
 }
 
-#[derive(Args)]
-struct RunArgs {
+/// What opens a session: `run` and `chat` take the same flags.
+#[derive(Args, Clone, Default)]
+struct SessionArgs {
     #[command(flatten)]
     provider: ProviderArgs,
     /// Workspace directory (default: the current directory).
@@ -136,6 +142,12 @@ struct RunArgs {
     /// api_key_env, [providers.*] and [models.*] (see README "Trust").
     #[arg(long)]
     trust: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    session: SessionArgs,
     /// Print exactly one JSON object at the end instead of streaming.
     #[arg(long)]
     json: bool,
@@ -191,8 +203,21 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> u8 {
-    match cli.command {
+    let command = match cli.command {
+        Some(c) => c,
+        None if std::io::IsTerminal::is_terminal(&std::io::stdin())
+            && std::io::IsTerminal::is_terminal(&std::io::stdout()) =>
+        {
+            Command::Chat(chat::ChatArgs::default())
+        }
+        None => {
+            let _ = Cli::command().print_help();
+            return 2;
+        }
+    };
+    match command {
         Command::Run(args) => run(args).await,
+        Command::Chat(args) => chat::run(args).await,
         Command::Config {
             command:
                 ConfigCmd::Show {
@@ -301,12 +326,12 @@ fn config_show(provider: ProviderArgs, workspace: Option<PathBuf>) -> u8 {
 }
 
 async fn run(args: RunArgs) -> u8 {
-    let ws = match workspace_dir(args.workspace.clone()) {
+    let ws = match workspace_dir(args.session.workspace.clone()) {
         Ok(w) => w,
         Err(c) => return c,
     };
-    let (config, env, checked) = match load_config(&ws, &args.provider, args.max_turns, args.trust)
-    {
+    let s = &args.session;
+    let (config, env, checked) = match load_config(&ws, &s.provider, s.max_turns, s.trust) {
         Ok(c) => c,
         Err(c) => return c,
     };

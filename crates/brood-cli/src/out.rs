@@ -26,6 +26,12 @@ pub fn stdout_bytes(bytes: &[u8]) {
     let _ = out.write_all(bytes).and_then(|()| out.flush());
 }
 
+/// Bytes to stderr (an input prompt), flushed.
+pub fn stderr_bytes(bytes: &[u8]) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(bytes).and_then(|()| err.flush());
+}
+
 fn line(w: &mut impl Write, args: fmt::Arguments<'_>) -> io::Result<()> {
     w.write_fmt(args)?;
     w.write_all(b"\n")?;

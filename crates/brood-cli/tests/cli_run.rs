@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 #[path = "cli_run/degraded.rs"]
 mod degraded;
 
+#[path = "cli_run/chat.rs"]
+mod chat;
+
 /// Run the brood binary with a clean, isolated environment.
 fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
     let mut cmd = brood_command(&[], home, ws);

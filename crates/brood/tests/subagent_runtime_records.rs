@@ -115,6 +115,7 @@ async fn run_root(sup: &Supervisor, prompt: &str) -> (String, AgentOutcome) {
         cancel: CancellationToken::new(),
         name: "parent".into(),
         tallies: None,
+        history: Vec::new(),
     };
     within("the parent run", sup.run_root(req)).await.unwrap()
 }
@@ -488,6 +489,7 @@ async fn shutdown_stops_the_parent_and_its_task_children_promptly() {
                 cancel: CancellationToken::new(),
                 name: "parent".into(),
                 tallies: None,
+                history: Vec::new(),
             })
             .await
         })

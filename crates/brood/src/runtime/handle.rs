@@ -52,7 +52,13 @@ impl Session {
         let turn = self.cancel_token().child_token();
         let runner = self.root_runner();
         let supervisor = runner.supervisor.clone();
-        let task = tokio::spawn(runner.run(id.clone(), prompt.to_string(), None, turn.clone()));
+        let task = tokio::spawn(runner.run(
+            id.clone(),
+            prompt.to_string(),
+            Vec::new(),
+            None,
+            turn.clone(),
+        ));
         RunHandle {
             id,
             _cancel_on_drop: turn.clone().drop_guard(),

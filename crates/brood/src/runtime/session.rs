@@ -172,6 +172,11 @@ pub struct RunReport {
     /// Why it failed or was cancelled, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The parent's whole conversation after this run (the history given to
+    /// [`Session::run_continuing`], the prompt, every step): pass it to the next
+    /// `run_continuing` to go on talking.
+    #[serde(skip)]
+    pub messages: Vec<crate::model::Message>,
 }
 
 impl RunReport {
@@ -513,6 +518,29 @@ impl Session {
             .run(
                 crate::subagent::run::new_run_id(),
                 prompt.to_string(),
+                Vec::new(),
+                events,
+                turn,
+            )
+            .await
+    }
+
+    /// As [`Session::run_with`], continuing a conversation: `history` is what an
+    /// earlier report's [`RunReport::messages`] returned (`brood chat` keeps the
+    /// parent's conversation across prompts this way). Each prompt is its own root
+    /// run in the ledger; its model requests carry the whole conversation.
+    pub async fn run_continuing(
+        &self,
+        history: Vec<crate::model::Message>,
+        prompt: &str,
+        events: Option<EventSink>,
+        turn: CancellationToken,
+    ) -> Result<RunReport, SessionError> {
+        self.root_runner()
+            .run(
+                crate::subagent::run::new_run_id(),
+                prompt.to_string(),
+                history,
                 events,
                 turn,
             )
@@ -627,6 +655,7 @@ impl RootRunner {
         self,
         id: String,
         prompt: String,
+        history: Vec<crate::model::Message>,
         events: Option<EventSink>,
         turn: CancellationToken,
     ) -> Result<RunReport, SessionError> {
@@ -640,6 +669,7 @@ impl RootRunner {
             cancel: turn.clone(),
             name: "parent".into(),
             tallies: Some(tallies.clone()),
+            history,
         };
         let roots = self.roots.clone();
         let warn = self.warn;
@@ -689,6 +719,7 @@ impl RootRunner {
                     _ => None,
                 }),
             ending: outcome.ending,
+            messages: outcome.messages,
         })
     }
 }

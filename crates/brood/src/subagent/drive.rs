@@ -898,7 +898,9 @@ pub(crate) async fn run_root(
         tool_concurrency: env.tool_concurrency,
     };
     let hooks = hooks_for(sup, &ctx, req.events);
-    let outcome = agent::run(&spec, vec![first], &hooks, &cancel).await;
+    let mut initial = req.history;
+    initial.push(first);
+    let outcome = agent::run(&spec, initial, &hooks, &cancel).await;
     link.abort();
     let status = status_of(&outcome.ending);
     let result = ChildResult {

@@ -96,6 +96,9 @@ pub struct RootRequest {
     /// Where the run counts what the model answered to it and to its tree (read
     /// them when it ends); `None` when the caller does not want them.
     pub tallies: Option<Arc<super::tally::RootTallies>>,
+    /// The conversation so far (an interactive session's earlier turns): the run
+    /// continues it with `prompt` as the next user message. Empty for a fresh run.
+    pub history: Vec<crate::model::Message>,
 }
 
 /// What `agent_open` returns at once.

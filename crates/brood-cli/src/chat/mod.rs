@@ -1,0 +1,306 @@
+//! `brood chat`: an interactive session with the parent agent. One [`Session`]
+//! for the whole chat; each prompt is a root run continuing the parent's
+//! conversation ([`Session::run_continuing`]); slash commands inspect and steer
+//! it. Plain mode ([`plain`]) reads lines and prints text — for scripts and for
+//! terminals until the full-screen UI lands.
+
+mod plain;
+mod slash;
+mod tree;
+
+use crate::SessionArgs;
+use brood::model::Message;
+use brood::runtime::config::{Config, Source};
+use brood::runtime::session::{Session, SessionOptions};
+use brood::runtime::Checked;
+use brood::subagent::{resolve_route, AgentKind, Role};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tree::AgentTree;
+
+#[derive(Args, Default)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Print every live event and each prompt's report as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Start a chat (plain mode: line by line on stdin).
+pub async fn run(args: ChatArgs) -> u8 {
+    let chat = match Chat::open(&args.session).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    plain::run(chat, args.json).await
+}
+
+/// Everything a chat keeps between prompts.
+pub struct Chat {
+    session: Session,
+    config: Config,
+    checked: Checked,
+    env: BTreeMap<String, String>,
+    ws: PathBuf,
+    /// The parent's conversation so far.
+    history: Vec<Message>,
+    /// `/model-subagent` choices: canonical role → model.
+    subagent_models: BTreeMap<String, String>,
+    /// Whether `/model` set the parent's model.
+    model_from_chat: bool,
+    tree: AgentTree,
+    /// What the model answered to every prompt of this chat.
+    usage: ChatUsage,
+}
+
+impl Chat {
+    async fn open(args: &SessionArgs) -> Result<Chat, u8> {
+        let ws = crate::workspace_dir(args.workspace.clone())?;
+        let (config, env, checked) =
+            crate::load_config(&ws, &args.provider, args.max_turns, args.trust)?;
+        for a in &checked.adjustments {
+            errln!("brood: note: {a}");
+        }
+        let session = open_session(&ws, &config, &env).await?;
+        for d in session.sandbox_degradations() {
+            errln!("brood: warning: shell sandbox: {d}");
+        }
+        for w in session.definition_warnings() {
+            errln!("brood: warning: agent definition {w}");
+        }
+        Ok(Chat {
+            session,
+            config,
+            checked,
+            env,
+            ws,
+            history: Vec::new(),
+            subagent_models: BTreeMap::new(),
+            model_from_chat: false,
+            tree: AgentTree::default(),
+            usage: ChatUsage::default(),
+        })
+    }
+
+    /// Open the session again on the changed configuration (after `/model` or
+    /// `/model-subagent`); the old one is closed once the new one is open (its
+    /// background children are stopped and recorded). The conversation and the
+    /// tree are kept.
+    async fn reopen(&mut self, config: Config) -> Result<(), String> {
+        let checked = config.check(&self.env).map_err(|e| e.to_string())?;
+        let mut opts = SessionOptions::new(self.ws.clone(), config.clone());
+        opts.env = self.env.clone();
+        // The new session first: if it cannot open, the chat goes on as it was.
+        // Each session is its own boot of the ledger, so both may be open a moment.
+        let fresh = Session::open(opts).await.map_err(|e| e.to_string())?;
+        let old = std::mem::replace(&mut self.session, fresh);
+        old.close().await;
+        self.config = config;
+        self.checked = checked;
+        Ok(())
+    }
+
+    /// The main provider and model, as runs resolve them.
+    fn main_model(&self) -> (String, String) {
+        let model = brood::runtime::provider::main_endpoint(&self.config)
+            .map(|e| e.model.0)
+            .unwrap_or_else(|_| self.config.model.clone().unwrap_or_default());
+        (self.config.provider.clone(), model)
+    }
+
+    /// Run one slash command; its output lines.
+    async fn command(&mut self, cmd: slash::Slash) -> Result<Vec<String>, String> {
+        use slash::Slash;
+        Ok(match cmd {
+            Slash::Help => {
+                let mut out = vec!["commands:".to_string()];
+                out.extend(
+                    slash::HELP
+                        .iter()
+                        .map(|(c, what)| format!("  {c:<28} {what}")),
+                );
+                out.push("anything else is a prompt for the parent agent".into());
+                out
+            }
+            Slash::Agents => {
+                if self.tree.is_empty() {
+                    vec!["no agents yet in this chat".into()]
+                } else {
+                    self.tree.lines()
+                }
+            }
+            Slash::Model(None) => {
+                let (p, m) = self.main_model();
+                let from = if self.model_from_chat {
+                    "/model in this chat".to_string()
+                } else {
+                    crate::config_show::origin(&self.config, &self.config.source_of("model"))
+                };
+                vec![format!("model: {m} on {p} ({from})")]
+            }
+            Slash::Model(Some(name)) => {
+                let mut config = self.config.clone();
+                config.model = Some(name.clone());
+                self.reopen(config).await?;
+                self.model_from_chat = true;
+                vec![format!("model: the next prompts run on {name}")]
+            }
+            Slash::ModelSubagent { role, model } => {
+                let role = Role::parse(&role).map_err(|_| {
+                    let names: Vec<&str> =
+                        Role::accepted_names().into_iter().map(|(n, _)| n).collect();
+                    format!("unknown role {role:?} (accepted: {})", names.join(", "))
+                })?;
+                let mut config = self.config.clone();
+                config
+                    .subagents
+                    .models
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(role.as_str().to_string(), model.clone());
+                self.reopen(config).await?;
+                self.subagent_models
+                    .insert(role.as_str().to_string(), model.clone());
+                vec![format!(
+                    "{} children: the next ones run on {model}",
+                    role.as_str()
+                )]
+            }
+            Slash::ModelsSubagent => self.models_subagent(),
+            Slash::Status => self.status(),
+            Slash::Clear => {
+                self.history.clear();
+                self.tree.clear();
+                vec!["new conversation (the ledger keeps the old one)".into()]
+            }
+            Slash::Quit => Vec::new(),
+        })
+    }
+
+    /// `/models-subagent`: each role's route and the row that chose it.
+    fn models_subagent(&self) -> Vec<String> {
+        let (provider, model) = self.main_model();
+        let settings = &self.checked.settings;
+        Role::ALL
+            .iter()
+            .map(|role| {
+                let kind = AgentKind::Role {
+                    role: *role,
+                    name_used: role.as_str().to_string(),
+                };
+                let route = resolve_route(
+                    &settings.models,
+                    &self.checked.quick_models,
+                    &kind,
+                    None,
+                    (&provider, &model),
+                );
+                let from = match route.source {
+                    "subagents.models" if self.subagent_models.contains_key(role.as_str()) => {
+                        "/model-subagent in this chat".to_string()
+                    }
+                    "main" => "the main model".to_string(),
+                    key => {
+                        let key = if key == "subagents.models" {
+                            format!("subagents.models.{}", role.as_str())
+                        } else {
+                            key.to_string()
+                        };
+                        match self.config.source_of(&key) {
+                            Source::Default => key,
+                            s => format!("{key}, {}", crate::config_show::origin(&self.config, &s)),
+                        }
+                    }
+                };
+                format!(
+                    "{:<12} {} on {} ({from})",
+                    role.as_str(),
+                    route.model,
+                    route.provider
+                )
+            })
+            .collect()
+    }
+
+    /// `/status`: what this chat runs on and may spend, what runs now.
+    fn status(&self) -> Vec<String> {
+        let s = &self.checked.settings;
+        let (provider, model) = self.main_model();
+        let (running, queued) = self.tree.counts();
+        let opt = |v: Option<u64>| v.map_or_else(|| "none".to_string(), |n| n.to_string());
+        let usd = |v: Option<f64>| v.map_or_else(|| "none".to_string(), |n| format!("${n}"));
+        let u = &self.usage;
+        vec![
+            format!("provider: {provider}, model: {model}"),
+            format!(
+                "limits: max_concurrent {}, max_depth {}, max_total {}, wall_time {}s",
+                s.max_concurrent,
+                s.max_depth,
+                s.max_total,
+                s.wall_time.as_secs()
+            ),
+            format!(
+                "budgets: token_budget {}, tree_token_budget {}, cost_budget_usd {}, tree_cost_budget_usd {}",
+                opt(s.token_budget),
+                opt(s.tree_token_budget),
+                usd(s.cost_budget_usd),
+                usd(s.tree_cost_budget_usd)
+            ),
+            format!("children: {running} running, {queued} queued"),
+            format!(
+                "this chat: {} requests, {} input tokens, {} output tokens, cost {}",
+                u.requests,
+                u.input_tokens,
+                u.output_tokens,
+                u.cost_usd().map_or_else(|| "unknown".to_string(), |c| format!("${c:.4}"))
+            ),
+            format!("ledger: {}", self.session.ledger().db_path().display()),
+        ]
+    }
+}
+
+/// What the model answered to a chat's prompts (their whole trees), summed.
+#[derive(Default)]
+pub struct ChatUsage {
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    cost: f64,
+    /// Some answer had no price: the cost is unknown, never guessed.
+    unpriced: bool,
+}
+
+impl ChatUsage {
+    fn add(&mut self, t: &brood::subagent::tally::Tally) {
+        self.requests += t.requests;
+        self.input_tokens += t.usage.input_tokens;
+        self.output_tokens += t.usage.output_tokens;
+        match t.cost_usd {
+            Some(c) => self.cost += c,
+            None if t.requests > 0 => self.unpriced = true,
+            None => {}
+        }
+    }
+
+    fn cost_usd(&self) -> Option<f64> {
+        (!self.unpriced && self.requests > 0).then_some(self.cost)
+    }
+}
+
+async fn open_session(
+    ws: &std::path::Path,
+    config: &Config,
+    env: &BTreeMap<String, String>,
+) -> Result<Session, u8> {
+    let mut opts = SessionOptions::new(ws.to_path_buf(), config.clone());
+    opts.env = env.clone();
+    Session::open(opts).await.map_err(|e| {
+        errln!("brood: {e}");
+        if e.is_usage() {
+            2
+        } else {
+            1
+        }
+    })
+}

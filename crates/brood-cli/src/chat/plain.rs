@@ -1,0 +1,157 @@
+//! Plain mode of `brood chat`: prompts and slash commands line by line from
+//! stdin (a line ending in `\` continues on the next), the answer streamed to
+//! stdout, tool and agent lines on stderr; `--json` prints every live event and
+//! each prompt's report as JSON lines instead. Used whenever stdin or stdout is
+//! not a terminal, so a chat can be scripted and tested.
+
+use super::slash::{self, Slash};
+use super::tree::{self, Change};
+use super::Chat;
+use crate::{render, signals};
+use futures::StreamExt;
+use std::io::IsTerminal;
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(mut chat: Chat, json: bool) -> u8 {
+    let interactive = std::io::stdin().is_terminal();
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut signals = signals::Signals::install().ok();
+    let mut events = chat.session.events();
+    if interactive {
+        errln!("brood chat: type a prompt, /help for commands, /quit to leave");
+    }
+    'chat: loop {
+        // One input: a line, or several joined by a trailing `\`.
+        let mut input = String::new();
+        if interactive {
+            crate::out::stderr_bytes(b"> ");
+        }
+        let line = loop {
+            tokio::select! {
+                l = lines.next_line() => match l {
+                    Ok(Some(l)) => match l.strip_suffix('\\') {
+                        Some(part) => {
+                            input.push_str(part);
+                            input.push('\n');
+                        }
+                        None => {
+                            input.push_str(&l);
+                            break input;
+                        }
+                    },
+                    // End of input (or an unreadable stdin) is /quit.
+                    Ok(None) | Err(_) => break 'chat,
+                },
+                Some(ev) = events.next() => show_event(&mut chat.tree, &ev, json),
+                sig = signals::next(&mut signals) => {
+                    errln!("brood: {} received; leaving the chat", sig.name());
+                    break 'chat;
+                }
+            }
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with('/') {
+            match slash::parse(line) {
+                Ok(Slash::Quit) => break,
+                Ok(cmd) => match chat.command(cmd).await {
+                    Ok(out) => out.iter().for_each(|l| outln!("{l}")),
+                    Err(e) => errln!("brood: {e}"),
+                },
+                Err(e) => errln!("brood: {e}"),
+            }
+            // A command may have reopened the session: listen to the new one.
+            events = chat.session.events();
+            continue;
+        }
+        prompt(&mut chat, line, json, &mut events, &mut signals).await;
+    }
+    finish(chat).await
+}
+
+/// Run one prompt as the next turn of the parent's conversation. A signal
+/// interrupts the turn (its children are cancelled and recorded); a second one
+/// exits at once.
+async fn prompt(
+    chat: &mut Chat,
+    line: &str,
+    json: bool,
+    events: &mut brood::EventStream,
+    signals: &mut Option<signals::Signals>,
+) {
+    let turn = CancellationToken::new();
+    let printer = render::Printer::new(!json, false, None);
+    let history = chat.history.clone();
+    let mut interrupted = false;
+    let result = {
+        let run = chat
+            .session
+            .run_continuing(history, line, Some(printer.sink()), turn.clone());
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                r = &mut run => break r,
+                Some(ev) = events.next() => {
+                    show_event(&mut chat.tree, &ev, json);
+                }
+                sig = signals::next(signals) => {
+                    if interrupted {
+                        crate::exit_now(sig, chat.session.ledger(), signals).await;
+                    }
+                    errln!("brood: {} received; interrupting this turn (again to exit)", sig.name());
+                    chat.session.cancel_all(&format!("the chat user interrupted ({})", sig.name()));
+                    turn.cancel();
+                    interrupted = true;
+                }
+            }
+        }
+    };
+    while let Some(Some(ev)) = futures::FutureExt::now_or_never(events.next()) {
+        show_event(&mut chat.tree, &ev, json);
+    }
+    match result {
+        Ok(report) => {
+            chat.usage.add(&report.usage);
+            if !report.messages.is_empty() {
+                chat.history = report.messages.clone();
+            }
+            if json {
+                outln!("{}", serde_json::json!({"report": report}));
+            } else {
+                printer.finish(&report.final_text);
+            }
+            if let Some(e) = &report.error {
+                errln!("brood: run {} ended: {e}", report.run_id);
+            }
+        }
+        Err(e) => errln!("brood: {e}"),
+    }
+}
+
+/// Feed the tree; print the event (`--json`) or a child's start and end (text).
+fn show_event(tree: &mut tree::AgentTree, ev: &brood::Event, json: bool) {
+    if json {
+        outln!("{}", tree::event_json(ev));
+    }
+    let change = tree.apply(ev);
+    if json {
+        return;
+    }
+    match change {
+        Change::Started(n) if n.parent.is_some() => {
+            errln!("  [agent] {} [{} · {}] started", n.name, n.role, n.model)
+        }
+        Change::Ended(n) if n.parent.is_some() => errln!("  [agent] {}", tree::describe(n)),
+        _ => {}
+    }
+}
+
+/// Leave: cancel what still runs (background children), record it, close.
+async fn finish(chat: Chat) -> u8 {
+    chat.session.cancel_all("the chat ended");
+    chat.session.close().await;
+    0
+}

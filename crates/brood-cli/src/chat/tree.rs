@@ -1,0 +1,281 @@
+//! The live agent tree of a chat session, fed from the library's event stream
+//! ([`brood::Session::events`]). This is the one adapter between the library's
+//! events and the chat UI: everything the UI shows about runs is read from here.
+
+use brood::events::{Event, RunEvent, RunEventKind};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Where a run is, as the tree shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Running => "running",
+            State::Completed => "completed",
+            State::Failed => "failed",
+            State::Cancelled => "cancelled",
+            State::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One run in the tree.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: String,
+    pub role: String,
+    pub model: String,
+    pub parent: Option<String>,
+    pub task: String,
+    pub state: State,
+    pub started: Instant,
+    pub ended: Option<Instant>,
+    pub tokens: u64,
+    /// Spawn order (the tree lists children in it).
+    pub order: u64,
+}
+
+/// Every run seen this chat, by id.
+#[derive(Debug, Default)]
+pub struct AgentTree {
+    nodes: BTreeMap<String, Node>,
+    next: u64,
+    /// Events the stream dropped for us (the ledger still has them).
+    pub missed: u64,
+}
+
+/// What changed, for a caller that prints lifecycle lines.
+pub enum Change<'a> {
+    Started(&'a Node),
+    Ended(&'a Node),
+    Nothing,
+}
+
+impl AgentTree {
+    /// Take one event from the session's stream.
+    pub fn apply(&mut self, event: &Event) -> Change<'_> {
+        match event {
+            Event::Run(ev) => self.apply_run(ev),
+            Event::Lagged { missed } => {
+                self.missed += missed;
+                Change::Nothing
+            }
+            _ => Change::Nothing,
+        }
+    }
+
+    fn apply_run(&mut self, ev: &RunEvent) -> Change<'_> {
+        if let RunEventKind::Spawned {
+            name, objective, ..
+        } = &ev.kind
+        {
+            self.next += 1;
+            self.nodes.insert(
+                ev.run_id.clone(),
+                Node {
+                    name: name.clone(),
+                    role: ev.role.clone(),
+                    model: ev.model.clone(),
+                    parent: ev.parent_id.clone(),
+                    task: objective.clone(),
+                    state: State::Queued,
+                    started: Instant::now(),
+                    ended: None,
+                    tokens: 0,
+                    order: self.next,
+                },
+            );
+            return Change::Nothing;
+        }
+        let Some(node) = self.nodes.get_mut(&ev.run_id) else {
+            return Change::Nothing;
+        };
+        let ended = match &ev.kind {
+            RunEventKind::Queued => {
+                node.state = State::Queued;
+                return Change::Nothing;
+            }
+            RunEventKind::Started => {
+                node.state = State::Running;
+                return Change::Started(node);
+            }
+            RunEventKind::Usage {
+                input_tokens,
+                output_tokens,
+                ..
+            } => {
+                node.tokens += input_tokens + output_tokens;
+                return Change::Nothing;
+            }
+            RunEventKind::Completed { .. } => State::Completed,
+            RunEventKind::Failed { .. } => State::Failed,
+            RunEventKind::Cancelled { .. } => State::Cancelled,
+            RunEventKind::Interrupted { .. } => State::Interrupted,
+            _ => return Change::Nothing,
+        };
+        node.state = ended;
+        node.ended = Some(Instant::now());
+        Change::Ended(node)
+    }
+
+    /// Children (not roots) that are queued and running.
+    pub fn counts(&self) -> (usize, usize) {
+        let live = self.nodes.values().filter(|n| n.parent.is_some());
+        live.fold((0, 0), |(r, q), n| match n.state {
+            State::Running => (r + 1, q),
+            State::Queued => (r, q + 1),
+            _ => (r, q),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Forget every run (a `/clear`).
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+    }
+
+    /// The tree as text lines: each root, then its descendants
+    /// `├─ name [role · model] task — state, elapsed, tokens`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut roots: Vec<(&String, &Node)> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.parent.is_none())
+            .collect();
+        roots.sort_by_key(|(_, n)| n.order);
+        for (id, n) in roots {
+            out.push(format!("{} — {}", describe(n), id));
+            self.children_lines(id, "", &mut out);
+        }
+        out
+    }
+
+    fn children_lines(&self, parent: &str, indent: &str, out: &mut Vec<String>) {
+        let mut kids: Vec<(&String, &Node)> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.parent.as_deref() == Some(parent))
+            .collect();
+        kids.sort_by_key(|(_, n)| n.order);
+        let last = kids.len().saturating_sub(1);
+        for (i, (id, n)) in kids.into_iter().enumerate() {
+            let (branch, next) = if i == last {
+                ("└─ ", "   ")
+            } else {
+                ("├─ ", "│  ")
+            };
+            out.push(format!("{indent}{branch}{}", describe(n)));
+            self.children_lines(id, &format!("{indent}{next}"), out);
+        }
+    }
+}
+
+/// `name [role · model] task — state, elapsed, tokens`.
+pub fn describe(n: &Node) -> String {
+    let elapsed = n.ended.unwrap_or_else(Instant::now) - n.started;
+    let task: String = n.task.split_whitespace().collect::<Vec<_>>().join(" ");
+    let task = if task.chars().count() > 48 {
+        format!("{}…", task.chars().take(47).collect::<String>())
+    } else {
+        task
+    };
+    format!(
+        "{} [{} · {}] {} — {}, {:.1}s, {} tokens",
+        n.name,
+        n.role,
+        n.model,
+        task,
+        n.state.as_str(),
+        elapsed.as_secs_f64(),
+        n.tokens
+    )
+}
+
+/// One event as a JSON line (`brood chat --json`): who (`run_id`, `parent_id`,
+/// `role`, `model`), `seq`, and `event` with the kind's fields.
+pub fn event_json(event: &Event) -> serde_json::Value {
+    use serde_json::json;
+    let ev = match event {
+        Event::Run(ev) => ev,
+        Event::Lagged { missed } => return json!({"event": "lagged", "missed": missed}),
+        _ => return json!({"event": "unknown"}),
+    };
+    let body = match &ev.kind {
+        RunEventKind::Spawned {
+            name,
+            agent_type,
+            objective,
+        } => {
+            json!({"event": "spawned", "name": name, "agent_type": agent_type, "objective": objective})
+        }
+        RunEventKind::Queued => json!({"event": "queued"}),
+        RunEventKind::Started => json!({"event": "started"}),
+        RunEventKind::Step { turn } => json!({"event": "step", "turn": turn}),
+        RunEventKind::TextDelta { text } => json!({"event": "text_delta", "text": text}),
+        RunEventKind::Usage {
+            turn,
+            input_tokens,
+            output_tokens,
+            cached_input_tokens,
+        } => json!({"event": "usage", "turn": turn, "input_tokens": input_tokens,
+            "output_tokens": output_tokens, "cached_input_tokens": cached_input_tokens}),
+        RunEventKind::Retrying {
+            turn,
+            attempt,
+            delay_ms,
+            error,
+        } => {
+            json!({"event": "retrying", "turn": turn, "attempt": attempt, "delay_ms": delay_ms, "error": error})
+        }
+        RunEventKind::ToolCall {
+            call_id,
+            name,
+            arguments,
+        } => {
+            json!({"event": "tool_call", "call_id": call_id, "name": name, "arguments": arguments})
+        }
+        RunEventKind::ToolResult {
+            call_id,
+            name,
+            ok,
+            output,
+            duration_ms,
+        } => json!({"event": "tool_result", "call_id": call_id, "name": name, "ok": ok,
+            "output": output, "duration_ms": duration_ms}),
+        RunEventKind::Completed { final_text } => {
+            json!({"event": "completed", "final": final_text})
+        }
+        RunEventKind::Failed { error } => json!({"event": "failed", "error": error}),
+        RunEventKind::Cancelled { reason } => json!({"event": "cancelled", "reason": reason}),
+        RunEventKind::Interrupted { reason } => {
+            json!({"event": "interrupted", "reason": reason})
+        }
+        _ => json!({"event": "other"}),
+    };
+    let mut v = json!({
+        "seq": ev.seq,
+        "run_id": ev.run_id,
+        "parent_id": ev.parent_id,
+        "role": ev.role,
+        "model": ev.model,
+    });
+    if let (Some(obj), serde_json::Value::Object(b)) = (v.as_object_mut(), body) {
+        obj.extend(b);
+    }
+    v
+}

@@ -1,0 +1,167 @@
+//! `brood chat` in plain mode: prompts and slash commands piped on stdin, one
+//! session whose parent conversation continues across prompts.
+
+use super::*;
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+/// `brood chat --provider local --base-url <server> --model m ARGS…` with `input`
+/// on stdin; waits for it to end (bounded).
+fn chat(f: &Fixture, server: &MockServer, args: &[&str], input: &str) -> Output {
+    let base = server.base_url();
+    let mut cmd = brood_command(&[], f.home.path(), f.ws.path());
+    cmd.args([
+        "chat",
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+    ])
+    .args(args)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn brood chat");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    wait_bounded(child)
+}
+
+fn content(m: &Value) -> &str {
+    m.get("content").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The parent: `first question` → `answer one`; `second question` → whether the
+/// request still carries the first exchange; `fan out` → three explore children.
+/// Children answer and the model each one asked for is kept.
+fn chat_server(child_models: Arc<Mutex<Vec<String>>>) -> MockServer {
+    MockServer::start(move |req| {
+        if req
+            .first_user_text()
+            .is_some_and(|t| t.starts_with("child "))
+        {
+            child_models.lock().unwrap().push(req.model().to_string());
+            return MockReply::text("SUMMARY: looked");
+        }
+        let last = req.last_message().cloned().unwrap_or_default();
+        if last.get("role").and_then(Value::as_str) == Some("tool") {
+            return MockReply::text("fanned out");
+        }
+        match content(&last) {
+            "first question" => MockReply::text("answer one"),
+            "second question" => {
+                let msgs = req.messages();
+                let saw = msgs.iter().any(|m| content(m) == "first question")
+                    && msgs.iter().any(|m| content(m) == "answer one");
+                MockReply::text(if saw { "remembered" } else { "forgot" })
+            }
+            "fan out" => MockReply::tool_call(
+                "task",
+                json!({"prompts": ["child a", "child b", "child c"], "agent_type": "explore"}),
+            ),
+            other => MockReply::text(format!("echo {other}")),
+        }
+    })
+}
+
+#[test]
+fn chat_keeps_the_conversation_and_answers_slash_commands() {
+    let f = fixture();
+    let models = Arc::new(Mutex::new(Vec::new()));
+    let server = chat_server(models.clone());
+    let input = "first question\nsecond question\n/models-subagent\n\
+                 /model-subagent explore kid-model\n/models-subagent\nfan out\n/agents\n\
+                 /status\n/bogus\n/model-subagent explore\n/model-subagent nobody m\n/quit\n\
+                 never sent\n";
+    let out = chat(&f, &server, &[], input);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // The second prompt's request carried the first exchange.
+    assert!(stdout.contains("answer one"), "{stdout}");
+    assert!(stdout.contains("remembered"), "{stdout}\n{stderr}");
+    // /model-subagent: every explore child asked the mock for kid-model.
+    let asked = models.lock().unwrap().clone();
+    assert!(
+        asked.len() >= 3 && asked.iter().all(|m| m == "kid-model"),
+        "{asked:?}\n{stderr}"
+    );
+    assert!(stdout.contains("fanned out"), "{stdout}");
+    // /models-subagent, before and after.
+    let explore: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("explore  "))
+        .collect();
+    assert_eq!(explore.len(), 2, "{stdout}");
+    assert!(
+        explore[0].contains("m on local (the main model)"),
+        "{}",
+        explore[0]
+    );
+    assert!(
+        explore[1].contains("kid-model on local (/model-subagent in this chat)"),
+        "{}",
+        explore[1]
+    );
+    // /agents: the three children under the fan-out's parent, completed.
+    let kids: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("[explore · kid-model]"))
+        .collect();
+    assert_eq!(kids.len(), 3, "{stdout}");
+    assert!(kids.iter().all(|l| l.contains("— completed")), "{stdout}");
+    assert!(
+        kids[0].starts_with("├─ ") && kids[2].starts_with("└─ "),
+        "{stdout}"
+    );
+    // /status.
+    assert!(stdout.contains("children: 0 running, 0 queued"), "{stdout}");
+    assert!(stdout.contains("limits: max_concurrent "), "{stdout}");
+    assert!(stdout.contains("brood.db"), "{stdout}");
+    // Errors name what is accepted; /quit ends before "never sent".
+    assert!(
+        stderr.contains("unknown command /bogus (accepted: /help, /agents"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("usage: /model-subagent ROLE MODEL"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("unknown role \"nobody\" (accepted: general"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("never sent"), "{stdout}");
+    // The parent's 4 requests and the children's.
+    assert_eq!(server.request_count(), 4 + asked.len());
+}
+
+#[test]
+fn chat_json_prints_events_and_a_report_per_prompt() {
+    let f = fixture();
+    let server = chat_server(Arc::default());
+    let out = chat(&f, &server, &["--json"], "first question\n");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(lines
+        .iter()
+        .any(|v| v["event"] == "spawned" && v["role"] == "parent" && v["model"] == "m"));
+    assert!(lines
+        .iter()
+        .any(|v| v["event"] == "completed" && v["final"] == "answer one"));
+    assert_eq!(
+        lines.last().unwrap()["report"]["final"],
+        "answer one",
+        "{stdout}"
+    );
+}
