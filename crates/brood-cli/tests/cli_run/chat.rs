@@ -165,3 +165,31 @@ fn chat_json_prints_events_and_a_report_per_prompt() {
         "{stdout}"
     );
 }
+
+/// `/model NAME`: the next prompts ask the mock for NAME, and the conversation
+/// goes on; `/clear` forgets it.
+#[test]
+fn chat_model_switches_the_parent_and_clear_forgets_the_conversation() {
+    let f = fixture();
+    let server = chat_server(Arc::default());
+    let input =
+        "first question\n/model big-model\n/model\nsecond question\n/clear\nsecond question\n";
+    let out = chat(&f, &server, &[], input);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let models: Vec<String> = server
+        .captured()
+        .iter()
+        .map(|r| r.model().to_string())
+        .collect();
+    assert_eq!(models, ["m", "big-model", "big-model"], "{stderr}");
+    assert!(
+        stdout.contains("model: big-model on local (/model in this chat)"),
+        "{stdout}"
+    );
+    let answers: Vec<&str> = stdout
+        .lines()
+        .filter(|l| *l == "remembered" || *l == "forgot")
+        .collect();
+    assert_eq!(answers, ["remembered", "forgot"], "{stdout}");
+}
