@@ -302,7 +302,9 @@ impl Tool for OpenTool {
             .open(&b.ctx, req)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
-        Ok(to_text(&serde_json::to_value(&opened).unwrap_or_default()))
+        serde_json::to_value(&opened)
+            .map(|v| to_text(&v))
+            .map_err(|e| ToolError::Failed(format!("encoding the opened sub-agent: {e}")))
     }
 }
 
@@ -487,8 +489,9 @@ impl Tool for ListTool {
             .sup
             .snapshot()
             .into_iter()
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
-            .collect();
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ToolError::Failed(format!("encoding the sub-agent list: {e}")))?;
         if a.include_archived.unwrap_or(false) {
             let archived = b
                 .sup
