@@ -16,7 +16,9 @@ fn examples_dir() -> PathBuf {
         .get_or_init(|| {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let status = Command::new(cargo)
-                .args(["build", "-p", "brood", "--examples"])
+                // `--workspace`: the same feature set as `cargo build/test --workspace` (CI), so
+                // this is a no-op there instead of a rebuild of brood with other features.
+                .args(["build", "--workspace", "--examples"])
                 .status()
                 .expect("cargo runs");
             assert!(status.success(), "the examples build");
