@@ -303,3 +303,39 @@ fn missing_summary_falls_back_to_the_preamble_and_says_what_was_missing() {
         "{out}"
     );
 }
+
+/// A report is model output: checking it is bounded. Past the first
+/// `MAX_CITATIONS` citations nothing is checked, and a file larger than the byte
+/// cap is not read (each says why, neither counts as verified).
+#[test]
+fn evidence_checking_is_capped_in_citations_and_bytes() {
+    use brood::subagent::evidence::{MAX_BYTES_READ, MAX_CITATIONS};
+    let ws = workspace();
+    let items: String = (0..MAX_CITATIONS + 36)
+        .map(|i| format!("- src/lib.rs:{} line\n", i % 10 + 1))
+        .collect();
+    let mut r = parse(&format!("SUMMARY: s\nEVIDENCE:\n{items}"));
+    let counts = verify_evidence(&mut r, ws.path());
+    assert_eq!(r.evidence.len(), MAX_CITATIONS + 36);
+    assert_eq!(
+        (counts.checked, counts.verified),
+        (MAX_CITATIONS, MAX_CITATIONS)
+    );
+    for e in &r.evidence[MAX_CITATIONS..] {
+        assert_eq!(e.verified, None);
+        assert!(
+            e.reason.as_deref().unwrap_or("").contains("not checked"),
+            "{e:?}"
+        );
+    }
+
+    // A sparse file past the byte cap: refused by its size, never read.
+    let big = std::fs::File::create(ws.path().join("big.log")).unwrap();
+    big.set_len(MAX_BYTES_READ + 1).unwrap();
+    let (verified, reason) = check(ws.path(), "big.log:1 the start");
+    assert_eq!(verified, Some(false));
+    assert!(
+        reason.as_deref().unwrap_or("").contains("cap"),
+        "{reason:?}"
+    );
+}

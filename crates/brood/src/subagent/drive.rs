@@ -478,7 +478,24 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             }
             outcome.messages = messages;
         }
-        contract::verify_evidence(&mut parsed, inner.env.workspace.root());
+        // Reading files: off the async threads (bounded inside `verify_all`).
+        let root = inner.env.workspace.root().to_path_buf();
+        let mut evidence = parsed.evidence.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            super::evidence::verify_all(&mut evidence, &root);
+            evidence
+        })
+        .await;
+        match checked {
+            Ok(evidence) => parsed.evidence = evidence,
+            // The check itself crashed: the citations stay unchecked, saying so.
+            Err(e) => {
+                for item in parsed.evidence.iter_mut().filter(|i| i.path.is_some()) {
+                    item.verified = None;
+                    item.reason = Some(format!("not checked: the check failed ({e})"));
+                }
+            }
+        }
         report = Some(parsed);
     }
     ctx.progress.pause(true);

@@ -8,8 +8,9 @@
 //! extension-less file such as `Makefile`), so `Step:1` is not taken for a citation.
 
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One EVIDENCE item: an optional `path:start-end` citation and what it shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,19 +206,35 @@ fn path_like(p: &str) -> bool {
 /// stay inside the root (symlinks are followed and re-checked), be a file, and the
 /// line range must lie within its line count. Marks each item verified or not, with
 /// a reason for failures.
+///
+/// A report is model output, so the work is bounded: at most [`MAX_CITATIONS`]
+/// citations are checked and at most [`MAX_BYTES_READ`] bytes read in all (the rest
+/// stay unchecked, saying why), and each file's lines are counted once. Blocking
+/// file I/O: call it off the async threads (`spawn_blocking`).
 pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
     let mut check = EvidenceCheck::default();
     // The same jail the tools use decides what is inside the workspace.
     let root = crate::tool::Workspace::open(root);
+    let mut budget = ReadBudget {
+        left: MAX_BYTES_READ,
+        lines: HashMap::new(),
+    };
     for e in items.iter_mut() {
         let Some(path) = e.path.clone() else {
             e.verified = None;
             e.reason = Some("no path:line-range citation".into());
             continue;
         };
+        if check.checked >= MAX_CITATIONS {
+            e.verified = None;
+            e.reason = Some(format!(
+                "not checked: only the first {MAX_CITATIONS} citations are checked"
+            ));
+            continue;
+        }
         check.checked += 1;
         let outcome = match &root {
-            Ok(root) => verify_one(root, &path, e.start, e.end),
+            Ok(root) => verify_one(root, &path, e.start, e.end, &mut budget),
             Err(err) => Err(format!("the workspace root cannot be opened: {err}")),
         };
         match outcome {
@@ -241,6 +258,7 @@ fn verify_one(
     path: &str,
     start: Option<u64>,
     end: Option<u64>,
+    budget: &mut ReadBudget,
 ) -> Result<(), String> {
     let real = match ws.resolve(path) {
         Ok(p) => p,
@@ -264,7 +282,7 @@ fn verify_one(
             "{start}-{end} is not a line range (lines count from 1, start ≤ end)"
         ));
     }
-    let lines = count_lines(&real).map_err(|e| format!("cannot read: {e}"))?;
+    let lines = budget.lines_of(&real)?;
     if end > lines {
         return Err(format!(
             "lines {start}-{end} are out of range: the file has {lines} lines"
@@ -273,16 +291,61 @@ fn verify_one(
     Ok(())
 }
 
+/// Citations checked per report; later ones stay unchecked.
+pub const MAX_CITATIONS: usize = 64;
+
+/// Bytes read in all to count lines for one report's citations.
+pub const MAX_BYTES_READ: u64 = 64 * 1024 * 1024;
+
+/// What is left to read for one report, and the line counts already known.
+struct ReadBudget {
+    left: u64,
+    lines: HashMap<PathBuf, u64>,
+}
+
+impl ReadBudget {
+    /// The file's line count: from the cache, else counted if the file fits in
+    /// what is left to read.
+    fn lines_of(&mut self, real: &Path) -> Result<u64, String> {
+        if let Some(n) = self.lines.get(real) {
+            return Ok(*n);
+        }
+        let size = std::fs::metadata(real)
+            .map_err(|e| format!("cannot read: {e}"))?
+            .len();
+        if size > self.left {
+            return Err(format!(
+                "not checked: counting its lines would read past the {MAX_BYTES_READ}-byte \
+                 cap on evidence checking"
+            ));
+        }
+        let (lines, read) =
+            count_lines(real, self.left).map_err(|e| format!("cannot read: {e}"))?;
+        self.left = self.left.saturating_sub(read);
+        self.lines.insert(real.to_path_buf(), lines);
+        Ok(lines)
+    }
+}
+
 /// Lines in a file: newline count, plus one for a last line without a newline.
-fn count_lines(path: &Path) -> std::io::Result<u64> {
+/// Reads at most `cap` bytes (a file that grew past it is an error); returns the
+/// count and the bytes read.
+fn count_lines(path: &Path, cap: u64) -> std::io::Result<(u64, u64)> {
     let mut f = std::fs::File::open(path)?;
     let mut buf = [0u8; 64 * 1024];
     let mut lines = 0u64;
+    let mut read = 0u64;
     let mut last = b'\n';
     loop {
         let n = f.read(&mut buf)?;
         if n == 0 {
             break;
+        }
+        read += n as u64;
+        if read > cap {
+            return Err(std::io::Error::other(
+                "the file grew past the evidence-checking cap while being read",
+            ));
         }
         lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
         last = buf[n - 1];
@@ -290,7 +353,7 @@ fn count_lines(path: &Path) -> std::io::Result<u64> {
     if last != b'\n' {
         lines += 1;
     }
-    Ok(lines)
+    Ok((lines, read))
 }
 
 #[cfg(test)]
@@ -369,7 +432,7 @@ mod tests {
         let p = dir.path().join("f");
         for (text, n) in [("", 0), ("a", 1), ("a\n", 1), ("a\nb", 2), ("a\nb\n\n", 3)] {
             std::fs::write(&p, text).unwrap();
-            assert_eq!(count_lines(&p).unwrap(), n, "{text:?}");
+            assert_eq!(count_lines(&p, u64::MAX).unwrap().0, n, "{text:?}");
         }
     }
 }
