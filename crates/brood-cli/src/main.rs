@@ -15,6 +15,7 @@ mod agents_check;
 mod chat;
 mod config_show;
 mod doctor;
+mod mcp;
 mod render;
 mod signals;
 mod status;
@@ -65,6 +66,8 @@ enum Command {
     /// Talk with a parent agent: prompts and slash commands (/help), one session
     /// for the whole conversation. Reads lines when stdin or stdout is not a terminal.
     Chat(chat::ChatArgs),
+    /// Serve brood's sub-agents over MCP (stdio) to a coding agent (Claude Code, Codex, …).
+    Mcp(mcp::McpArgs),
     /// Inspect the effective configuration.
     Config {
         #[command(subcommand)]
@@ -218,6 +221,7 @@ async fn dispatch(cli: Cli) -> u8 {
     match command {
         Command::Run(args) => run(args).await,
         Command::Chat(args) => chat::run(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
         Command::Config {
             command:
                 ConfigCmd::Show {

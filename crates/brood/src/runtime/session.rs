@@ -590,6 +590,20 @@ impl Session {
         }
     }
 
+    /// A root run for an outside parent (an MCP host through `brood mcp`): it calls
+    /// the delegation tools by name, and every child it opens runs under this
+    /// session's grants, limits and ledger exactly as a parent agent's would.
+    pub async fn host(
+        &self,
+        name: &str,
+        objective: &str,
+    ) -> Result<crate::subagent::HostRun, SessionError> {
+        self.supervisor
+            .open_host(name, objective)
+            .await
+            .map_err(SessionError::Spawn)
+    }
+
     /// Stop every run, wait for their final records, flush the ledger.
     pub async fn close(self) {
         self.supervisor.shutdown().await;

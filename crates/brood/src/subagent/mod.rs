@@ -27,7 +27,8 @@
 //! - [`tally`]: the usage and cost of a run and of its tree (priced by
 //!   [`crate::model::pricing`]);
 //! - [`tools`]: the model-facing delegation tools; [`agent_types`]: the agent types
-//!   they name (and the tool listing the rest); [`fork`]: forked context.
+//!   they name (and the tool listing the rest); [`fork`]: forked context;
+//! - [`host`]: an outside parent (an MCP host) calling those tools as a root run.
 
 pub mod agent_types;
 pub mod catalog;
@@ -40,6 +41,7 @@ pub mod fork;
 pub mod front_matter;
 mod gate;
 pub mod grant;
+pub mod host;
 pub mod inbox;
 mod record;
 pub mod result;
@@ -60,6 +62,7 @@ pub use definition::{AgentDefinition, DefinitionError, DefinitionSource, ModelCh
 pub use drive::RunCtx;
 pub use evidence::{Evidence, EvidenceCheck};
 pub use grant::{child_permissions, grant_for, Grant, GrantError, GrantRequest, SpawnSpec};
+pub use host::HostRun;
 pub use result::ChildResult;
 pub use role::{Role, UnknownRole};
 pub use routing::{resolve_route, Route};
