@@ -21,9 +21,13 @@ fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    /// The brood binary in the workspace with only `HOME`, `PATH` and `env` set.
+    /// The brood binary in the workspace with only `HOME`, `PATH` and `env` set:
+    /// this build's, or the one `BROOD_TEST_BIN` names (`.ci/run` sets it to the
+    /// binary the README's install line installed).
     fn brood(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
+        let bin = std::env::var_os("BROOD_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_brood").into());
+        let mut cmd = Command::new(bin);
         cmd.current_dir(self.ws.path())
             .env_clear()
             .env("HOME", self.home.path())
