@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::subagent::{resolve_route, AgentCatalog, AgentKind, ModelChoice};
@@ -29,8 +29,7 @@ pub fn check(ws: &Path, out: &mut String, err: &mut String) -> i32 {
             return 2;
         }
     };
-    let home = env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-    let dirs = AgentCatalog::user_dirs(config.user_dir.as_deref(), home.as_deref());
+    let dirs = AgentCatalog::user_dirs(config.user_dir.as_deref(), &env);
     let catalog = AgentCatalog::load(ws, &dirs);
     let main_model = brood::runtime::provider::main_model_id(&config)
         .unwrap_or_else(|_| "(the main model)".into());

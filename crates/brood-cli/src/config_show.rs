@@ -158,10 +158,8 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
     }
     // Definitions only narrow their shells' network; say where one does, or asks
     // for what it cannot get.
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(std::path::PathBuf::from);
-    let user_agents = AgentCatalog::user_dirs(config.user_dir.as_deref(), home.as_deref());
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let user_agents = AgentCatalog::user_dirs(config.user_dir.as_deref(), &env);
     for d in AgentCatalog::load(ws, &user_agents).definitions() {
         let note = match (d.network, sandbox.options().network) {
             (Some(false), true) => "network none (network: false)",

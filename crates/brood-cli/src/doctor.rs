@@ -61,7 +61,7 @@ pub async fn run(ws: &Path, flags: &Overrides) -> u8 {
         &mut r,
         ws,
         config.as_ref().and_then(|c| c.user_dir.as_deref()),
-        env.get("HOME").filter(|h| !h.is_empty()).map(Path::new),
+        &env,
     );
     if r.failed == 0 {
         outln!("brood doctor: a run would start");
@@ -326,8 +326,13 @@ fn writable(db: &Path) -> std::io::Result<()> {
     ))
 }
 
-fn check_agents(r: &mut Report, ws: &Path, user_dir: Option<&Path>, home: Option<&Path>) {
-    let catalog = AgentCatalog::load(ws, &AgentCatalog::user_dirs(user_dir, home));
+fn check_agents(
+    r: &mut Report,
+    ws: &Path,
+    user_dir: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) {
+    let catalog = AgentCatalog::load(ws, &AgentCatalog::user_dirs(user_dir, env));
     r.ok(
         "agents",
         format!("{} definition(s) loaded", catalog.definitions().len()),

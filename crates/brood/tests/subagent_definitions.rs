@@ -415,7 +415,10 @@ fn missing_directories_give_an_empty_catalog() {
         ws.path(),
         &AgentCatalog::user_dirs(
             Some(&ws.path().join("nope")),
-            Some(&ws.path().join("nohome")),
+            &BTreeMap::from([(
+                "HOME".to_string(),
+                ws.path().join("nohome").display().to_string(),
+            )]),
         ),
     );
     assert!(cat.definitions().is_empty());

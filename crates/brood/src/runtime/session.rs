@@ -277,8 +277,7 @@ impl Session {
         // The user's definitions are in `~/.config/brood/agents/` (as documented),
         // not beside config.toml.
         // ~/.claude/agents/ holds the user's personal Claude Code agents.
-        let home = env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        let user_agents = AgentCatalog::user_dirs(config.user_dir.as_deref(), home.as_deref());
+        let user_agents = AgentCatalog::user_dirs(config.user_dir.as_deref(), &env);
         let catalog = AgentCatalog::load(workspace.root(), &user_agents);
         let definition_warnings: Vec<String> = catalog
             .refused()

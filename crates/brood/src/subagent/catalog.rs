@@ -159,12 +159,14 @@ pub struct Refused {
 }
 
 impl AgentCatalog {
-    /// The user-level directories, highest precedence first, from the user's
-    /// brood directory (normally `~/.config/brood`) and home directory.
+    /// The user-level directories, highest precedence first: the user's brood
+    /// directory (normally `~/.config/brood`) and `$HOME/.claude` from `env` (the
+    /// environment passed in; an empty `HOME` means unset).
     pub fn user_dirs(
         brood_dir: Option<&Path>,
-        home: Option<&Path>,
+        env: &std::collections::BTreeMap<String, String>,
     ) -> Vec<(PathBuf, DefinitionSource)> {
+        let home = env.get("HOME").filter(|h| !h.is_empty()).map(Path::new);
         let mut dirs = Vec::new();
         if let Some(d) = brood_dir {
             dirs.push((d.join("agents"), DefinitionSource::User));
@@ -286,7 +288,7 @@ impl AgentCatalog {
                 unusable: self
                     .skipped
                     .iter()
-                    .find(|k| k.name.eq_ignore_ascii_case(given_name(agent_type)))
+                    .find(|k| k.name.eq_ignore_ascii_case(agent_type.trim()))
                     .map(|k| k.error.to_string()),
             }),
         }
@@ -302,10 +304,6 @@ impl AgentCatalog {
         );
         out
     }
-}
-
-fn given_name(agent_type: &str) -> &str {
-    agent_type.trim()
 }
 
 /// The `*.md` definitions directly in `dir`; files that cannot be used go to

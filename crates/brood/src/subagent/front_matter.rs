@@ -162,14 +162,8 @@ fn lines(front: &str) -> Result<Mapping, LenientError> {
     Ok(map)
 }
 
+/// Store one collected key (`lines` has already refused a repeated key).
 fn insert(map: &mut Mapping, e: Entry, next_line: usize) -> Result<(), LenientError> {
-    if map.contains_key(Value::String(e.key.clone())) {
-        return Err(LenientError {
-            line: next_line,
-            problem: format!("key `{}` is given twice; keep one", e.key),
-            not_a_mapping: false,
-        });
-    }
     let value = if !e.items.is_empty() {
         if !e.continued.is_empty() {
             return Err(LenientError {
