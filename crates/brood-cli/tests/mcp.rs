@@ -142,3 +142,151 @@ fn a_python_mcp_client_drives_brood_mcp_and_the_ledger_records_it() {
         );
     }
 }
+
+/// Run the client script in `mode` (see client.py) without waiting.
+fn spawn_client(
+    py: &str,
+    server: &MockServer,
+    ws: &Path,
+    home: &Path,
+    mode: &[&str],
+) -> std::process::Child {
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    Command::new(py)
+        .arg(&client)
+        .arg(env!("CARGO_BIN_EXE_brood"))
+        .arg(server.base_url())
+        .arg(ws)
+        .arg(home)
+        .args(mode)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the python client")
+}
+
+fn client_report(py: &str, child: std::process::Child) -> Value {
+    let out = child.wait_with_output().expect("wait for the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{py} client.py failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("client report: {e}\n{stdout}\n{stderr}"))
+}
+
+/// Two hosts on one workspace at once — one over streamable HTTP (`brood mcp
+/// --http`), one over stdio — each with its own `brood mcp` process: both fan-outs
+/// complete, each child hangs off its own host in the one ledger, the hosts heard
+/// progress (client.py checks it), and SIGTERM stops the HTTP server with its host
+/// run recorded cancelled.
+#[test]
+fn several_hosts_on_one_workspace_keep_each_others_runs() {
+    use std::io::BufRead;
+    for py in interpreters() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        let server = mock();
+        let mut http = Command::new(env!("CARGO_BIN_EXE_brood"))
+            .args([
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--provider",
+                "local",
+                "--model",
+                "m",
+            ])
+            .arg("--base-url")
+            .arg(server.base_url())
+            .arg("--workspace")
+            .arg(ws.path())
+            .env("HOME", home.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start brood mcp --http");
+        let mut lines = std::io::BufReader::new(http.stderr.take().unwrap()).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("brood mcp --http says where it serves before ending")
+                .unwrap();
+            if let Some(at) = line.split("serving MCP at ").nth(1) {
+                break at.trim().to_string();
+            }
+        };
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+            "{url}"
+        );
+        let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+
+        let a = spawn_client(
+            &py,
+            &server,
+            ws.path(),
+            home.path(),
+            &["http", &url, "hostA"],
+        );
+        let b = spawn_client(&py, &server, ws.path(), home.path(), &["stdio", "hostB"]);
+        let (a, b) = (client_report(&py, a), client_report(&py, b));
+
+        let status = Command::new("kill")
+            .args(["-TERM", &http.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let code = http.wait().expect("brood mcp --http exits on SIGTERM");
+        let stderr = rest.join().unwrap().join("\n");
+        assert_eq!(code.code(), Some(1), "SIGTERM exits 1: {stderr}");
+
+        let runs = ledger_runs(ws.path());
+        let mut hosts = Vec::new();
+        for (report, label) in [(&a, "hostA"), (&b, "hostB")] {
+            let ids = report["task_ids"].as_array().expect("task ids");
+            assert_eq!(ids.len(), 2, "{report}");
+            let parent = run_of(&runs, ids[0].as_str().unwrap())["parent_id"].clone();
+            for id in ids {
+                let r = run_of(&runs, id.as_str().unwrap());
+                assert_eq!(r["status"], "completed", "{r}");
+                assert_eq!(r["parent_id"], parent, "one host's children share it: {r}");
+                assert!(
+                    r["objective"].as_str().unwrap().starts_with(label),
+                    "{label}'s child: {r}"
+                );
+            }
+            let host = run_of(&runs, parent.as_str().unwrap());
+            assert_eq!(host["agent_type"], "host", "{host}");
+            assert_eq!(
+                runs.iter().filter(|r| r["parent_id"] == parent).count(),
+                2,
+                "{label}'s host has exactly its own two children: {runs:?}"
+            );
+            hosts.push(host.clone());
+        }
+        assert_ne!(hosts[0]["id"], hosts[1]["id"], "one host run per brood mcp");
+        assert_eq!(
+            hosts[0]["status"], "cancelled",
+            "the HTTP host ended by SIGTERM: {}",
+            hosts[0]
+        );
+        assert!(
+            hosts[0]["status_reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("SIGTERM"),
+            "{}",
+            hosts[0]
+        );
+        assert_eq!(
+            hosts[1]["status"], "completed",
+            "the stdio host left: {}",
+            hosts[1]
+        );
+    }
+}

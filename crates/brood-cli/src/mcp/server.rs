@@ -127,9 +127,18 @@ background, `agent_eval` waits for it. Runs are readable as brood://runs/<id> re
                 None,
             ));
         }
+        // A host that sent a progress token hears how the call's children go.
+        let watch = context.meta.get_progress_token().map(|token| {
+            let objectives = super::progress::objectives(&name, &args);
+            super::progress::watch(&self.host, context.peer.clone(), token, objectives)
+        });
         // The request's token fires on the host's notifications/cancelled: a `task`
         // stops and its children are cancelled and recorded so.
-        match self.host.call(&name, args, context.ct.clone()).await {
+        let outcome = self.host.call(&name, args, context.ct.clone()).await;
+        if let Some(w) = watch {
+            w.finish().await;
+        }
+        match outcome {
             Ok(text) => {
                 let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
                 if let Ok(v) = serde_json::from_str::<Value>(&text) {

@@ -1,10 +1,13 @@
 """A real MCP client (the official Python `mcp` SDK, 1.x or 2.x) driving `brood mcp`.
 
-Usage: client.py BROOD_BIN MOCK_BASE_URL WORKSPACE HOME
-Drives initialize, tools/list, tools/call `task` (three prompts), `agent_open` +
-`agent_eval`, a cancelled `task`, resources/list and resources/read, checking what
-a host sees. Prints one JSON object (ids the Rust test checks in the ledger).
-Exits non-zero, naming the failed check, on any mismatch.
+Usage: client.py BROOD_BIN MOCK_BASE_URL WORKSPACE HOME [full | stdio LABEL | http URL LABEL]
+`full` (the default) drives initialize, tools/list, tools/call `task` (three
+prompts, with a progress token), `agent_open` + `agent_eval`, a cancelled `task`,
+resources/list and resources/read over stdio, checking what a host sees. `stdio
+LABEL` and `http URL LABEL` are a short host (one `task` of two prompts named
+after LABEL, with progress) over stdio or streamable HTTP, for the several-hosts
+test. Prints one JSON object (ids the Rust test checks in the ledger). Exits
+non-zero, naming the failed check, on any mismatch.
 """
 
 import json
@@ -15,6 +18,7 @@ from importlib.metadata import version
 import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 MAJOR = int(version("mcp").split(".")[0])
 
@@ -66,8 +70,52 @@ async def cancel_hanging_task(session):
     )
 
 
+class Progress:
+    """Collects a call's notifications/progress; checks they only grow."""
+
+    def __init__(self):
+        self.seen = []
+
+    async def __call__(self, progress, total, message):
+        if self.seen:
+            check(progress > self.seen[-1][0], f"progress grows: {self.seen[-1][0]} then {progress}")
+        self.seen.append((progress, message))
+
+    def last(self):
+        check(self.seen, "the host heard progress while children ran")
+        return self.seen[-1][1] or ""
+
+
+async def fan_out(session, prompts):
+    """One `task` with a progress token; returns (structured results, progress)."""
+    progress = Progress()
+    s = structured(
+        await session.call_tool(
+            "task", {"prompts": prompts, "agent_type": "explore"}, progress_callback=progress
+        )
+    )
+    n = len(prompts)
+    check(
+        progress.last().startswith(f"{n} of {n} sub-agents done, 0 running"),
+        f"the last progress says every child is done: {progress.seen}",
+    )
+    return s, progress
+
+
+async def short_host(session, label):
+    """Initialize and one `task` of two prompts named after `label`."""
+    await session.initialize()
+    prompts = [f"{label} first", f"{label} second"]
+    s, _ = await fan_out(session, prompts)
+    for r, p in zip(s["results"], prompts):
+        check(r["status"] == "completed", f"{label}: completed: {r}")
+        check(r["report"]["summary"] == f"answered {p}", f"{label}: summary {r['report']}")
+    return {"label": label, "task_ids": [r["agent_id"] for r in s["results"]]}
+
+
 async def main():
     brood, base, ws, home = sys.argv[1:5]
+    mode = sys.argv[5:] or ["full"]
     params = StdioServerParameters(
         command=brood,
         args=["mcp", "--provider", "local", "--base-url", base, "--model", "m", "--workspace", ws],
@@ -75,8 +123,20 @@ async def main():
         cwd=ws,
     )
     out = {"mcp_version": version("mcp")}
+    if mode[0] == "http":
+        url, label = mode[1], mode[2]
+        async with streamable_http_client(url) as streams:
+            read, write = streams[0], streams[1]  # 1.x adds a session-id getter
+            async with ClientSession(read, write) as session:
+                out.update(await short_host(session, label))
+        print(json.dumps(out))
+        return
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
+            if mode[0] == "stdio":
+                out.update(await short_host(session, mode[1]))
+                print(json.dumps(out))
+                return
             init = wire(await session.initialize())
             check(init["serverInfo"]["name"] == "brood", f"server name: {init['serverInfo']}")
             check("tools" in init["capabilities"], "tools capability")
@@ -91,7 +151,8 @@ async def main():
 
             # Blocking fan-out: three prompts, results in prompt order, structured.
             prompts = ["alpha question", "beta question", "gamma question"]
-            s = structured(await session.call_tool("task", {"prompts": prompts, "agent_type": "explore"}))
+            s, progress = await fan_out(session, prompts)
+            out["progress"] = [m for _, m in progress.seen]
             results = s["results"]
             check(len(results) == 3, f"three results: {results}")
             for i, (r, p) in enumerate(zip(results, prompts)):

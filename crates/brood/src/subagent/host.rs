@@ -108,6 +108,16 @@ impl HostRun {
         &self.ctx.run_id
     }
 
+    /// The live events of this host's tree (its children and their descendants),
+    /// from now on — what `brood mcp` turns into progress notifications.
+    pub fn events(&self) -> crate::events::EventStream {
+        self.sup
+            .inner
+            .recorder
+            .bus()
+            .subscribe(Some(self.ctx.run_id.clone()))
+    }
+
     /// The delegation tools, for their names, descriptions and schemas.
     pub fn tools(&self) -> &[Arc<dyn Tool>] {
         &self.tools
