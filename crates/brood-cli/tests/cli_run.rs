@@ -818,6 +818,71 @@ fn sigterm_cancels_the_run_and_its_children_and_records_why() {
     }
 }
 
+/// A brood killed outright (SIGKILL: no chance to record anything) leaves its runs
+/// `running` in the ledger; `brood agents list` and `show` probe the session's boot
+/// lock themselves and show them `interrupted` at once, before any later session
+/// records it — and say why.
+#[test]
+fn a_killed_sessions_runs_are_listed_interrupted_at_once() {
+    let f = fixture();
+    let server = hanging_child_server();
+    let mut child = spawn_local(&f, &server, &["--json", "delegate"]);
+    wait_for_requests(&server, 2);
+    // Still alive: the listing reads the runs as they are recorded.
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs.iter().all(|r| r["status"] == "running"), "{runs:?}");
+
+    child.kill().expect("SIGKILL brood");
+    child.wait().expect("reap brood");
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for r in runs {
+        assert_eq!(r["status"], "interrupted", "{r}");
+        assert!(
+            r["status_reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("process exited")),
+            "{r}"
+        );
+    }
+    let id = runs[0]["id"].as_str().unwrap();
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "show", id, "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let shown: Value = serde_json::from_str(&stdout).unwrap();
+    let status = shown["status"].clone();
+    let status = if status.is_null() {
+        shown["run"]["status"].clone()
+    } else {
+        status
+    };
+    assert_eq!(status, "interrupted", "{shown}");
+}
+
 /// A reader that has gone away (`brood run … | head -c0`, a closed terminal) ends the
 /// output, not the run: with stdout and stderr both connected to sockets whose other
 /// end was closed before brood started, every write fails with EPIPE, and the run

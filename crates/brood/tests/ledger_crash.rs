@@ -519,13 +519,14 @@ fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
         .map(RunId::from_string)
         .collect();
 
-    // Reading from outside changes nothing, even though the owner is dead.
+    // Reading from outside changes nothing, even though the owner is dead — but it
+    // shows the dead owner's runs as `interrupted` (its boot lock is free).
     let reader = Ledger::open_reader(ws.path()).unwrap();
     assert!(reader
         .list_runs(ListFilter::default())
         .unwrap()
         .iter()
-        .all(|r| r.run.status == RunStatus::Running));
+        .all(|r| r.run.status == RunStatus::Interrupted));
 
     let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
     let outcome = cli.request_cancel(&held[0]).unwrap();
@@ -538,8 +539,9 @@ fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
     let run = reader.run(&held[0]).unwrap();
     assert_eq!(run.status, RunStatus::Cancelled);
     assert!(run.status_reason.unwrap().contains("already exited"));
-    // The others are untouched until a full open recovers the dead boot.
-    assert_eq!(reader.run(&held[1]).unwrap().status, RunStatus::Running);
+    // The others are untouched until a full open recovers the dead boot (shown
+    // interrupted meanwhile; the recovery below proves nothing was written).
+    assert_eq!(reader.run(&held[1]).unwrap().status, RunStatus::Interrupted);
     let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
     let mut expected = held[1..].to_vec();
     expected.sort();
@@ -602,7 +604,9 @@ fn a_torn_wal_index_after_a_crash_does_not_stop_readers_or_writers() {
     reader.integrity_check().unwrap();
     let runs = reader.list_runs(ListFilter::default()).unwrap();
     assert_eq!(runs.len(), 3);
-    assert!(runs.iter().all(|r| r.run.status == RunStatus::Running));
+    // Shown interrupted (the writer is dead), not recorded so: the next session's
+    // recovery still finds all three running and marks them.
+    assert!(runs.iter().all(|r| r.run.status == RunStatus::Interrupted));
     let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
     assert_eq!(ledger.recovery().interrupted.len(), 3);
 }

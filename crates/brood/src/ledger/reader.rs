@@ -172,6 +172,7 @@ impl LedgerReader {
     where
         F: FnMut(&Row<'_>) -> rusqlite::Result<()>,
     {
+        let columns = with_liveness(columns, "", &self.dead_boots()?);
         if filter.include_archived {
             let sql = format!("SELECT {columns} FROM runs ORDER BY created_at, id");
             return self.scan(&sql, [], &mut each);
@@ -209,9 +210,33 @@ impl LedgerReader {
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
+    /// Boots still marked open whose process is gone (their lock is free): their
+    /// live runs were never recorded as ended, and no later session has marked
+    /// them yet. Ids that are not well-formed are left out (the file is untrusted).
+    fn dead_boots(&self) -> Result<Vec<String>, LedgerError> {
+        let open: Vec<String> = self
+            .conn
+            .prepare_cached("SELECT boot_id FROM boots WHERE ended_at IS NULL")
+            .and_then(|mut st| {
+                st.query_map([], |r| r.get(0))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .ctx("listing boots")?;
+        let mut dead = Vec::new();
+        for boot_id in open {
+            if validate_id("boot id", &boot_id).is_ok()
+                && matches!(boot::probe(&self.paths, &boot_id)?, Liveness::Dead(_))
+            {
+                dead.push(boot_id);
+            }
+        }
+        Ok(dead)
+    }
+
     /// One run by exact id.
     pub fn run(&self, id: &RunId) -> Result<RunRecord, LedgerError> {
-        let sql = format!("{RUN_SELECT} WHERE r.id = ?1");
+        let select = with_liveness(RUN_SELECT, "r.", &self.dead_boots()?);
+        let sql = format!("{select} WHERE r.id = ?1");
         self.query_runs(&sql, [id.as_str()])?
             .pop()
             .ok_or_else(|| LedgerError::UnknownRun { id: id.to_string() })
@@ -479,4 +504,31 @@ fn transcript_from_row(row: &Row<'_>) -> rusqlite::Result<TranscriptEntry> {
         full_bytes: row.get(6)?,
         spill_path: row.get(7)?,
     })
+}
+
+/// `columns` (a list of `runs` columns, each name after `prefix`) with a run of a
+/// dead boot that is still pending, queued or running read as `interrupted`, its
+/// reason saying so: what the next session will record, shown at once. Without dead
+/// boots, `columns` as they are. `dead` holds only well-formed ids ([`validate_id`]),
+/// so they are safe to write into the query.
+fn with_liveness(columns: &str, prefix: &str, dead: &[String]) -> String {
+    if dead.is_empty() {
+        return columns.to_string();
+    }
+    let ids = dead
+        .iter()
+        .map(|b| format!("'{b}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let stale = format!(
+        "{prefix}status IN ('pending', 'queued', 'running') AND {prefix}session_boot_id IN ({ids})"
+    );
+    let status = format!("CASE WHEN {stale} THEN 'interrupted' ELSE {prefix}status END AS status,");
+    let reason = format!(
+        "CASE WHEN {stale} THEN 'process exited (its session is gone; seen by this listing)' \
+         ELSE {prefix}status_reason END AS status_reason,"
+    );
+    columns
+        .replacen(&format!("{prefix}status_reason,"), &reason, 1)
+        .replacen(&format!("{prefix}status,"), &status, 1)
 }
