@@ -37,7 +37,7 @@ fn err(what: &str) -> impl Fn(brood::ledger::LedgerError) -> String + '_ {
 /// A run as the supervisor records a child (its id format included).
 fn run_named(i: usize) -> NewRun {
     NewRun {
-        id: Some(RunId::from_string(brood::subagent::run::new_run_id())),
+        id: Some(RunId::from_string(brood::subagent::new_run_id())),
         name: Some(format!("explore-{i}")),
         role: Some("explore".into()),
         agent_type: Some("explore".into()),

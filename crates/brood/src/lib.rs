@@ -27,6 +27,8 @@
 
 pub mod agent;
 pub mod events;
+#[cfg(test)]
+mod import_graph;
 #[allow(missing_docs)]
 pub mod ledger;
 pub mod model;

@@ -157,15 +157,67 @@ pub struct AgentOutcome {
     pub error: Option<ModelError>,
 }
 
-impl AgentOutcome {
-    /// It ended with an answer (completed, or a final report after `max_turns` or
-    /// a budget).
-    pub fn succeeded(&self) -> bool {
-        matches!(
-            self.ending,
-            Ending::Completed | Ending::MaxTurns | Ending::Budget { .. }
-        )
+impl Ending {
+    /// The one definition of a run that succeeded: it ended with an answer —
+    /// completed, or its final report after `max_turns` or after a budget that
+    /// stopped it once it had made `turns > 0` steps. A budget that stopped it
+    /// before its first request (a cost budget its model has no price for) left
+    /// nothing to report: the run never started.
+    pub fn answered(&self, turns: u32) -> bool {
+        match self {
+            Ending::Completed | Ending::MaxTurns => true,
+            Ending::Budget { .. } => turns > 0,
+            Ending::Cancelled | Ending::Failed { .. } => false,
+        }
     }
+}
+
+impl AgentOutcome {
+    /// It ended with an answer (see [`Ending::answered`]).
+    pub fn succeeded(&self) -> bool {
+        self.ending.answered(self.turns)
+    }
+}
+
+/// Ask a finished run one more thing: push `prompt` and take exactly one more
+/// model step with no tools (and so no tool choice), through the loop's own step
+/// — same request, events and usage accounting as every other step. It is how a
+/// caller's policy (the sub-agent output contract's format repair) continues a
+/// conversation without a second copy of the step. A tool call in the answer is
+/// dropped. On an answer, `outcome` gains the step (turns, usage, messages) and
+/// its text is returned; on a failed or cancelled step `outcome` keeps only the
+/// prompt and `None` is returned.
+pub async fn follow_up(
+    spec: &AgentSpec,
+    outcome: &mut AgentOutcome,
+    prompt: Message,
+    hooks: &AgentHooks,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    let mut lp = Loop {
+        spec,
+        hooks,
+        cancel,
+        messages: std::mem::take(&mut outcome.messages),
+        turns: outcome.turns,
+        tool_calls: outcome.tool_calls,
+        usage: outcome.usage,
+    };
+    lp.push(prompt);
+    let answer = match lp.step(false, None).await {
+        Ok(response) => {
+            let mut message = response.message;
+            message.tool_calls.clear();
+            let text = message.content.clone();
+            lp.push(message);
+            outcome.turns = lp.turns;
+            outcome.usage = lp.usage;
+            Some(text)
+        }
+        Err(_) => None,
+    };
+    outcome.messages = lp.messages;
+    answer
 }
 
 struct Loop<'a> {

@@ -46,7 +46,7 @@ impl Session {
     /// # Ok(()) }
     /// ```
     pub fn run(&self, prompt: &str) -> RunHandle {
-        let id = crate::subagent::run::new_run_id();
+        let id = crate::subagent::new_run_id();
         let bus = self.supervisor().bus().clone();
         let first_events = bus.subscribe(Some(id.clone()));
         let turn = self.cancel_token().child_token();

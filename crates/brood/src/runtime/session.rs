@@ -121,7 +121,7 @@ pub struct SessionOptions {
     pub models: ModelSource,
     /// Build children's providers for routes other than the main one; defaults to
     /// the configured presets. Tests use it to send children to another server.
-    pub route_builder: Option<crate::subagent::run::RouteBuilder>,
+    pub route_builder: Option<crate::subagent::RouteBuilder>,
     /// Overrides the supervisor limits derived from the config (tests).
     pub limits: Option<crate::subagent::Limits>,
     /// The embedder's own tools, offered to the parent with the built-in ones and
@@ -515,7 +515,7 @@ impl Session {
     ) -> Result<RunReport, SessionError> {
         self.root_runner()
             .run(
-                crate::subagent::run::new_run_id(),
+                crate::subagent::new_run_id(),
                 prompt.to_string(),
                 Vec::new(),
                 events,
@@ -537,7 +537,7 @@ impl Session {
     ) -> Result<RunReport, SessionError> {
         self.root_runner()
             .run(
-                crate::subagent::run::new_run_id(),
+                crate::subagent::new_run_id(),
                 prompt.to_string(),
                 history,
                 events,
@@ -769,7 +769,7 @@ type Models = (
     String,
     String,
     Arc<dyn Model>,
-    crate::subagent::run::RouteBuilder,
+    crate::subagent::RouteBuilder,
 );
 
 /// The main model and the builder for other routes, per the model source.
@@ -777,9 +777,9 @@ fn build_models(
     config: &Config,
     factory: &ProviderFactory,
     source: &ModelSource,
-    route_builder: Option<crate::subagent::run::RouteBuilder>,
+    route_builder: Option<crate::subagent::RouteBuilder>,
 ) -> Result<Models, SessionError> {
-    let default_routes = |wrap: Option<Arc<dyn Model>>| -> crate::subagent::run::RouteBuilder {
+    let default_routes = |wrap: Option<Arc<dyn Model>>| -> crate::subagent::RouteBuilder {
         let f = factory.clone();
         Arc::new(move |provider: &str, model: &str| match &wrap {
             Some(m) => Ok(m.clone()),
@@ -798,7 +798,7 @@ fn build_models(
             let rec = Arc::new(Recorder::create(r.model, path).map_err(record_error)?);
             let f = factory.clone();
             let sink = rec.clone();
-            let routes: crate::subagent::run::RouteBuilder =
+            let routes: crate::subagent::RouteBuilder =
                 Arc::new(move |provider: &str, model: &str| {
                     let inner = f.named(provider, model)?.model;
                     Ok(Arc::new(sink.share(inner)) as Arc<dyn Model>)

@@ -5,17 +5,16 @@
 //! `brood run`. The host run is recorded like any root run (its children hang
 //! off it in the ledger); it has no model loop of its own.
 
-use super::drive::{Budgets, RunCtx, TreeLimits};
-use super::inbox::RunInbox;
+use super::board::LiveStatus;
+use super::ctx::RunCtx;
+use super::error::SpawnError;
+use super::open::root_ctx;
 use super::record::SpawnRecord;
-use super::result::ChildResult;
-use super::role::Role;
-use super::run::Supervisor;
-use super::supervisor::LiveStatus;
-use super::SpawnError;
-use crate::model::Usage;
+use super::result::{ChildResult, Settled};
+use super::supervisor::{new_run_id, Supervisor};
+use super::tools::delegation_tools;
 use crate::tool::{Tool, ToolContext, ToolError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// A root run driven from outside: its delegation tools, callable by name.
@@ -32,43 +31,10 @@ impl Supervisor {
     /// `handle_read`) to it. With sub-agents disabled (`[subagents] enabled =
     /// false`) every call is refused, as a parent agent's would be.
     pub async fn open_host(&self, name: &str, objective: &str) -> Result<HostRun, SpawnError> {
-        let env = &self.inner.env;
-        let id = super::run::new_run_id();
-        let price = self
-            .price_for(
-                &env.main_provider,
-                &env.main_model_id,
-                env.main_model.as_ref(),
-            )
-            .await;
-        let ctx = Arc::new(RunCtx {
-            run_id: id.clone(),
-            root_id: id.clone(),
-            name: name.to_string(),
-            depth: 0,
-            role: Role::General,
-            kind_name: "parent".into(),
-            tool_names: std::sync::OnceLock::new(),
-            permissions: Arc::new(env.root_permissions()),
-            inbox: RunInbox::new(),
-            progress: self.inner.board.new_progress(),
-            budgets: Budgets::root(
-                TreeLimits {
-                    tokens: env.settings.tree_token_budget,
-                    cost_usd: env.settings.tree_cost_budget_usd,
-                },
-                None,
-                &env.main_model_id,
-                price,
-            ),
-            provider_name: env.main_provider.clone(),
-            model_id: env.main_model_id.clone(),
-            model: env.main_model.clone(),
-            slot: Mutex::new(None),
-            last_request: Mutex::new(None),
-        });
-        self.inner
-            .recorder
+        let env = self.env();
+        let id = new_run_id();
+        let ctx = root_ctx(self, id.clone(), name, None).await;
+        self.recorder()
             .spawn(SpawnRecord {
                 id: &id,
                 parent_id: None,
@@ -82,7 +48,7 @@ impl Supervisor {
             })
             .await
             .map_err(SpawnError::Ledger)?;
-        self.inner.recorder.status_queued(&id, LiveStatus::Running);
+        self.recorder().status_queued(&id, LiveStatus::Running);
         ctx.budgets.start();
         // A custom child may pick among the host's tools: the workspace tools and
         // the delegation tools, as for `brood run`'s parent.
@@ -90,7 +56,7 @@ impl Supervisor {
             .iter()
             .map(|t| t.name().to_string())
             .collect();
-        let tools = super::tools::delegation_tools(self, &ctx);
+        let tools = delegation_tools(self, &ctx);
         names.extend(tools.iter().map(|t| t.name().to_string()));
         let _ = ctx.tool_names.set(names);
         Ok(HostRun {
@@ -185,26 +151,13 @@ impl HostRun {
         {
             return;
         }
-        let result = ChildResult {
-            agent_id: self.ctx.run_id.clone(),
-            name: self.ctx.name.clone(),
-            role: "parent".into(),
-            status: if cancelled.is_some() {
-                LiveStatus::Cancelled
-            } else {
-                LiveStatus::Completed
+        let how = match cancelled {
+            Some(reason) => Settled::Cancelled {
+                reason: Some(reason.to_string()),
             },
-            reason: cancelled.map(str::to_string),
-            final_text: String::new(),
-            report: None,
-            turns: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            error: None,
-            transcript_handle: format!("transcript:{}", self.ctx.run_id),
-            model: format!("{}/{}", self.ctx.provider_name, self.ctx.model_id),
-            warnings: Vec::new(),
+            None => Settled::Closed,
         };
-        self.sup.inner.recorder.finish(&result).await;
+        let result = ChildResult::settled(self.ctx.who(Vec::new()), how, None);
+        self.sup.recorder().finish(&result).await;
     }
 }

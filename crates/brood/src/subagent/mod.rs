@@ -19,109 +19,73 @@
 //! - [`config`] and [`routing`]: the `[subagents]`, `[memory]` and `[models.*]`
 //!   configuration and which provider/model a child runs on.
 //!
-//! The machinery:
-//! - [`supervisor`]: the registry, running slots, the heartbeat;
-//! - [`run`]: the [`Supervisor`] API (open, wait, cancel, the session's root run);
-//! - `drive`: one run from spawn to its terminal record;
-//! - [`inbox`]: completions and messages pushed into a run's next step;
-//! - [`tally`]: the usage and cost of a run and of its tree (priced by
-//!   [`crate::model::pricing`]);
-//! - [`tools`]: the model-facing delegation tools; [`agent_types`]: the agent types
-//!   they name (and the tool listing the rest); [`fork`]: forked context;
-//! - [`host`]: an outside parent (an MCP host) calling those tools as a root run.
+//! The machinery, in the order data flows (each imports only those before it):
+//! - [`board`](board): the registry of runs, their running slots, the heartbeat's
+//!   progress clocks; `budgets`: a run's and its tree's token, cost and time limits;
+//! - `ctx`: one run while it runs ([`RunCtx`]); [`result`]: what a settled run hands
+//!   back, built in one place ([`ChildResult`]); `record`: what the ledger and the
+//!   live bus hear about runs;
+//! - [`Supervisor`] (`supervisor`): one per session; what every run shares, and its
+//!   API (wait, cancel, message, look up, shut down);
+//! - `spawn`: what opening a run takes and gives, and the `Spawner` the delegation
+//!   [`tools`] open children through; [`agent_types`]: the agent types they name;
+//! - `prompt`, `hooks`, `report`: a run's prompts, its loop's wiring to the
+//!   ledger, budgets and inbox, and the output contract enforced on its answer;
+//! - `drive` (a child) and `root` (the session's top-level run): one run from its
+//!   plan to its terminal record;
+//! - `open`: admission, grant, route and plan — then a driver; [`host`]: an outside
+//!   parent (an MCP host) calling the delegation tools as a root run.
+//!
+//! [`inbox`] (completions and messages pushed into a run's next step), `gate`
+//! (a child waits for its spawn record), [`tally`] (usage and cost, priced by
+//! [`crate::model::pricing`]) and [`fork`] (forked context) serve them.
 
 pub mod agent_types;
+mod board;
+mod budgets;
 pub mod catalog;
 pub mod config;
 pub mod contract;
+mod ctx;
 pub mod definition;
 mod drive;
+mod error;
 pub mod evidence;
 pub mod fork;
 pub mod front_matter;
 mod gate;
 pub mod grant;
+mod hooks;
 pub mod host;
 pub mod inbox;
+mod open;
+mod prompt;
 mod record;
+mod report;
 pub mod result;
 pub mod role;
+mod root;
 pub mod routing;
-pub mod run;
-pub mod supervisor;
+mod spawn;
+mod supervisor;
 pub mod tally;
 pub mod tools;
 
+pub use board::{Limits, LiveStatus, RunSnapshot};
 pub use catalog::{AgentCatalog, AgentKind, Shadowed, Skipped, UnknownAgentType};
 pub use config::{
     memory_enabled, ConfigError, MemoryConfig, ModelOverrides, QuickModelConfig, QuickModels,
     SubagentSettings, SubagentsConfig,
 };
 pub use contract::{ParsedResult, Section};
+pub use ctx::RunCtx;
 pub use definition::{AgentDefinition, DefinitionError, DefinitionSource, ModelChoice};
-pub use drive::RunCtx;
+pub use error::SpawnError;
 pub use evidence::{Evidence, EvidenceCheck};
 pub use grant::{child_permissions, grant_for, Grant, GrantError, GrantRequest, SpawnSpec};
 pub use host::HostRun;
 pub use result::ChildResult;
 pub use role::{Role, UnknownRole};
 pub use routing::{resolve_route, Route};
-pub use run::{
-    Opened, RootRequest, RouteBuilder, SpawnMode, SpawnRequest, Supervisor, SupervisorEnv,
-    ToolFactory,
-};
-pub use supervisor::{Limits, LiveStatus, RunSnapshot};
-
-use thiserror::Error;
-
-/// Why a child could not be opened. Goes back to the model as the tool result,
-/// so each says what to do instead.
-#[derive(Debug, Error, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum SpawnError {
-    #[error("max_concurrent = {max_concurrent} children are already running or queued; wait for one with agent_eval, or close one with agent_close, then open again")]
-    /// `max_concurrent` children are already running or queued.
-    CapReached {
-        /// The limit.
-        max_concurrent: usize,
-    },
-    #[error(
-        "max_depth = {max_depth} reached: this agent may not open sub-agents; do the work yourself"
-    )]
-    /// The parent is at `max_depth`.
-    DepthLimit {
-        /// The limit.
-        max_depth: u32,
-    },
-    #[error("max_total = {max_total} sub-agents were already opened in this session; do the remaining work yourself")]
-    /// The session already opened `max_total` children.
-    TotalLimit {
-        /// The limit.
-        max_total: usize,
-    },
-    /// `agent_type` names no definition, role or alias (the accepted ones inside).
-    #[error(transparent)]
-    UnknownType(#[from] UnknownAgentType),
-    /// The child's tool grant cannot be built (which tool, for whom, what is available).
-    #[error(transparent)]
-    Grant(#[from] GrantError),
-    /// The model asked for is not one the provider serves.
-    #[error("unknown model '{model}' for provider {provider}; it accepts: {}", accepted.join(", "))]
-    UnknownModel {
-        /// The model asked for.
-        model: String,
-        /// The provider asked.
-        provider: String,
-        /// The models it lists.
-        accepted: Vec<String>,
-    },
-    /// The tree spent a budget (tokens or cost), or its cost cannot be known.
-    #[error("{0}; no more sub-agents for this tree")]
-    Budget(#[from] crate::agent::BudgetSpent),
-    /// The ledger refused the spawn record.
-    #[error("the ledger could not record the run: {0}")]
-    Ledger(#[from] crate::ledger::LedgerError),
-    /// The session is shutting down.
-    #[error("the session is shutting down")]
-    Closed,
-}
+pub use spawn::{Opened, RootRequest, SpawnMode, SpawnRequest};
+pub use supervisor::{new_run_id, RouteBuilder, Supervisor, SupervisorEnv, ToolFactory};

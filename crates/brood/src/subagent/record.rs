@@ -5,8 +5,8 @@
 //! and so also where the session's live events ([`crate::events`]) are published:
 //! the stream states what the ledger records.
 
+use super::board::LiveStatus;
 use super::result::ChildResult;
-use super::supervisor::LiveStatus;
 use crate::agent::AgentEvent;
 use crate::events::{EventBus, RunEventKind};
 use crate::ledger::{

@@ -1,452 +1,423 @@
-//! The supervisor: one per session. It admits runs (depth, total, cap), hands out
-//! running slots (children beyond `launch_concurrency` wait in `queued`), tracks
-//! progress for the heartbeat, and keeps the registry of live and settled runs.
-//!
-//! The registry is behind a `std::sync::Mutex` that is only ever held for a few
-//! field updates — never across an `.await` or I/O. Listings copy a snapshot.
-//! Progress is an atomic per run, so stream deltas never take the lock.
+//! The [`Supervisor`]: one per session. It holds what every run shares (the
+//! session's environment, the registry and slots of [`super::board`], the
+//! recorder, the providers' model lists and prices) and answers for them through
+//! its methods: waiting for a run, cancelling it, messaging it, finding it,
+//! shutting the session down. Opening runs is `super::open`; driving one is
+//! `super::drive` (children) and `super::root` (the session's top-level run).
 
-use super::inbox::{Claim, RunInbox};
+use super::agent_types::Directory;
+use super::board::{Board, Limits, RunSnapshot};
+use super::catalog::AgentCatalog;
+use super::config::{QuickModels, SubagentSettings};
+use super::ctx::RunCtx;
+use super::error::SpawnError;
+use super::record::Recorder;
 use super::result::ChildResult;
-use super::SpawnError;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use crate::agent::ToolChoicePolicy;
+use crate::ledger::Ledger;
+use crate::model::pricing::{Price, Pricing, PUBLISHES_PRICES};
+use crate::model::{Model, ModelError, Sampling};
+use crate::tool::{Permissions, SpecCache, Tool, Workspace};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Limits the supervisor enforces (resolved from `[subagents]`).
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub max_concurrent: usize,
-    pub launch_concurrency: usize,
-    pub max_depth: u32,
-    pub max_total: usize,
-    pub heartbeat: Duration,
-}
+/// Builds a fresh set of workspace tools for one run (todo lists are per run).
+pub type ToolFactory = Arc<dyn Fn(&str) -> Vec<Arc<dyn Tool>> + Send + Sync>;
 
-/// A run's status: the ledger's lifecycle, shared so the supervisor and the
-/// record can never disagree on what a status means.
-pub use crate::ledger::RunStatus as LiveStatus;
+/// Builds a provider for `(provider, model)` routes other than the main one.
+pub type RouteBuilder = Arc<dyn Fn(&str, &str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
 
-/// Shared, lock-free progress clock of one run.
-#[derive(Debug)]
-pub struct Progress {
-    epoch: Instant,
-    last_ms: AtomicU64,
-    /// While set (waiting on its own children, or queued), the heartbeat skips it.
-    paused: AtomicBool,
-    /// Tool calls executing now. Tools bound themselves (shell timeouts, waits on
-    /// children), so a long `cargo test` is not mistaken for a stall.
-    tools_in_flight: AtomicU32,
-}
-
-impl Progress {
-    fn new(epoch: Instant) -> Self {
-        Progress {
-            epoch,
-            last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64),
-            paused: AtomicBool::new(true),
-            tools_in_flight: AtomicU32::new(0),
-        }
-    }
-    /// Something happened: a stream delta, a tool event.
-    pub fn touch(&self) {
-        self.last_ms
-            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-    }
-    /// Stop (true) or resume (false) the heartbeat clock; resuming restarts it.
-    pub fn pause(&self, paused: bool) {
-        if !paused {
-            self.touch();
-        }
-        self.paused.store(paused, Ordering::Relaxed);
-    }
-    pub fn tool_started(&self) {
-        self.tools_in_flight.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn tool_finished(&self) {
-        let _ = self
-            .tools_in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        self.touch();
-    }
-    fn idle_for(&self) -> Option<Duration> {
-        if self.paused.load(Ordering::Relaxed) || self.tools_in_flight.load(Ordering::Relaxed) > 0 {
-            return None;
-        }
-        let now = self.epoch.elapsed().as_millis() as u64;
-        Some(Duration::from_millis(
-            now.saturating_sub(self.last_ms.load(Ordering::Relaxed)),
-        ))
-    }
-}
-
-/// Everything the supervisor keeps about one run.
-pub(crate) struct Entry {
-    pub id: String,
-    pub name: String,
-    pub parent_id: Option<String>,
-    pub depth: u32,
-    pub role: String,
-    pub background: bool,
-    pub status: LiveStatus,
-    pub cancel: CancellationToken,
-    pub cancel_reason: Option<String>,
-    pub progress: Arc<Progress>,
-    pub inbox: Arc<RunInbox>,
-    pub claim: Arc<Claim>,
-    pub result: watch::Receiver<Option<ChildResult>>,
-    pub transcript_handle: String,
-}
-
-/// A copy of one entry, for listings (never blocks the runs).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunSnapshot {
-    pub agent_id: String,
-    pub name: String,
-    pub parent_id: Option<String>,
-    pub depth: u32,
-    pub role: String,
-    pub background: bool,
-    pub status: LiveStatus,
-    pub transcript_handle: String,
-}
-
-#[derive(Default)]
-struct Registry {
-    runs: HashMap<String, Entry>,
-    /// Names of the live (non-terminal) runs: a name is unique among them.
-    live_names: HashSet<String>,
-    /// For a name that is taken, the last suffix handed out (`name-N`), so the next
-    /// one starts there instead of trying `-2`, `-3`, … again: with a scan of every
-    /// run per try, 200 unnamed `task` children cost O(N³) under the registry lock.
-    last_suffix: HashMap<String, usize>,
-    /// Live runs admitted against `max_concurrent` (pending, queued or running).
-    admitted: usize,
-    total_spawned: usize,
-    /// Why a root run was cancelled (roots are not in `runs`: they hold no slot and
-    /// count against no limit). The first reason wins; taken when the root ends.
-    root_reasons: HashMap<String, String>,
-}
-
-/// The registry and the slots. Cheap to clone.
+/// What the supervisor needs from the session.
 #[derive(Clone)]
-pub struct Board {
-    limits: Arc<Limits>,
-    registry: Arc<Mutex<Registry>>,
-    slots: Arc<Semaphore>,
-    epoch: Instant,
-    /// Bumped after every admission and status change, so observers (a UI, tests)
-    /// can wait for the next change instead of polling.
-    changes: Arc<watch::Sender<u64>>,
+pub struct SupervisorEnv {
+    pub workspace: Arc<Workspace>,
+    pub ledger: Arc<Ledger>,
+    pub catalog: Arc<AgentCatalog>,
+    pub settings: SubagentSettings,
+    /// Quick models (`[models.<alias>]`) for routing.
+    pub quick_models: QuickModels,
+    /// The session's main provider name, model id and model.
+    pub main_provider: String,
+    pub main_model_id: String,
+    pub main_model: Arc<dyn Model>,
+    pub routes: RouteBuilder,
+    pub tools: ToolFactory,
+    /// Whether read-only shells can be sandboxed here (landlock).
+    pub read_only_shell: bool,
+    pub sampling: Sampling,
+    /// The session's tool-choice policy: the root run's, and children's where
+    /// `[subagents] tool_choice / first_tool_choice` do not override it.
+    pub tool_choice: ToolChoicePolicy,
+    /// How many tool calls of one step run at once, in every run (`tool_concurrency`).
+    pub tool_concurrency: usize,
+    /// The session's token: cancelling it stops every run.
+    pub session_cancel: CancellationToken,
+    /// Session identity for the ledger.
+    pub session_id: String,
+    /// The user's prices (`[pricing]`), for costs and cost budgets.
+    pub pricing: Arc<Pricing>,
+    /// Project instructions (AGENTS.md …) ending every system prompt; empty: none.
+    pub project_instructions: Arc<str>,
 }
 
-impl Board {
-    pub fn new(limits: Limits) -> Self {
-        let slots = Arc::new(Semaphore::new(
-            limits.launch_concurrency.min(limits.max_concurrent).max(1),
-        ));
-        Board {
-            limits: Arc::new(limits),
-            registry: Arc::new(Mutex::new(Registry::default())),
-            slots,
-            epoch: Instant::now(),
-            changes: Arc::new(watch::channel(0).0),
-        }
+struct Inner {
+    env: SupervisorEnv,
+    /// Tool specs derived once per session.
+    specs: SpecCache,
+    /// The agent types delegating runs are told about (made on first use).
+    directory: OnceLock<Arc<Directory>>,
+    board: Board,
+    recorder: Recorder,
+    /// The root runs' tasks: shutdown waits for their end records.
+    roots: tokio_util::task::TaskTracker,
+    /// Models each provider accepts, once asked (`None`: it does not say).
+    known_models: Mutex<HashMap<String, Option<Vec<String>>>>,
+    /// Prices each provider publishes, once asked (see [`Supervisor::price_for`]).
+    published_prices: Mutex<HashMap<String, Arc<Pricing>>>,
+}
+
+/// One per session: admits, runs, bounds and records every run.
+#[derive(Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+impl Supervisor {
+    /// Build the supervisor and start its heartbeat.
+    pub fn new(env: SupervisorEnv) -> Supervisor {
+        Self::with_limits(env.settings_limits(), env)
     }
 
-    /// A receiver that sees a new value after every admission or status change.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+    /// As [`Supervisor::new`] with explicit limits (tests use short heartbeats).
+    pub fn with_limits(limits: Limits, env: SupervisorEnv) -> Supervisor {
+        let board = Board::new(limits);
+        let recorder = Recorder::new(env.ledger.clone());
+        let sup = Supervisor {
+            inner: Arc::new(Inner {
+                env,
+                specs: SpecCache::default(),
+                directory: Default::default(),
+                board,
+                recorder,
+                roots: tokio_util::task::TaskTracker::new(),
+                known_models: Mutex::new(HashMap::new()),
+                published_prices: Mutex::new(HashMap::new()),
+            }),
+        };
+        sup.start_heartbeat();
+        sup
     }
 
-    fn changed(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    fn start_heartbeat(&self) {
+        let board = self.inner.board.clone();
+        let cancel = self.inner.env.session_cancel.clone();
+        let period = (board.limits().heartbeat / 10)
+            .clamp(Duration::from_millis(20), Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => { board.sweep(); }
+                    _ = cancel.cancelled() => break,
+                }
+            }
+        });
     }
 
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        self.inner.board.limits()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn env(&self) -> &SupervisorEnv {
+        &self.inner.env
     }
 
-    pub fn new_progress(&self) -> Arc<Progress> {
-        Arc::new(Progress::new(self.epoch))
+    /// The registry of runs and the running slots.
+    pub(crate) fn board(&self) -> &Board {
+        &self.inner.board
     }
 
-    /// Admit a new run: checks depth, the session total and (for background
-    /// children) the cap. Task children are admitted beyond the cap and queue.
-    pub(crate) fn admit(
-        &self,
-        mut entry: Entry,
-        enforce_cap: bool,
-    ) -> Result<(String, String), SpawnError> {
-        let mut reg = self.lock();
-        if entry.depth > self.limits.max_depth {
-            return Err(SpawnError::DepthLimit {
-                max_depth: self.limits.max_depth,
-            });
-        }
-        if reg.total_spawned >= self.limits.max_total {
-            return Err(SpawnError::TotalLimit {
-                max_total: self.limits.max_total,
-            });
-        }
-        if enforce_cap && reg.admitted >= self.limits.max_concurrent {
-            return Err(SpawnError::CapReached {
-                max_concurrent: self.limits.max_concurrent,
-            });
-        }
-        // Names are unique among live runs only: suffix a taken name.
-        if reg.live_names.contains(&entry.name) {
-            let base = std::mem::take(&mut entry.name);
-            let mut n = reg.last_suffix.get(&base).copied().unwrap_or(1);
-            loop {
-                n += 1;
-                let candidate = format!("{base}-{n}");
-                if !reg.live_names.contains(&candidate) {
-                    entry.name = candidate;
-                    break;
-                }
-            }
-            reg.last_suffix.insert(base, n);
-        } else {
-            // The name itself is free again: its suffixes start over.
-            reg.last_suffix.remove(&entry.name);
-        }
-        reg.live_names.insert(entry.name.clone());
-        reg.admitted += 1;
-        reg.total_spawned += 1;
-        let out = (entry.id.clone(), entry.name.clone());
-        reg.runs.insert(entry.id.clone(), entry);
-        drop(reg);
-        self.changed();
-        Ok(out)
+    /// Where runs are recorded (the ledger) and published (the event bus).
+    pub(crate) fn recorder(&self) -> &Recorder {
+        &self.inner.recorder
     }
 
-    /// Wait for a running slot. Returns `None` if cancelled first.
-    pub async fn acquire_slot(&self, cancel: &CancellationToken) -> Option<OwnedSemaphorePermit> {
-        // A run cancelled while it waited must not start, even when a slot came
-        // free at the same moment.
-        let permit = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => None,
-            p = self.slots.clone().acquire_owned() => p.ok(),
-        };
-        permit.filter(|_| !cancel.is_cancelled())
+    /// Tool specs, derived once per session.
+    pub(crate) fn specs(&self) -> &SpecCache {
+        &self.inner.specs
     }
 
-    /// Whether a slot is free right now (the run will not be queued).
-    pub fn try_slot(&self) -> Option<OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
+    /// The agent types delegating runs are told about (made on first use).
+    pub(crate) fn directory(&self) -> Arc<Directory> {
+        self.inner
+            .directory
+            .get_or_init(|| Arc::new(Directory::new(&self.inner.env.catalog)))
+            .clone()
     }
 
-    pub fn set_status(&self, id: &str, status: LiveStatus) {
-        let mut reg = self.lock();
-        let mut release = None;
-        let mut changed = false;
-        if let Some(e) = reg.runs.get_mut(id) {
-            if !e.status.is_terminal() {
-                if status.is_terminal() {
-                    release = Some(e.name.clone());
-                }
-                changed = e.status != status;
-                e.status = status;
-            }
-        }
-        if let Some(name) = release {
-            reg.admitted = reg.admitted.saturating_sub(1);
-            reg.live_names.remove(&name);
-        }
-        drop(reg);
-        if changed {
-            self.changed();
-        }
-    }
-
-    /// Cancel a run, remembering why (the first reason wins).
-    pub fn cancel(&self, id: &str, reason: &str) -> bool {
-        let token = {
-            let mut reg = self.lock();
-            let Some(e) = reg.runs.get_mut(id) else {
-                return false;
-            };
-            if e.status.is_terminal() {
-                return false;
-            }
-            if e.cancel_reason.is_none() {
-                e.cancel_reason = Some(reason.to_string());
-            }
-            e.cancel.clone()
-        };
-        token.cancel();
-        true
-    }
-
-    /// Remember why root run `id` is being cancelled (the first reason wins); the
-    /// caller cancels its token.
-    pub fn note_root_reason(&self, id: &str, reason: &str) {
-        self.lock()
-            .root_reasons
-            .entry(id.to_string())
-            .or_insert_with(|| reason.to_string());
-    }
-
-    /// Why root run `id` was cancelled, if someone said.
-    pub fn root_reason(&self, id: &str) -> Option<String> {
-        self.lock().root_reasons.get(id).cloned()
-    }
-
-    /// As [`Board::root_reason`], and forgets it (the root has ended).
-    pub fn take_root_reason(&self, id: &str) -> Option<String> {
-        self.lock().root_reasons.remove(id)
-    }
-
-    pub fn cancel_reason(&self, id: &str) -> Option<String> {
-        self.lock()
-            .runs
-            .get(id)
-            .and_then(|e| e.cancel_reason.clone())
-    }
-
-    /// Fields a caller needs to wait on or talk to a run.
-    pub(crate) fn handles(&self, id: &str) -> Option<RunHandles> {
-        self.lock().runs.get(id).map(|e| RunHandles {
-            parent_id: e.parent_id.clone(),
-            status: e.status,
-            inbox: e.inbox.clone(),
-            claim: e.claim.clone(),
-            result: e.result.clone(),
-        })
-    }
-
-    /// Find a run by id, unique id prefix, or live name.
-    pub fn lookup(&self, key: &str) -> Option<String> {
-        let reg = self.lock();
-        lookup_where(&reg, key, |_| true)
-    }
-
-    /// Find a child of `parent` by id, live name (else any name), or unique id prefix.
-    pub fn lookup_child(&self, parent: &str, key: &str) -> Option<String> {
-        let reg = self.lock();
-        lookup_where(&reg, key, |e| e.parent_id.as_deref() == Some(parent))
-    }
-
-    /// Find a run below `ancestor` (a child, a grandchild, …) by id, live name (else
-    /// any name), or unique id prefix.
-    pub fn lookup_descendant(&self, ancestor: &str, key: &str) -> Option<String> {
-        let reg = self.lock();
-        lookup_where(&reg, key, |e| descends_from(&reg, e, ancestor))
-    }
-
-    pub fn snapshot(&self) -> Vec<RunSnapshot> {
-        let reg = self.lock();
-        let mut v: Vec<RunSnapshot> = reg
-            .runs
-            .values()
-            .map(|e| RunSnapshot {
-                agent_id: e.id.clone(),
-                name: e.name.clone(),
-                parent_id: e.parent_id.clone(),
-                depth: e.depth,
-                role: e.role.clone(),
-                background: e.background,
-                status: e.status,
-                transcript_handle: e.transcript_handle.clone(),
-            })
-            .collect();
-        v.sort_by(|a, b| a.agent_id.cmp(&b.agent_id));
-        v
-    }
-
-    /// Number of runs in `Running` (for tests and the cap).
-    pub fn running(&self) -> usize {
-        self.lock()
-            .runs
-            .values()
-            .filter(|e| e.status == LiveStatus::Running)
-            .count()
-    }
-
-    /// One heartbeat pass: cancel every running run idle longer than the window.
-    pub fn sweep(&self) -> Vec<String> {
-        let window = self.limits.heartbeat;
-        let stale: Vec<(String, CancellationToken)> = {
-            let mut reg = self.lock();
-            let mut out = Vec::new();
-            for e in reg.runs.values_mut() {
-                if e.status != LiveStatus::Running {
-                    continue;
-                }
-                if let Some(idle) = e.progress.idle_for() {
-                    if idle > window && e.cancel_reason.is_none() {
-                        e.cancel_reason = Some(format!(
-                            "heartbeat: no progress for {} (heartbeat_timeout_secs)",
-                            describe(window)
-                        ));
-                        out.push((e.id.clone(), e.cancel.clone()));
-                    }
-                }
-            }
-            out
-        };
-        for (_, t) in &stale {
-            t.cancel();
-        }
-        stale.into_iter().map(|(id, _)| id).collect()
-    }
-}
-
-/// A run among those `keep` accepts, by id, live name (else any name), or unique id
-/// prefix.
-fn lookup_where(reg: &Registry, key: &str, keep: impl Fn(&Entry) -> bool) -> Option<String> {
-    if let Some(e) = reg.runs.get(key).filter(|e| keep(e)) {
-        return Some(e.id.clone());
-    }
-    let runs: Vec<&Entry> = reg.runs.values().filter(|e| keep(e)).collect();
-    let by_name: Vec<&&Entry> = runs.iter().filter(|e| e.name == key).collect();
-    if let Some(e) = by_name
-        .iter()
-        .find(|e| !e.status.is_terminal())
-        .or(by_name.first())
+    /// Run `fut` (a root run) as a task the session's shutdown waits for.
+    pub(crate) fn spawn_root<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
     {
-        return Some(e.id.clone());
+        self.inner.roots.spawn(fut)
     }
-    let by_prefix: Vec<&&Entry> = runs.iter().filter(|e| e.id.starts_with(key)).collect();
-    (by_prefix.len() == 1).then(|| by_prefix[0].id.clone())
-}
 
-/// Whether `e` sits below `ancestor` in the tree.
-fn descends_from(reg: &Registry, e: &Entry, ancestor: &str) -> bool {
-    let mut parent = e.parent_id.as_deref();
-    while let Some(p) = parent {
-        if p == ancestor {
-            return true;
+    /// A copy of every run this session knows (never waits for runs).
+    pub fn snapshot(&self) -> Vec<RunSnapshot> {
+        self.inner.board.snapshot()
+    }
+
+    /// A receiver that sees a new value after every admission or status change of
+    /// any run (wait on it, then read [`Supervisor::snapshot`]).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.board.subscribe()
+    }
+
+    /// The session's live events (published where runs are recorded).
+    pub(crate) fn bus(&self) -> &Arc<crate::events::EventBus> {
+        self.inner.recorder.bus()
+    }
+
+    /// Ledger writes that failed in this session (0 when every record landed).
+    pub fn ledger_write_failures(&self) -> u64 {
+        self.inner.recorder.write_failures()
+    }
+
+    /// Runs currently in `Running`.
+    pub fn running(&self) -> usize {
+        self.inner.board.running()
+    }
+
+    /// The price of `model_id` on `provider`: the user's `[pricing]` first, else what
+    /// the endpoint publishes (OpenRouter's `/models`, asked once per session and
+    /// provider), else none.
+    pub(crate) async fn price_for(
+        &self,
+        provider: &str,
+        model_id: &str,
+        model: &dyn Model,
+    ) -> Option<Price> {
+        if let Some(p) = self.inner.env.pricing.price(provider, model_id) {
+            return Some(p);
         }
-        parent = reg.runs.get(p).and_then(|x| x.parent_id.as_deref());
+        if !PUBLISHES_PRICES
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(provider))
+        {
+            return None;
+        }
+        let key = provider.to_ascii_lowercase();
+        let cached = self
+            .inner
+            .published_prices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let prices = match cached {
+            Some(p) => p,
+            None => {
+                // An endpoint that cannot say prices nothing (not an error for the run).
+                let p = Arc::new(model.published_prices().await.unwrap_or_default());
+                self.inner
+                    .published_prices
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, p.clone());
+                p
+            }
+        };
+        prices.price(provider, model_id)
     }
-    false
+
+    /// Where the provider lists its models, an unknown id fails the spawn.
+    pub(crate) async fn check_model_known(
+        &self,
+        provider: &str,
+        model_id: &str,
+        model: &dyn Model,
+    ) -> Result<(), SpawnError> {
+        let cached = self
+            .inner
+            .known_models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(provider)
+            .cloned();
+        let known = match cached {
+            Some(k) => k,
+            None => {
+                // A provider that cannot list its models is the authority itself.
+                let k = model.list_models().await.unwrap_or(None);
+                self.inner
+                    .known_models
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(provider.to_string(), k.clone());
+                k
+            }
+        };
+        match known {
+            Some(list) if !list.is_empty() && !list.iter().any(|m| m == model_id) => {
+                Err(SpawnError::UnknownModel {
+                    model: model_id.to_string(),
+                    provider: provider.to_string(),
+                    accepted: list,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait until `id` settles, `timeout` passes, or `cancel` fires.
+    pub async fn wait(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Option<ChildResult> {
+        let mut rx = self.inner.board.handles(id)?.result;
+        let settled = async {
+            loop {
+                if let Some(r) = rx.borrow_and_update().clone() {
+                    return Some(r);
+                }
+                if rx.changed().await.is_err() {
+                    return rx.borrow().clone();
+                }
+            }
+        };
+        tokio::select! {
+            r = settled => r,
+            _ = cancel.cancelled() => None,
+            _ = sleep_or_forever(timeout) => None,
+        }
+    }
+
+    /// `parent` took child `id`'s settled result itself (`agent_eval`,
+    /// `agent_close`): it is not pushed into `parent`'s conversation again, and
+    /// `parent` no longer waits for it. `true` if this was the first delivery.
+    /// Only a run's own children can be claimed.
+    pub fn claim(&self, parent: &RunCtx, id: &str) -> bool {
+        match self.inner.board.handles(id) {
+            Some(h) if h.parent_id.as_deref() == Some(parent.run_id.as_str()) => {
+                let first = h.claim.take();
+                parent.inbox.child_delivered(id);
+                first
+            }
+            _ => false,
+        }
+    }
+
+    /// Find a child of `parent` by id, name, or unique id prefix.
+    pub fn lookup_child(&self, parent: &RunCtx, key: &str) -> Option<String> {
+        self.inner.board.lookup_child(&parent.run_id, key)
+    }
+
+    /// Cancel a run (and everything below its turn). `false` if it already ended.
+    pub fn cancel(&self, id: &str, reason: &str) -> bool {
+        self.inner.board.cancel(id, reason)
+    }
+
+    /// Remember why root run `id` (a [`Supervisor::run_root`]) is being cancelled:
+    /// its record names `reason`. The first reason wins; the caller cancels the
+    /// root's token.
+    pub fn note_root_cancel(&self, id: &str, reason: &str) {
+        self.inner.board.note_root_reason(id, reason);
+    }
+
+    /// The reason noted for root run `id`, forgotten once read (after the root ended).
+    pub fn take_root_cancel(&self, id: &str) -> Option<String> {
+        self.inner.board.take_root_reason(id)
+    }
+
+    /// Deliver a message to a running child at its next step.
+    pub fn message(&self, id: &str, text: &str) -> bool {
+        match self.inner.board.handles(id) {
+            Some(h) if !h.status.is_terminal() => {
+                h.inbox.push_note(crate::model::Message::user(format!(
+                    "Message from your parent agent:\n{text}"
+                )));
+                self.inner.recorder.message_queued(id, text);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Find a run by id, unique id prefix, or name.
+    pub fn lookup(&self, key: &str) -> Option<String> {
+        self.inner.board.lookup(key)
+    }
+
+    /// Find a run below `ancestor` (its children, their children, …) by id, unique id
+    /// prefix, or name.
+    pub fn lookup_descendant(&self, ancestor: &str, key: &str) -> Option<String> {
+        self.inner.board.lookup_descendant(ancestor, key)
+    }
+
+    /// Cancel every run of the session and wait until their records are final.
+    pub async fn shutdown(&self) {
+        for run in self.snapshot() {
+            self.cancel(&run.agent_id, "the session ended");
+        }
+        self.inner.env.session_cancel.cancel();
+        // Roots (not in the registry) stop on the session's token; a root whose
+        // caller dropped its future is still writing its end.
+        self.inner.roots.close();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.inner.roots.wait()).await;
+        for run in self.snapshot() {
+            if !run.status.is_terminal() {
+                let _ = self
+                    .wait(
+                        &run.agent_id,
+                        Some(Duration::from_secs(10)),
+                        &CancellationToken::new(),
+                    )
+                    .await;
+            }
+        }
+        self.inner.recorder.flush().await;
+    }
 }
 
-/// A window in words: whole seconds, or milliseconds below a second.
-fn describe(d: Duration) -> String {
-    if d >= Duration::from_secs(1) && d.subsec_millis() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
+impl SupervisorEnv {
+    fn settings_limits(&self) -> Limits {
+        let s = &self.settings;
+        Limits {
+            max_concurrent: s.max_concurrent,
+            launch_concurrency: s.launch_concurrency,
+            max_depth: s.max_depth,
+            max_total: s.max_total as usize,
+            heartbeat: s.heartbeat_timeout,
+        }
+    }
+
+    /// Permissions of a session's root run: everything, less delegation when
+    /// sub-agents are disabled.
+    pub fn root_permissions(&self) -> Permissions {
+        let mut p = Permissions::full("parent");
+        if !self.settings.enabled {
+            p.capabilities.remove(&crate::tool::Capability::Delegate);
+        }
+        p
     }
 }
 
-/// Handles of one run, copied out of the registry.
-#[derive(Clone)]
-pub(crate) struct RunHandles {
-    pub parent_id: Option<String>,
-    pub status: LiveStatus,
-    pub inbox: Arc<RunInbox>,
-    pub claim: Arc<Claim>,
-    pub result: watch::Receiver<Option<ChildResult>>,
+async fn sleep_or_forever(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Run ids sort by creation time (UUIDv7).
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
 }

@@ -7,11 +7,12 @@
 //! `agent_eval` and `agent_close` address only the caller's own children: another
 //! run's child belongs to that run, and its result is delivered there.
 
-use super::agent_types::{AgentTypesTool, Directory};
-use super::drive::RunCtx;
-use super::result::ChildResult;
-use super::run::{SpawnMode, SpawnRequest, Supervisor};
-use super::supervisor::LiveStatus;
+use super::agent_types::AgentTypesTool;
+use super::board::LiveStatus;
+use super::ctx::RunCtx;
+use super::result::{render_result, ChildResult};
+use super::spawn::{SpawnMode, SpawnRequest, Spawner};
+use super::supervisor::Supervisor;
 use crate::tool::{parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -28,11 +29,7 @@ pub fn delegation_tools(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Vec<Arc<dyn Tool
         sup: sup.clone(),
         ctx: ctx.clone(),
     };
-    let directory = sup
-        .inner
-        .directory
-        .get_or_init(|| Arc::new(Directory::new(&sup.env().catalog)))
-        .clone();
+    let directory = sup.directory();
     let mut tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(TaskTool {
             b: b(),
@@ -59,7 +56,7 @@ struct Bound {
 impl Bound {
     /// Run `fut` with this run's slot given back (see `RunCtx::without_slot`).
     async fn yielding<F: Future>(&self, cancel: &CancellationToken, fut: F) -> F::Output {
-        self.ctx.without_slot(&self.sup, cancel, fut).await
+        self.ctx.without_slot(cancel, fut).await
     }
 
     /// One of this run's own children, by id, name or id prefix. A run waits for,
@@ -80,37 +77,6 @@ impl Bound {
     fn cap(&self) -> usize {
         self.sup.env().settings.context_cap_bytes
     }
-}
-
-/// A child's result as it goes back into a parent's context: capped, with the
-/// transcript handle for the rest.
-pub fn render_result(r: &ChildResult, cap: usize) -> String {
-    let mut head = format!("status: {}", r.status.as_str());
-    if let Some(reason) = &r.reason {
-        head.push_str(&format!(" ({reason})"));
-    }
-    head.push('\n');
-    let room = cap.saturating_sub(head.len()).max(128);
-    let body = match &r.report {
-        Some(report) => super::contract::render_for_parent(report, room, &r.transcript_handle),
-        None => cap_text(&r.final_text, room, &r.transcript_handle),
-    };
-    format!("{head}{body}")
-}
-
-/// `text` cut to at most `cap` bytes on a character boundary, pointing at the
-/// transcript for the rest.
-fn cap_text(text: &str, cap: usize, handle: &str) -> String {
-    if text.len() <= cap {
-        return text.to_string();
-    }
-    let footer =
-        format!("\n[… cut at {cap} bytes; read the rest with handle_read on \"{handle}\"]");
-    let mut end = cap.saturating_sub(footer.len());
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{footer}", &text[..end])
 }
 
 fn child_json(index: Option<usize>, r: &ChildResult, cap: usize) -> serde_json::Value {
@@ -358,8 +324,7 @@ impl Tool for EvalTool {
                     !r.status.is_terminal()
                         || !b
                             .sup
-                            .inner
-                            .board
+                            .board()
                             .handles(&r.agent_id)
                             .is_some_and(|h| h.claim.is_taken())
                 })
@@ -396,8 +361,7 @@ impl Tool for EvalTool {
                 None => {
                     let status = b
                         .sup
-                        .inner
-                        .board
+                        .board()
                         .handles(&id)
                         .map(|h| h.status)
                         .unwrap_or(LiveStatus::Running);
@@ -495,8 +459,7 @@ impl Tool for ListTool {
         if a.include_archived.unwrap_or(false) {
             let archived = b
                 .sup
-                .inner
-                .recorder
+                .recorder()
                 .archived_runs()
                 .await
                 .map_err(ToolError::Failed)?;
@@ -556,8 +519,7 @@ impl Tool for ReadTool {
         let limit = a.limit.unwrap_or(20).clamp(1, 200);
         let slice = b
             .sup
-            .inner
-            .recorder
+            .recorder()
             .transcript(&id, a.from.unwrap_or(0), limit)
             .await
             .map_err(ToolError::Failed)?;

@@ -1,0 +1,88 @@
+//! What one run is while it runs: its identity, grant, inbox, progress clock,
+//! budgets, model, and the running slot it holds. Its delegation tools open
+//! children of it; its driver and hooks read and update it.
+
+use super::board::{Board, Progress};
+use super::budgets::Budgets;
+use super::inbox::RunInbox;
+use super::result::Who;
+use super::role::Role;
+use crate::model::{Model, ModelRequest};
+use crate::tool::Permissions;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+
+/// What a run's own tools need to know about it (its delegation tools open
+/// children of it).
+pub struct RunCtx {
+    pub run_id: String,
+    pub root_id: String,
+    pub name: String,
+    pub depth: u32,
+    pub role: Role,
+    pub kind_name: String,
+    pub permissions: Arc<Permissions>,
+    /// Names of the tools this run has (a custom child may only pick among them);
+    /// set once its toolbox is built.
+    pub tool_names: std::sync::OnceLock<Vec<String>>,
+    pub inbox: Arc<RunInbox>,
+    pub progress: Arc<Progress>,
+    /// The registry and slots this run's slot comes from.
+    pub(crate) board: Board,
+    pub budgets: Budgets,
+    pub provider_name: String,
+    pub model_id: String,
+    pub model: Arc<dyn Model>,
+    /// The running slot this run holds (children only); yielded while it waits.
+    pub(crate) slot: Mutex<Option<OwnedSemaphorePermit>>,
+    pub(crate) last_request: Mutex<Option<Arc<ModelRequest>>>,
+}
+
+impl RunCtx {
+    /// Run `fut` (a wait on children) with this run's running slot given back, and
+    /// take a slot again afterwards — unless `cancel` (the run's token) fired.
+    pub(crate) async fn without_slot<F: std::future::Future>(
+        &self,
+        cancel: &CancellationToken,
+        fut: F,
+    ) -> F::Output {
+        let had = self
+            .slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some();
+        let out = fut.await;
+        if had {
+            if let Some(p) = self.board.acquire_slot(cancel).await {
+                *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+            }
+        }
+        out
+    }
+
+    /// Who this run is, as its result names it.
+    pub(crate) fn who(&self, warnings: Vec<String>) -> Who {
+        Who {
+            agent_id: self.run_id.clone(),
+            name: self.name.clone(),
+            role: self.kind_name.clone(),
+            model: format!("{}/{}", self.provider_name, self.model_id),
+            warnings,
+        }
+    }
+
+    /// Names of the tools in this run's toolbox.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tool_names.get().cloned().unwrap_or_default()
+    }
+
+    /// The request this run sent last (what a forked child continues from).
+    pub fn last_request(&self) -> Option<Arc<ModelRequest>> {
+        self.last_request
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}

@@ -1,0 +1,77 @@
+//! What opening a run takes and gives: a child's [`SpawnRequest`] (and how it
+//! belongs to its parent), the session's [`RootRequest`], what `agent_open`
+//! returns ([`Opened`]), and the [`Spawner`] the delegation tools open children
+//! through (the supervisor implements it in `super::open`).
+
+use super::board::LiveStatus;
+use super::ctx::RunCtx;
+use super::error::SpawnError;
+use super::tally::RootTallies;
+use crate::agent::EventSink;
+use crate::model::{Message, ModelRequest};
+use async_trait::async_trait;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// How a child belongs to its parent.
+#[derive(Clone)]
+pub enum SpawnMode {
+    /// `task`: belongs to the parent's turn; cancelling the turn cancels it.
+    Task { turn_cancel: CancellationToken },
+    /// `agent_open`: belongs to the session; its completion is pushed to the parent.
+    Background,
+}
+
+/// One child to open.
+#[derive(Clone)]
+pub struct SpawnRequest {
+    pub prompt: String,
+    pub agent_type: Option<String>,
+    pub name: Option<String>,
+    pub model: Option<String>,
+    /// When set, the child continues from this parent request (`fork_context`).
+    pub fork_from: Option<Arc<ModelRequest>>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub mode: SpawnMode,
+}
+
+/// The session's top-level run (`brood run`).
+pub struct RootRequest {
+    pub prompt: String,
+    pub system: Option<String>,
+    pub max_turns: u32,
+    /// Extra observer (the CLI's live output).
+    pub events: Option<EventSink>,
+    /// The turn's token.
+    pub cancel: CancellationToken,
+    pub name: String,
+    /// Where the run counts what the model answered to it and to its tree (read
+    /// them when it ends); `None` when the caller does not want them.
+    pub tallies: Option<Arc<RootTallies>>,
+    /// The conversation so far (an interactive session's earlier turns): the run
+    /// continues it with `prompt` as the next user message. Empty for a fresh run.
+    pub history: Vec<Message>,
+}
+
+/// What `agent_open` returns at once.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Opened {
+    pub agent_id: String,
+    pub name: String,
+    pub status: LiveStatus,
+    pub transcript_handle: String,
+    pub role: String,
+    pub model: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Opens children: what the delegation tools call to spawn. The supervisor is
+/// the one implementation; the trait lets the tools sit below the code that
+/// builds every run's toolbox (a child's toolbox holds delegation tools too).
+#[async_trait]
+pub trait Spawner: Send + Sync {
+    /// Open a child of `parent`. Returns at once; the child runs in the
+    /// background (for `task` the caller then waits for it).
+    async fn open(&self, parent: &Arc<RunCtx>, req: SpawnRequest) -> Result<Opened, SpawnError>;
+}
