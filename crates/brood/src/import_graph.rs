@@ -233,7 +233,7 @@ impl Crate {
     /// following a dir root's re-export to the child defining the name.
     fn owner(&self, path: &ModPath) -> ModPath {
         let mut n = path.len();
-        while n > 0 && !self.modules.contains(&path[..n].to_vec()) {
+        while n > 0 && !self.modules.contains(&path[..n]) {
             n -= 1;
         }
         let module = path[..n].to_vec();

@@ -184,11 +184,7 @@ impl RunReport {
     /// that stopped it after some work. A budget that stopped it before its first
     /// request (a cost budget its model has no price for) is a failure.
     pub fn succeeded(&self) -> bool {
-        match self.ending {
-            Ending::Completed | Ending::MaxTurns => true,
-            Ending::Budget { .. } => self.turns > 0,
-            _ => false,
-        }
+        self.ending.answered(self.turns)
     }
 }
 
