@@ -77,11 +77,7 @@ impl HostRun {
     /// The live events of this host's tree (its children and their descendants),
     /// from now on — what `brood mcp` turns into progress notifications.
     pub fn events(&self) -> crate::events::EventStream {
-        self.sup
-            .inner
-            .recorder
-            .bus()
-            .subscribe(Some(self.ctx.run_id.clone()))
+        self.sup.bus().subscribe(Some(self.ctx.run_id.clone()))
     }
 
     /// The delegation tools, for their names, descriptions and schemas.
