@@ -290,3 +290,65 @@ fn several_hosts_on_one_workspace_keep_each_others_runs() {
         );
     }
 }
+
+/// The real-model MCP round trip (`scripts/e2e-local` runs it, with the other
+/// real-model tests): the official Python client calls `task` on `brood mcp`, whose
+/// explore child runs on the local llama.cpp server; the child ends `completed` and
+/// the ledger shows it under the host, with its steps made against that server.
+#[test]
+#[ignore = "needs the local LLM server: run scripts/e2e-local"]
+fn e2e_a_python_host_runs_a_child_on_the_local_llm() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(root.join("scripts/local-llm"))
+        .arg("start")
+        .output()
+        .expect("run scripts/local-llm start");
+    assert!(
+        out.status.success(),
+        "the local LLM server does not start; run scripts/e2e-local: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    for py in interpreters() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(
+            ws.path().join("README.md"),
+            "# Demo\nThis project prints the current date.\n",
+        )
+        .unwrap();
+        // Short answers and few steps keep a tiny model's child within a minute.
+        let cfg = home.path().join(".config/brood");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(
+            cfg.join("config.toml"),
+            "max_tokens = 64\ntemperature = 0.0\napi_timeout_secs = 120\n[subagents]\nmax_turns = 3\n",
+        )
+        .unwrap();
+        let out = Command::new(&py)
+            .arg(&client)
+            .arg(env!("CARGO_BIN_EXE_brood"))
+            .arg(&url)
+            .arg(ws.path())
+            .arg(home.path())
+            .arg("e2e")
+            .output()
+            .expect("run the python client");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{py} client.py e2e failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("client report: {e}\n{stdout}\n{stderr}"));
+        let runs = ledger_runs(ws.path());
+        let id = report["task_ids"][0].as_str().expect("the child's id");
+        let child = run_of(&runs, id);
+        assert_eq!(child["status"], "completed", "{child}");
+        assert!(child["steps"].as_u64().unwrap_or(0) >= 1, "{child}");
+        let host = run_of(&runs, child["parent_id"].as_str().expect("parent"));
+        assert_eq!(host["agent_type"], "host", "{host}");
+    }
+}

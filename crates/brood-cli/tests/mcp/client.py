@@ -1,12 +1,13 @@
 """A real MCP client (the official Python `mcp` SDK, 1.x or 2.x) driving `brood mcp`.
 
-Usage: client.py BROOD_BIN MOCK_BASE_URL WORKSPACE HOME [full | stdio LABEL | http URL LABEL]
+Usage: client.py BROOD_BIN MODEL_BASE_URL WORKSPACE HOME [full | stdio LABEL | http URL LABEL | e2e]
 `full` (the default) drives initialize, tools/list, tools/call `task` (three
 prompts, with a progress token), `agent_open` + `agent_eval`, a cancelled `task`,
 resources/list and resources/read over stdio, checking what a host sees. `stdio
 LABEL` and `http URL LABEL` are a short host (one `task` of two prompts named
 after LABEL, with progress) over stdio or streamable HTTP, for the several-hosts
-test. Prints one JSON object (ids the Rust test checks in the ledger). Exits
+test. `e2e` is one `task` for an explore child on a real model (the local
+llama.cpp server): it must end `completed`, whatever the tiny model said. Prints one JSON object (ids the Rust test checks in the ledger). Exits
 non-zero, naming the failed check, on any mismatch.
 """
 
@@ -133,6 +134,23 @@ async def main():
         return
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
+            if mode[0] == "e2e":
+                await session.initialize()
+                progress = Progress()
+                s = structured(
+                    await session.call_tool(
+                        "task",
+                        {"description": "Read README.md and say in one line what the project does.",
+                         "agent_type": "explore"},
+                        progress_callback=progress,
+                    )
+                )
+                r = s["results"][0]
+                check(r["status"] == "completed", f"the real-model child completed: {r}")
+                check(progress.last().startswith("1 of 1 sub-agent done"), f"progress: {progress.seen}")
+                out["task_ids"] = [r["agent_id"]]
+                print(json.dumps(out))
+                return
             if mode[0] == "stdio":
                 out.update(await short_host(session, mode[1]))
                 print(json.dumps(out))
