@@ -28,6 +28,10 @@ impl Case {
     }
 
     fn brood(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().expect("run brood")
+    }
+
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
         cmd.current_dir(self.ws.path())
             .env_clear()
@@ -39,27 +43,31 @@ impl Case {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        cmd.output().expect("run brood")
+        cmd
+    }
+
+    fn run_args(server: &MockServer) -> Vec<String> {
+        [
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--json",
+            "look around",
+        ]
+        .map(str::to_string)
+        .to_vec()
     }
 
     /// `brood run --json` against `server`: exit code, the `--json` object (when
     /// stdout holds one), stderr.
     fn run(&self, server: &MockServer, env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
-        let base = server.base_url();
-        let out = self.brood(
-            &[
-                "run",
-                "--provider",
-                "local",
-                "--base-url",
-                &base,
-                "--model",
-                "m",
-                "--json",
-                "look around",
-            ],
-            env,
-        );
+        let args = Case::run_args(server);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.brood(&args, env);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let v = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
@@ -430,4 +438,76 @@ fn a_big_answer_is_stored_once() {
         used <= 2 * recorded + (1 << 20),
         "{used} B for {answers} answers of {BIG} B:\n{listing}"
     );
+}
+
+/// 21.6: a server that closes a kept-alive connection after a complete answer,
+/// without `Connection: close` (uvicorn, nginx), costs no attempt: with one attempt
+/// allowed, run after run succeeds, and the stale connection is not reported.
+#[test]
+fn a_server_closing_kept_alive_connections_costs_no_attempt() {
+    let case = Case::new();
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call("read_file", json!({"path": "notes.txt"})),
+        1 => MockReply::tool_call("list_dir", json!({"path": "."})),
+        _ => MockReply::text("read it"),
+    });
+    server.set_idle_close(true);
+    for run in 0..4 {
+        let (code, v, stderr) = case.run(&server, &[("BROOD_MAX_ATTEMPTS", "1")]);
+        assert_eq!(code, Some(0), "run {run}: {stderr}\njson: {v}");
+        assert_eq!(v["final"], "read it", "run {run}");
+        assert!(!stderr.contains("[retry]"), "run {run}: {stderr}");
+    }
+    // Every run met closed connections (two of its three requests came on a kept-alive
+    // one), so the fault really was served.
+    assert!(server.idle_closed() >= 4, "{} closed", server.idle_closed());
+    assert_eq!(server.request_count(), 12);
+    assert!(case.ledger().iter().all(|r| r["status"] == "completed"));
+}
+
+/// A valid answer under the wrong content type is read for what it is: the first
+/// bytes decide (`data:` is an event stream, `{` a whole completion), not the label
+/// (proxies and gateways relabel bodies). What is neither fails naming what came.
+#[test]
+fn a_valid_answer_under_a_wrong_content_type_is_read() {
+    let sse: String = Answer::text("streamed, mislabelled")
+        .stream_chunks("m")
+        .iter()
+        .map(|c| format!("data: {c}\n\n"))
+        .collect::<String>()
+        + "data: [DONE]\n\n";
+    let whole = Answer::text("whole, mislabelled").to_json("m").to_string();
+    for (content_type, body, expected) in [
+        ("application/json", sse.clone(), "streamed, mislabelled"),
+        (
+            "text/plain; charset=utf-8",
+            sse.clone(),
+            "streamed, mislabelled",
+        ),
+        ("text/event-stream", whole.clone(), "whole, mislabelled"),
+        (
+            "text/event-stream; charset=utf-8",
+            format!("\n{whole}"),
+            "whole, mislabelled",
+        ),
+        (
+            "application/octet-stream",
+            whole.clone(),
+            "whole, mislabelled",
+        ),
+    ] {
+        let case = Case::new();
+        let server = MockServer::start(move |_| MockReply::body(content_type, body.clone()));
+        let (code, v, stderr) = case.run(&server, &[]);
+        assert_eq!(code, Some(0), "{content_type}: {stderr}\njson: {v}");
+        assert_eq!(v["final"], expected, "{content_type}");
+        assert_eq!(case.ledger()[0]["status"], "completed");
+    }
+    // An event-stream label on a body that is neither.
+    let case = Case::new();
+    let server = MockServer::start(|_| MockReply::body("text/event-stream", "<html>proxy</html>"));
+    let (code, v, stderr) = case.run(&server, &[]);
+    assert_eq!(code, Some(1), "{stderr}\njson: {v}");
+    assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    assert_eq!(case.ledger()[0]["status"], "failed");
 }

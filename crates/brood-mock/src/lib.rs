@@ -34,6 +34,9 @@
 //!   reads or dripped at an interval (a huge or never-ending answer; the server never
 //!   holds more than one chunk of it).
 //!
+//! [`MockServer::set_idle_close`] makes the server close each kept-alive connection
+//! under its second request, without answering (an idle-closing proxy).
+//!
 //! The server counts requests in flight (a streamed reply is in flight until its last
 //! byte) and the maximum seen, so tests and benchmarks can check concurrency limits.
 //! [`MockServer::stop`] (or dropping the server) shuts its runtime down: every

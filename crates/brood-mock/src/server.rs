@@ -14,7 +14,7 @@ use axum::Router;
 use futures::stream::{self, Stream, StreamExt};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::{oneshot, watch};
@@ -36,6 +36,10 @@ struct Inner {
     count: watch::Sender<usize>,
     in_flight: watch::Sender<usize>,
     max_in_flight: AtomicUsize,
+    /// Serve one request per connection, then close it under the next one.
+    idle_close: AtomicBool,
+    /// Connections closed that way.
+    idle_closed: AtomicUsize,
 }
 
 /// Poisoning only means a handler panicked mid-request; the data is still usable.
@@ -130,6 +134,8 @@ impl MockServer {
             count: watch::channel(0).0,
             in_flight: watch::channel(0).0,
             max_in_flight: AtomicUsize::new(0),
+            idle_close: AtomicBool::new(false),
+            idle_closed: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -140,12 +146,13 @@ impl MockServer {
             .layer(DefaultBodyLimit::disable())
             .with_state(inner.clone());
         let (tx, rx) = oneshot::channel::<()>();
+        let served_by = inner.clone();
         let thread = std::thread::Builder::new()
             .name(format!("brood-mock-{}", addr.port()))
             .spawn(move || {
                 runtime.block_on(async move {
                     tokio::select! {
-                        () = serve(listener, app) => {}
+                        () = serve(listener, app, served_by) => {}
                         _ = rx => {}
                     }
                 });
@@ -220,6 +227,20 @@ impl MockServer {
     pub async fn wait_for_in_flight(&self, n: usize) {
         let mut rx = self.inner.in_flight.subscribe();
         let _ = rx.wait_for(|c| *c >= n).await;
+    }
+
+    /// From now on, answer one request per connection and keep the connection open
+    /// (no `Connection: close`), then close it — without a byte of answer — when a
+    /// second request comes on it: what uvicorn and nginx do to a kept-alive
+    /// connection they let idle. The closing request is not captured nor counted.
+    pub fn set_idle_close(&self, on: bool) {
+        self.inner.idle_close.store(on, Ordering::SeqCst);
+    }
+
+    /// How many kept-alive connections were closed under a request
+    /// ([`MockServer::set_idle_close`]).
+    pub fn idle_closed(&self) -> usize {
+        self.inner.idle_closed.load(Ordering::SeqCst)
     }
 
     /// The ids listed by `GET /v1/models`.
@@ -319,7 +340,7 @@ async fn chat(
 /// `axum::serve`: that rebuilds the router's state for every connection and sniffs
 /// each one for HTTP/2 — per-request work in a fan-out of fresh connections, done
 /// on the cores the benchmarks share with what they measure.
-async fn serve(listener: tokio::net::TcpListener, app: Router) {
+async fn serve(listener: tokio::net::TcpListener, app: Router, inner: Arc<Inner>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -330,7 +351,27 @@ async fn serve(listener: tokio::net::TcpListener, app: Router) {
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let router = hyper_util::service::TowerToHyperService::new(app.clone());
+        let inner = inner.clone();
+        let served = AtomicUsize::new(0);
+        // A second request on an idle-closing connection gets no answer: the service
+        // fails, and hyper drops the connection without writing a byte.
+        let service = hyper::service::service_fn(move |req| {
+            let reused = served.fetch_add(1, Ordering::SeqCst) > 0;
+            let close = reused && inner.idle_close.load(Ordering::SeqCst);
+            if close {
+                inner.idle_closed.fetch_add(1, Ordering::SeqCst);
+            }
+            let answer = (!close).then(|| hyper::service::Service::call(&router, req));
+            async move {
+                match answer {
+                    Some(answer) => answer.await.map_err(|never| match never {}),
+                    None => Err(std::io::Error::other(
+                        "brood-mock: idle connection closed under a request",
+                    )),
+                }
+            }
+        });
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()

@@ -292,22 +292,55 @@ impl OpenAiProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
         let cap = self.answer_cap();
+        let mut body = resp.bytes_stream();
         if is_sse {
-            return read_stream(resp.bytes_stream(), on_event, &ctx, cap).await;
+            // The label is a hint, the first bytes decide: a whole JSON completion
+            // relabelled `text/event-stream` (by a proxy or a gateway) is read as one.
+            let mut first = Vec::new();
+            let mut failed = None;
+            while first.trim_ascii().is_empty() {
+                match body.next().await {
+                    Some(Ok(chunk)) => first.extend_from_slice(&chunk),
+                    Some(Err(e)) => {
+                        failed = Some(e);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            let head = bytes::Bytes::from(first);
+            let replay = std::iter::once(Ok(head.clone())).chain(failed.map(Err));
+            let rest = futures::stream::iter(replay).chain(body);
+            if !head.trim_ascii_start().starts_with(b"{") {
+                return read_stream(rest, on_event, &ctx, cap).await;
+            }
+            let bytes = read_body(rest, cap).await?;
+            return self.whole_answer(&bytes, on_event, &ctx, cap);
         }
-        let bytes = read_body(resp, cap).await?;
+        let bytes = read_body(body, cap).await?;
+        if bytes.trim_ascii_start().starts_with(b"data:") {
+            // An event stream sent without its content type.
+            let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
+            return read_stream(whole, on_event, &ctx, cap).await;
+        }
+        self.whole_answer(&bytes, on_event, &ctx, cap)
+    }
+
+    /// A whole (non-streamed) answer's body: parsed, then held to the cap.
+    fn whole_answer(
+        &self,
+        bytes: &[u8],
+        on_event: EventFn<'_>,
+        ctx: &ErrorContext<'_>,
+        cap: usize,
+    ) -> Result<ModelResponse, ModelError> {
         if bytes.trim_ascii().is_empty() {
             return Err(ModelError::EmptyAnswer {
                 url: self.endpoint.to_string(),
                 what: "body".to_string(),
             });
         }
-        if bytes.trim_ascii_start().starts_with(b"data:") {
-            // An event stream sent without its content type.
-            let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
-            return read_stream(whole, on_event, &ctx, cap).await;
-        }
-        let response = parse_completion(&bytes, on_event, &ctx)?;
+        let response = parse_completion(bytes, on_event, ctx)?;
         let m = &response.message;
         let size = m.tool_calls.iter().fold(
             m.content
@@ -403,23 +436,26 @@ fn too_large(cap: usize, size: usize, what: &str) -> ModelError {
 
 /// A whole (non-streamed) answer body, read up to 4 × `cap` plus 1 MiB (JSON
 /// escaping of the capped text, and the envelope); a longer body is dropped there.
-async fn read_body(mut resp: reqwest::Response, cap: usize) -> Result<bytes::Bytes, ModelError> {
+async fn read_body<S>(mut body: S, cap: usize) -> Result<bytes::Bytes, ModelError>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+{
     let limit = cap.saturating_mul(4).saturating_add(1 << 20);
-    let mut body = Vec::new();
+    let mut whole = Vec::new();
     loop {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => {
-                body.extend_from_slice(&chunk);
-                if body.len() > limit {
+        match body.next().await {
+            Some(Ok(chunk)) => {
+                whole.extend_from_slice(&chunk);
+                if whole.len() > limit {
                     return Err(too_large(
                         cap,
-                        body.len(),
+                        whole.len(),
                         "body (read up to 4 × the cap + 1 MiB)",
                     ));
                 }
             }
-            Ok(None) => return Ok(bytes::Bytes::from(body)),
-            Err(e) => {
+            None => return Ok(bytes::Bytes::from(whole)),
+            Some(Err(e)) => {
                 return Err(ModelError::StreamCut {
                     detail: format!("answer body cut: {}", error_chain(&e)),
                 })
@@ -430,12 +466,23 @@ async fn read_body(mut resp: reqwest::Response, cap: usize) -> Result<bytes::Byt
 
 /// Whether sending failed because the connection was closed before any byte of the
 /// answer came (hyper's `IncompleteMessage`: "connection closed before message
-/// completed") — what a reused keep-alive connection the server dropped looks like.
+/// completed", or the connection reset under the request) — what a reused
+/// keep-alive connection the server dropped looks like.
 fn closed_before_answer(e: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message();
+            if h.is_incomplete_message() {
+                return true;
+            }
+        }
+        // Closed with the request still unread in the server's buffers, the socket
+        // resets instead (ECONNRESET), or the write meets the closed end (EPIPE).
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            );
         }
         source = s.source();
     }
