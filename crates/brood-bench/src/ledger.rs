@@ -1,6 +1,7 @@
 //! Scenario 4, the ledger (default options: WAL, `synchronous=FULL`, group commit):
 //!
-//! - progress events/s: `append_event` M times (fire-and-forget), then `flush`;
+//! - progress events/s: `append_event` M times (fire-and-forget, each after
+//!   `Ledger::ready`, the backpressure of the writer's bounded queue), then `flush`;
 //!   M / (time until the flush resolved, i.e. everything is committed);
 //! - awaited creates/s: K concurrent `create_run`s, each awaited until durable;
 //! - one awaited commit alone: sequential `create_run` awaits (the commit + fsync
@@ -87,6 +88,8 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     let before = ledger.stats();
     let t0 = Instant::now();
     for i in 0..sizes.events {
+        // As a producer does: room in the writer's bounded queue first.
+        ledger.ready().await;
         ledger
             .append_event(
                 &run,

@@ -588,3 +588,76 @@ async fn a_huge_tool_result_is_capped_in_the_conversation() {
     assert!(tool_msg.content.contains("cut by brood"));
     assert!(tool_msg.content.ends_with("boom"), "the tail is kept");
 }
+
+/// Counts the steps it lets through; with `hold`, cancels the run and never lets
+/// the step go (a ledger whose writer cannot keep up).
+struct CountingPace {
+    steps: Arc<AtomicUsize>,
+    hold: Option<CancellationToken>,
+}
+
+#[async_trait]
+impl agent::Pace for CountingPace {
+    async fn before_step(&self) {
+        self.steps.fetch_add(1, Ordering::SeqCst);
+        if let Some(cancel) = &self.hold {
+            cancel.cancel();
+            std::future::pending::<()>().await
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_pace_is_awaited_before_every_step_and_cancellation_ends_its_wait() {
+    let model = ScriptedModel::new().on(
+        "go",
+        vec![
+            ScriptStep::tool_call("list_dir", json!({})),
+            ScriptStep::text("done"),
+        ],
+    );
+    let (paced, _dir) = spec(model, brood::tool::builtin_tools(&Default::default()), 30);
+    let steps = Arc::new(AtomicUsize::new(0));
+    let hooks = AgentHooks {
+        pace: Some(Arc::new(CountingPace {
+            steps: steps.clone(),
+            hold: None,
+        })),
+        ..Default::default()
+    };
+    let out = agent::run(
+        &paced,
+        vec![Message::user("go")],
+        &hooks,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(out.ending, Ending::Completed);
+    assert_eq!(out.turns, 2);
+    assert_eq!(steps.load(Ordering::SeqCst), 2, "one wait per step");
+
+    // A pace that holds: the step is not taken (a request to this model, which has
+    // no script for it, would fail the run), and cancelling ends the wait.
+    let (held, _dir2) = spec(
+        ScriptedModel::new(),
+        brood::tool::builtin_tools(&Default::default()),
+        30,
+    );
+    let cancel = CancellationToken::new();
+    let hooks = AgentHooks {
+        pace: Some(Arc::new(CountingPace {
+            steps: steps.clone(),
+            hold: Some(cancel.clone()),
+        })),
+        ..Default::default()
+    };
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        agent::run(&held, vec![Message::user("go")], &hooks, &cancel),
+    )
+    .await
+    .expect("cancellation did not end the pace's wait");
+    assert_eq!(out.ending, Ending::Cancelled);
+    assert_eq!(out.turns, 0);
+    assert_eq!(steps.load(Ordering::SeqCst), 3);
+}

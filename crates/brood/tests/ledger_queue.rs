@@ -214,3 +214,80 @@ async fn the_writer_runs_at_its_nice_value_and_still_commits() {
         "the writer ended with its ledger"
     );
 }
+
+/// The writer's queue is bounded: with another connection holding the write lock, a
+/// producer that awaits `ready` before each write stops at the bound (and the memory
+/// with it) instead of queueing without end; once the lock is released every record
+/// it wrote is there.
+#[tokio::test]
+async fn a_producer_past_the_queue_bound_waits_and_loses_nothing() {
+    use futures::FutureExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const BOUND: usize = 64;
+    let ws = TempDir::new().unwrap();
+    let options = brood::ledger::LedgerOptions {
+        max_queued: BOUND,
+        max_batch: 16,
+        ..Default::default()
+    };
+    let ledger = Arc::new(Ledger::open(ws.path(), options).unwrap());
+    let run = ledger.create_run(NewRun::new("busy")).await.unwrap();
+    ledger.mark_running(&run).await.unwrap();
+    assert_eq!(ledger.stats().queued, 0, "awaited ops are counted out");
+
+    let blocker = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Fill the queue as a producer does: room first, then the write.
+    let mut written = 0;
+    while ledger.ready().now_or_never().is_some() {
+        ledger
+            .append_event(&run, EventKind::ToolFinished, json!({ "i": written }))
+            .unwrap();
+        written += 1;
+        assert!(
+            written <= BOUND,
+            "{written} ops queued past a bound of {BOUND}"
+        );
+    }
+    assert_eq!(written, BOUND);
+    assert_eq!(ledger.stats().queued, BOUND as u64);
+
+    // A producer with ten times the bound to write parks on its first write.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let producer = tokio::spawn({
+        let (ledger, run, asked) = (ledger.clone(), run.clone(), asked.clone());
+        async move {
+            for i in BOUND..11 * BOUND {
+                asked.fetch_add(1, Ordering::SeqCst);
+                ledger.ready().await;
+                ledger
+                    .append_event(&run, EventKind::ToolFinished, json!({ "i": i }))
+                    .unwrap();
+            }
+        }
+    });
+    for _ in 0..1000 {
+        if asked.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "the producer did not wait");
+    assert!(!producer.is_finished());
+    assert_eq!(ledger.stats().queued, BOUND as u64);
+
+    blocker.execute_batch("ROLLBACK").unwrap();
+    producer.await.unwrap();
+    let stats = ledger.stats();
+    assert_eq!(stats.queue_peak, BOUND as u64, "{stats:?}");
+    ledger.flush().await.unwrap();
+    let events = ledger.reader().unwrap().events(&run).unwrap();
+    let progress: Vec<u64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolFinished)
+        .map(|e| e.payload["i"].as_u64().unwrap())
+        .collect();
+    assert_eq!(progress, (0..11 * BOUND as u64).collect::<Vec<_>>());
+    assert_eq!(ledger.stats().ops_failed, 0);
+}

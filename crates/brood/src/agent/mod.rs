@@ -12,6 +12,7 @@
 //! that can push messages into the conversation before a step (completions of
 //! background children, messages from a parent) and can hold a finished loop
 //! open while work it is waiting for is still out; and tools that block a while.
+//! A [`Pace`] awaited before every step lets what records the run hold it back.
 
 mod budget;
 mod event;
@@ -56,6 +57,15 @@ pub trait Guard: Send + Sync {
     /// Called before step `turn` with the run's usage so far; `Err` names the
     /// budget that is spent.
     fn before_step(&self, usage_so_far: &Usage, turn: u32) -> Result<(), BudgetSpent>;
+}
+
+/// Awaited before every model step: what records the run holds it back while its
+/// records cannot keep up (the ledger's backpressure, `Ledger::ready`), so a run
+/// makes no new work that could not be recorded. Cancellation ends the wait.
+#[async_trait]
+pub trait Pace: Send + Sync {
+    /// Resolves when the run may take its next step.
+    async fn before_step(&self);
 }
 
 /// How the model may use tools, per step.
@@ -114,6 +124,8 @@ pub struct AgentHooks {
     pub inbox: Option<Arc<dyn Inbox>>,
     /// Checked before every step (budgets).
     pub guard: Option<Arc<dyn Guard>>,
+    /// Awaited before every step (backpressure from what records the run).
+    pub pace: Option<Arc<dyn Pace>>,
 }
 
 /// How a run ended.
@@ -356,6 +368,12 @@ impl Loop<'_> {
         with_tools: bool,
         tool_choice: Option<ToolChoice>,
     ) -> Result<crate::model::ModelResponse, StepError> {
+        if let Some(pace) = &self.hooks.pace {
+            tokio::select! {
+                () = pace.before_step() => {}
+                _ = self.cancel.cancelled() => return Err(StepError::Cancelled),
+            }
+        }
         self.turns += 1;
         let turn = self.turns;
         let tools = if with_tools {

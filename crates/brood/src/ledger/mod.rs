@@ -23,6 +23,7 @@ mod export;
 mod maintenance;
 mod memo;
 mod ops;
+mod queue;
 mod reader;
 mod schema;
 mod spill;
@@ -53,6 +54,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use queue::Gauge;
 use reader::Current;
 use store::{now_ms, LedgerPaths};
 use writer::{Counters, Op, Writer};
@@ -69,6 +71,8 @@ pub struct Ledger {
     ops: Option<mpsc::Sender<Op>>,
     writer: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
+    /// The bound on the writer's queue (`LedgerOptions::max_queued`).
+    gauge: Arc<Gauge>,
     recovery: RecoveryReport,
     /// Dropped after the writer has stopped (see `Drop`).
     _boot_lock: boot::BootLock,
@@ -101,6 +105,7 @@ impl Ledger {
         store::resume_autocheckpoint(&conn, autocheckpoint)?;
 
         let counters = Arc::new(Counters::default());
+        let gauge = Arc::new(Gauge::new(options.max_queued));
         let (tx, rx) = mpsc::channel();
         let writer = Writer {
             conn,
@@ -111,6 +116,7 @@ impl Ledger {
             cap_bytes: options.transcript_cap_bytes,
             max_batch: options.max_batch,
             counters: Arc::clone(&counters),
+            gauge: Arc::clone(&gauge),
             memo: Default::default(),
         };
         let niceness = options.writer_niceness;
@@ -129,6 +135,7 @@ impl Ledger {
             ops: Some(tx),
             writer: Some(handle),
             counters,
+            gauge,
             recovery,
             _boot_lock: lock,
         })
@@ -182,7 +189,23 @@ impl Ledger {
     }
     /// What the writer has committed so far (events written, batches, …).
     pub fn stats(&self) -> LedgerStats {
-        self.counters.snapshot()
+        LedgerStats {
+            queued: self.gauge.depth() as u64,
+            queue_peak: self.gauge.peak() as u64,
+            ..self.counters.snapshot()
+        }
+    }
+
+    /// Backpressure: resolves at once while the writer's queue holds fewer than
+    /// [`LedgerOptions::max_queued`] operations, else once the writer has committed
+    /// enough of them (for as long as another process holds the write lock), or when
+    /// the writer has stopped (the next write then says so). Writes themselves never
+    /// wait and are never dropped: a producer of progress awaits this before each
+    /// burst of writes (the agent loop does, before every model step), which keeps the
+    /// queue, and the memory it holds, bounded. See docs/ARCHITECTURE.md, "Failure
+    /// model".
+    pub async fn ready(&self) {
+        self.gauge.room().await
     }
 
     /// Record a new run (status `pending`, with its `spawned` event). Resolves with the
@@ -358,14 +381,9 @@ impl Ledger {
     /// same but cannot report a failure.
     pub async fn close(mut self) -> Result<(), LedgerError> {
         let (tx, rx) = oneshot::channel();
-        let sent = self
-            .ops
-            .take()
-            .map(|ops| ops.send(Op::Shutdown { reply: Some(tx) }).is_ok())
-            .unwrap_or(false);
-        if !sent {
-            return Err(LedgerError::WriterStopped);
-        }
+        let sent = self.send(Op::Shutdown { reply: Some(tx) });
+        self.ops = None;
+        sent?;
         Durable::waiting(rx).await?;
         match self.counters.snapshot().ops_failed {
             0 => Ok(()),
@@ -435,10 +453,15 @@ impl Ledger {
     }
 
     fn send(&self, op: Op) -> Result<(), LedgerError> {
-        match &self.ops {
-            Some(ops) => ops.send(op).map_err(|_| LedgerError::WriterStopped),
-            None => Err(LedgerError::WriterStopped),
-        }
+        let Some(ops) = &self.ops else {
+            return Err(LedgerError::WriterStopped);
+        };
+        // Counted before it is sent, so the writer never counts out an op not yet in.
+        self.gauge.queued();
+        ops.send(op).map_err(|_| {
+            self.gauge.settled(1);
+            LedgerError::WriterStopped
+        })
     }
 
     fn durable<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Op) -> Durable<T> {
@@ -467,8 +490,9 @@ fn lower_priority(niceness: i32) {
 
 impl Drop for Ledger {
     fn drop(&mut self) {
-        if let Some(ops) = self.ops.take() {
-            let _ = ops.send(Op::Shutdown { reply: None });
+        if self.ops.is_some() {
+            let _ = self.send(Op::Shutdown { reply: None });
+            self.ops = None;
         }
         if let Some(handle) = self.writer.take() {
             let _ = handle.join();

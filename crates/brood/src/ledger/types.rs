@@ -471,6 +471,13 @@ pub struct LedgerStats {
     /// waiting now.
     #[serde(default)]
     pub waiting_since_ms: Option<i64>,
+    /// Operations queued or in the batch being committed, now (see
+    /// [`Ledger::ready`](super::Ledger::ready)).
+    #[serde(default)]
+    pub queued: u64,
+    /// The most operations ever outstanding at once.
+    #[serde(default)]
+    pub queue_peak: u64,
 }
 
 /// How hard a commit pushes data to the disk.
@@ -506,6 +513,11 @@ pub struct LedgerOptions {
     /// the model's latency (batches grow by themselves meanwhile). Awaited writes
     /// (spawns) still go ahead as soon as a core is free.
     pub writer_niceness: i32,
+    /// The bound on the writer's queue, in operations (queued or being committed):
+    /// [`Ledger::ready`](super::Ledger::ready) waits while this many are
+    /// outstanding. Twice `max_batch` by default, so the writer always has a full
+    /// batch waiting while it commits one.
+    pub max_queued: usize,
 }
 
 impl Default for LedgerOptions {
@@ -517,6 +529,7 @@ impl Default for LedgerOptions {
             busy_timeout: Duration::from_secs(10),
             max_batch: 4096,
             writer_niceness: 5,
+            max_queued: 8192,
         }
     }
 }

@@ -26,6 +26,7 @@ use super::error::{LedgerError, SqlContext};
 use super::maintenance;
 use super::memo::{Memo, RunFacts};
 use super::ops::{self, Author};
+use super::queue::{CloseOnDrop, Gauge};
 use super::store::{now_ms, LedgerPaths};
 use super::types::{
     CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, RunId, Transition, UsageDelta,
@@ -186,6 +187,9 @@ impl Counters {
                 0 => None,
                 ms => Some(ms),
             },
+            // The queue is the Ledger's to report.
+            queued: 0,
+            queue_peak: 0,
         }
     }
 
@@ -241,12 +245,16 @@ pub(crate) struct Writer {
     pub cap_bytes: usize,
     pub max_batch: usize,
     pub counters: Arc<Counters>,
+    /// The queue's bound: ops are counted out once their batch is settled.
+    pub gauge: Arc<Gauge>,
     pub memo: Memo,
 }
 
 impl Writer {
     /// Run until a `Shutdown` op arrives or every sender is gone.
     pub fn run(mut self, rx: Receiver<Op>) {
+        // Producers waiting for room stop waiting once the writer is gone.
+        let _close = CloseOnDrop(Arc::clone(&self.gauge));
         // `Ledger::open` commits its boot row and any recovery without checkpointing;
         // fold the WAL into the database now, before the first batch. A failure here
         // only leaves the WAL for the next automatic checkpoint.
@@ -285,6 +293,7 @@ impl Writer {
 
     /// Apply and commit one batch. Returns the shutdown reply if the batch asked to stop.
     fn commit_batch(&mut self, batch: Vec<Op>) -> Option<Reply<()>> {
+        let ops = batch.len();
         let mut settles: Vec<Settle> = Vec::with_capacity(batch.len());
         let mut tally = LedgerStats::default();
         let mut shutdown = None;
@@ -362,6 +371,9 @@ impl Writer {
                 });
             }
         }
+        // Counted out before anyone hears back, so a caller that awaited an op sees
+        // the queue without it.
+        self.gauge.settled(ops);
         for s in settles {
             s(&commit);
         }

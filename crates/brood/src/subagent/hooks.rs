@@ -44,6 +44,7 @@ pub(crate) fn hooks_for(
         events: Some(sink),
         inbox: Some(Arc::new(LoopInbox { ctx: ctx.clone() })),
         guard: Some(Arc::new(GuardRef(ctx.clone()))),
+        pace: Some(Arc::new(sup.recorder().clone())),
     }
 }
 

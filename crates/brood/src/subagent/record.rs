@@ -406,6 +406,16 @@ impl Recorder {
     }
 }
 
+/// A run takes its next model step only while the ledger's queue has room: while the
+/// writer waits (another process holds the write lock), runs wait with it instead of
+/// queueing records without bound.
+#[async_trait::async_trait]
+impl crate::agent::Pace for Recorder {
+    async fn before_step(&self) {
+        self.ledger.ready().await
+    }
+}
+
 /// The terminal transition for a settled result (the result rides along).
 fn terminal(r: &ChildResult) -> Transition {
     let result = serde_json::to_value(r).unwrap_or(Value::Null);
