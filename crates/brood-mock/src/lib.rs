@@ -27,6 +27,8 @@
 //!   latency knob of the benchmarks. Delays count from the request's arrival
 //!   ([`MockRequest::arrived`]) and are kept by a clock thread to ~0.1 ms, not by
 //!   Tokio's millisecond timer;
+//! - [`MockReply::Gated`] ([`MockReply::until`]): wait until the test opens a
+//!   [`Gate`], then give another reply — requests held in flight, without sleeps;
 //! - [`MockReply::Hang`]: never answer (until the client gives up or the server stops);
 //! - [`MockReply::Body`]: any status, content type and bytes (wrong content types,
 //!   empty or non-JSON bodies, invalid UTF-8);
@@ -57,11 +59,13 @@
 
 mod answer;
 mod clock;
+mod gate;
 mod render;
 mod request;
 mod server;
 
 pub use answer::{Answer, MockToolCall, UsagePlacement};
+pub use gate::Gate;
 pub use request::MockRequest;
 pub use server::{Handler, MockServer};
 
@@ -95,6 +99,8 @@ pub enum MockReply {
     },
     /// Wait this long (asynchronously), then give the inner reply.
     Delay(Duration, Box<MockReply>),
+    /// Wait until the gate is open, then give the inner reply.
+    Gated(Gate, Box<MockReply>),
     /// Never answer.
     Hang,
     /// This status, `content-type` and body bytes, exactly.
@@ -184,6 +190,11 @@ impl MockReply {
     /// Give this reply after `delay` (async sleep; requests are delayed concurrently).
     pub fn after(self, delay: Duration) -> MockReply {
         MockReply::Delay(delay, Box::new(self))
+    }
+
+    /// Give this reply once `gate` is open (at once if it already is).
+    pub fn until(self, gate: &Gate) -> MockReply {
+        MockReply::Gated(gate.clone(), Box::new(self))
     }
 }
 

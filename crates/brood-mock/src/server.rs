@@ -398,6 +398,10 @@ async fn respond(
                 clock.sleep_until(due).await;
                 reply = *next;
             }
+            MockReply::Gated(gate, next) => {
+                gate.opened().await;
+                reply = *next;
+            }
             MockReply::Hang => {
                 std::future::pending::<()>().await;
             }
