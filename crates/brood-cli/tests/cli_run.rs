@@ -12,6 +12,9 @@ mod degraded;
 #[path = "cli_run/chat.rs"]
 mod chat;
 
+#[path = "cli_run/chat_ui.rs"]
+mod chat_ui;
+
 /// Run the brood binary with a clean, isolated environment.
 fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
     let mut cmd = brood_command(&[], home, ws);

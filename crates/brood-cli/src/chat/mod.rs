@@ -1,12 +1,13 @@
 //! `brood chat`: an interactive session with the parent agent. One [`Session`]
 //! for the whole chat; each prompt is a root run continuing the parent's
 //! conversation ([`Session::run_continuing`]); slash commands inspect and steer
-//! it. Plain mode ([`plain`]) reads lines and prints text — for scripts and for
-//! terminals until the full-screen UI lands.
+//! it. On a terminal the full-screen UI ([`ui`]) runs; otherwise plain mode
+//! ([`plain`]) reads lines and prints text, for scripts.
 
 mod plain;
 mod slash;
 mod tree;
+mod ui;
 
 use crate::SessionArgs;
 use brood::model::Message;
@@ -14,9 +15,12 @@ use brood::runtime::config::{Config, Source};
 use brood::runtime::session::{Session, SessionOptions};
 use brood::runtime::Checked;
 use brood::subagent::{resolve_route, AgentKind, Role};
+use brood::Approver;
 use clap::Args;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tree::AgentTree;
 
 #[derive(Args, Default)]
@@ -28,9 +32,13 @@ pub struct ChatArgs {
     pub json: bool,
 }
 
-/// Start a chat (plain mode: line by line on stdin).
+/// Start a chat: the full-screen UI when stdin and stdout are terminals (and no
+/// `--json`), else plain mode, line by line on stdin.
 pub async fn run(args: ChatArgs) -> u8 {
-    let chat = match Chat::open(&args.session).await {
+    if !args.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        return ui::run(&args.session).await;
+    }
+    let chat = match Chat::open(&args.session, None).await {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -39,7 +47,12 @@ pub async fn run(args: ChatArgs) -> u8 {
 
 /// Everything a chat keeps between prompts.
 pub struct Chat {
-    session: Session,
+    /// Shared with the turn in flight (the UI runs it on its own task).
+    session: Arc<Session>,
+    /// Who answers `ask` calls (the UI's prompt); `None`: they are refused.
+    approver: Option<Arc<dyn Approver>>,
+    /// Notes and warnings from opening the session, shown once at the start.
+    notes: Vec<String>,
     config: Config,
     checked: Checked,
     env: BTreeMap<String, String>,
@@ -56,22 +69,26 @@ pub struct Chat {
 }
 
 impl Chat {
-    async fn open(args: &SessionArgs) -> Result<Chat, u8> {
+    async fn open(args: &SessionArgs, approver: Option<Arc<dyn Approver>>) -> Result<Chat, u8> {
         let ws = crate::workspace_dir(args.workspace.clone())?;
         let (config, env, checked) =
             crate::load_config(&ws, &args.provider, args.max_turns, args.trust)?;
-        for a in &checked.adjustments {
-            errln!("brood: note: {a}");
-        }
-        let session = open_session(&ws, &config, &env).await?;
+        let mut notes: Vec<String> = checked
+            .adjustments
+            .iter()
+            .map(|a| format!("note: {a}"))
+            .collect();
+        let session = open_session(&ws, &config, &env, approver.clone()).await?;
         for d in session.sandbox_degradations() {
-            errln!("brood: warning: shell sandbox: {d}");
+            notes.push(format!("warning: shell sandbox: {d}"));
         }
         for w in session.definition_warnings() {
-            errln!("brood: warning: agent definition {w}");
+            notes.push(format!("warning: agent definition {w}"));
         }
         Ok(Chat {
-            session,
+            session: Arc::new(session),
+            approver,
+            notes,
             config,
             checked,
             env,
@@ -92,11 +109,12 @@ impl Chat {
         let checked = config.check(&self.env).map_err(|e| e.to_string())?;
         let mut opts = SessionOptions::new(self.ws.clone(), config.clone());
         opts.env = self.env.clone();
+        opts.approver = self.approver.clone();
         // The new session first: if it cannot open, the chat goes on as it was.
         // Each session is its own boot of the ledger, so both may be open a moment.
         let fresh = Session::open(opts).await.map_err(|e| e.to_string())?;
-        let old = std::mem::replace(&mut self.session, fresh);
-        old.close().await;
+        let old = std::mem::replace(&mut self.session, Arc::new(fresh));
+        close_session(old).await;
         self.config = config;
         self.checked = checked;
         Ok(())
@@ -110,20 +128,34 @@ impl Chat {
         (self.config.provider.clone(), model)
     }
 
+    /// The notes and warnings of opening the session (once).
+    fn startup_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Leave: cancel what still runs (background children), record it, close.
+    async fn close(self, reason: &str) {
+        self.session.cancel_all(reason);
+        close_session(self.session).await;
+    }
+
+    /// `/help`: every command.
+    fn help(&self) -> Vec<String> {
+        let mut out = vec!["commands:".to_string()];
+        out.extend(
+            slash::HELP
+                .iter()
+                .map(|(c, what)| format!("  {c:<28} {what}")),
+        );
+        out.push("anything else is a prompt for the parent agent".into());
+        out
+    }
+
     /// Run one slash command; its output lines.
     async fn command(&mut self, cmd: slash::Slash) -> Result<Vec<String>, String> {
         use slash::Slash;
         Ok(match cmd {
-            Slash::Help => {
-                let mut out = vec!["commands:".to_string()];
-                out.extend(
-                    slash::HELP
-                        .iter()
-                        .map(|(c, what)| format!("  {c:<28} {what}")),
-                );
-                out.push("anything else is a prompt for the parent agent".into());
-                out
-            }
+            Slash::Help => self.help(),
             Slash::Agents => {
                 if self.tree.is_empty() {
                     vec!["no agents yet in this chat".into()]
@@ -288,13 +320,25 @@ impl ChatUsage {
     }
 }
 
+/// Close a session the chat no longer uses: wait for its runs' final records.
+/// Nothing else holds it then (a turn in flight is awaited before); if something
+/// still did, its runs are cancelled and recorded when the last holder lets go.
+async fn close_session(session: Arc<Session>) {
+    match Arc::try_unwrap(session) {
+        Ok(s) => s.close().await,
+        Err(shared) => shared.cancel_all("the chat closed this session"),
+    }
+}
+
 async fn open_session(
     ws: &std::path::Path,
     config: &Config,
     env: &BTreeMap<String, String>,
+    approver: Option<Arc<dyn Approver>>,
 ) -> Result<Session, u8> {
     let mut opts = SessionOptions::new(ws.to_path_buf(), config.clone());
     opts.env = env.clone();
+    opts.approver = approver;
     Session::open(opts).await.map_err(|e| {
         errln!("brood: {e}");
         if e.is_usage() {

@@ -14,6 +14,9 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 pub async fn run(mut chat: Chat, json: bool) -> u8 {
+    for n in chat.startup_notes() {
+        errln!("brood: {n}");
+    }
     let interactive = std::io::stdin().is_terminal();
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut signals = signals::Signals::install().ok();
@@ -151,7 +154,6 @@ fn show_event(tree: &mut tree::AgentTree, ev: &brood::Event, json: bool) {
 
 /// Leave: cancel what still runs (background children), record it, close.
 async fn finish(chat: Chat) -> u8 {
-    chat.session.cancel_all("the chat ended");
-    chat.session.close().await;
+    chat.close("the chat ended").await;
     0
 }

@@ -44,6 +44,19 @@ pub enum Slash {
     Quit,
 }
 
+/// The command names (`/help`, `/model`, …), for completion.
+pub fn names() -> Vec<&'static str> {
+    HELP.iter()
+        .filter_map(|(c, _)| c.split_whitespace().next())
+        .collect()
+}
+
+/// Whether the command `name` takes arguments (its `/help` line names some).
+pub fn takes_arguments(name: &str) -> bool {
+    HELP.iter()
+        .any(|(c, _)| c.split_whitespace().next() == Some(name) && c.contains(' '))
+}
+
 /// The command names, for an error line.
 fn accepted() -> String {
     HELP.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")

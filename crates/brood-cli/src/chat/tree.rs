@@ -11,6 +11,8 @@ use std::time::Instant;
 pub enum State {
     Queued,
     Running,
+    /// It asked for an approval the user has not given yet.
+    WaitingApproval,
     Completed,
     Failed,
     Cancelled,
@@ -22,6 +24,7 @@ impl State {
         match self {
             State::Queued => "queued",
             State::Running => "running",
+            State::WaitingApproval => "waiting-approval",
             State::Completed => "completed",
             State::Failed => "failed",
             State::Cancelled => "cancelled",
@@ -54,6 +57,9 @@ pub struct AgentTree {
     /// Events the stream dropped for us (the ledger still has them).
     pub missed: u64,
 }
+
+/// A child in the tree: its run id, the run, its depth (1 under a root).
+pub type Child<'a> = (&'a str, &'a Node, usize);
 
 /// What changed, for a caller that prints lifecycle lines.
 pub enum Change<'a> {
@@ -129,11 +135,75 @@ impl AgentTree {
         Change::Ended(node)
     }
 
+    /// A run asks the user for an approval (`true`) or got its answer (`false`).
+    pub fn mark_waiting(&mut self, run_id: &str, waiting: bool) {
+        if let Some(n) = self.nodes.get_mut(run_id) {
+            match (waiting, n.state) {
+                (true, State::Running | State::Queued) => n.state = State::WaitingApproval,
+                (false, State::WaitingApproval) => n.state = State::Running,
+                _ => {}
+            }
+        }
+    }
+
+    /// One run by id.
+    pub fn get(&self, run_id: &str) -> Option<&Node> {
+        self.nodes.get(run_id)
+    }
+
+    /// Every child (not the roots: those are the chat's turns), depth first in
+    /// spawn order, with its depth (1 for a root's child).
+    pub fn children(&self) -> Vec<Child<'_>> {
+        let mut out = Vec::new();
+        let mut roots: Vec<(&String, &Node)> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.parent.is_none())
+            .collect();
+        roots.sort_by_key(|(_, n)| n.order);
+        for (id, _) in roots {
+            self.descend(id, 1, &mut out);
+        }
+        out
+    }
+
+    fn descend<'a>(&'a self, parent: &str, depth: usize, out: &mut Vec<Child<'a>>) {
+        let mut kids: Vec<(&String, &Node)> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.parent.as_deref() == Some(parent))
+            .collect();
+        kids.sort_by_key(|(_, n)| n.order);
+        for (id, n) in kids {
+            out.push((id.as_str(), n, depth));
+            self.descend(id, depth + 1, out);
+        }
+    }
+
+    /// The children grouped as the UI lists them: Needs input (waiting for an
+    /// approval), Working (queued or running), Done; empty groups left out.
+    pub fn grouped(&self) -> Vec<(&'static str, Vec<Child<'_>>)> {
+        let mut groups: [(&'static str, Vec<Child<'_>>); 3] = [
+            ("Needs input", Vec::new()),
+            ("Working", Vec::new()),
+            ("Done", Vec::new()),
+        ];
+        for c in self.children() {
+            let g = match c.1.state {
+                State::WaitingApproval => 0,
+                State::Queued | State::Running => 1,
+                _ => 2,
+            };
+            groups[g].1.push(c);
+        }
+        groups.into_iter().filter(|(_, v)| !v.is_empty()).collect()
+    }
+
     /// Children (not roots) that are queued and running.
     pub fn counts(&self) -> (usize, usize) {
         let live = self.nodes.values().filter(|n| n.parent.is_some());
         live.fold((0, 0), |(r, q), n| match n.state {
-            State::Running => (r + 1, q),
+            State::Running | State::WaitingApproval => (r + 1, q),
             State::Queued => (r, q + 1),
             _ => (r, q),
         })
@@ -187,23 +257,31 @@ impl AgentTree {
 
 /// `name [role · model] task — state, elapsed, tokens`.
 pub fn describe(n: &Node) -> String {
+    describe_within(n, usize::MAX)
+}
+
+/// [`describe`] in at most about `width` characters: the task is shortened
+/// (to 48 characters at most, 8 at least) so the state, elapsed time and tokens
+/// at the end stay in view.
+pub fn describe_within(n: &Node, width: usize) -> String {
     let elapsed = n.ended.unwrap_or_else(Instant::now) - n.started;
-    let task: String = n.task.split_whitespace().collect::<Vec<_>>().join(" ");
-    let task = if task.chars().count() > 48 {
-        format!("{}…", task.chars().take(47).collect::<String>())
-    } else {
-        task
-    };
-    format!(
-        "{} [{} · {}] {} — {}, {:.1}s, {} tokens",
-        n.name,
-        n.role,
-        n.model,
-        task,
+    let head = format!("{} [{} · {}] ", n.name, n.role, n.model);
+    let tail = format!(
+        " — {}, {:.1}s, {} tokens",
         n.state.as_str(),
         elapsed.as_secs_f64(),
         n.tokens
-    )
+    );
+    let room = width
+        .saturating_sub(head.chars().count() + tail.chars().count())
+        .clamp(8, 48);
+    let task: String = n.task.split_whitespace().collect::<Vec<_>>().join(" ");
+    let task = if task.chars().count() > room {
+        format!("{}…", task.chars().take(room - 1).collect::<String>())
+    } else {
+        task
+    };
+    format!("{head}{task}{tail}")
 }
 
 /// One event as a JSON line (`brood chat --json`): who (`run_id`, `parent_id`,

@@ -1,0 +1,305 @@
+//! `brood chat` full-screen, driven as a person would: the real binary in a real
+//! pseudo-terminal, keys typed into it, and its screen read back through a VT100
+//! parser. Children are held in flight by the mock's gate, so "running" is
+//! observed without sleeps.
+
+use super::*;
+use brood_mock::Gate;
+use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
+use std::io::{Read, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the screen may take to show what a test waits for.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The screen as the terminal shows it, and whether the program's side closed.
+struct Shared {
+    parser: vt100::Parser,
+    closed: bool,
+}
+
+/// `brood chat` in a pseudo-terminal.
+struct Tui {
+    child: Box<dyn Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    screen: Arc<(Mutex<Shared>, Condvar)>,
+    _master: Box<dyn MasterPty + Send>,
+}
+
+impl Tui {
+    /// `brood chat --provider local --base-url <server> --model m` on a
+    /// `rows`×`cols` terminal.
+    fn spawn(f: &Fixture, server: &MockServer, rows: u16, cols: u16) -> Tui {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("open a pseudo-terminal");
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_brood"));
+        cmd.args([
+            "chat",
+            "--provider",
+            "local",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+        ]);
+        cmd.cwd(f.ws.path());
+        cmd.env_clear();
+        cmd.env("HOME", f.home.path());
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.env("TERM", "xterm-256color");
+        let child = pair.slave.spawn_command(cmd).expect("spawn brood chat");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let writer = pair.master.take_writer().expect("pty writer");
+        let screen = Arc::new((
+            Mutex::new(Shared {
+                parser: vt100::Parser::new(
+                    std::num::NonZeroU16::new(rows).expect("rows"),
+                    std::num::NonZeroU16::new(cols).expect("cols"),
+                    0,
+                ),
+                closed: false,
+            }),
+            Condvar::new(),
+        ));
+        let feed = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                let n = reader.read(&mut buf).unwrap_or(0);
+                let (lock, changed) = &*feed;
+                let mut s = lock.lock().unwrap();
+                if n == 0 {
+                    s.closed = true;
+                } else {
+                    s.parser.process(&buf[..n]);
+                }
+                changed.notify_all();
+                if n == 0 {
+                    break;
+                }
+            }
+        });
+        Tui {
+            child,
+            writer,
+            screen,
+            _master: pair.master,
+        }
+    }
+
+    /// Type `keys` (raw bytes: `\r` is Enter, `\x03` Ctrl-C, `\x1b` Esc).
+    fn keys(&mut self, keys: &str) {
+        self.writer.write_all(keys.as_bytes()).expect("type");
+        self.writer.flush().expect("type");
+    }
+
+    /// A line typed and sent.
+    fn line(&mut self, text: &str) {
+        self.keys(text);
+        self.keys("\r");
+    }
+
+    fn contents(&self) -> String {
+        self.screen.0.lock().unwrap().parser.screen().contents()
+    }
+
+    /// Wait until the screen satisfies `ok` (it is redrawn as output arrives);
+    /// panics naming `what` with the screen after [`PATIENCE`].
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        let (lock, changed) = &*self.screen;
+        let mut s = lock.lock().unwrap();
+        loop {
+            let text = s.parser.screen().contents();
+            if ok(&text) {
+                return text;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero() && !s.closed,
+                "timed out waiting for {what}; the screen:\n{text}"
+            );
+            s = changed.wait_timeout(s, left).unwrap().0;
+        }
+    }
+
+    /// Wait for the program to end (bounded); its exit code. Its side of the
+    /// terminal closes when it (and everything that inherited the terminal) has
+    /// exited.
+    fn wait_exit(&mut self) -> u32 {
+        let deadline = Instant::now() + PATIENCE;
+        {
+            let (lock, changed) = &*self.screen;
+            let mut s = lock.lock().unwrap();
+            while !s.closed {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    let text = s.parser.screen().contents();
+                    drop(s);
+                    let _ = self.child.kill();
+                    panic!("brood chat did not exit; the screen:\n{text}");
+                }
+                s = changed.wait_timeout(s, left).unwrap().0;
+            }
+        }
+        self.child.wait().expect("wait for brood").exit_code()
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// Lines of `screen` that mention `needle` and `state`.
+fn count(screen: &str, needle: &str, state: &str) -> usize {
+    screen
+        .lines()
+        .filter(|l| l.contains(needle) && l.contains(state))
+        .count()
+}
+
+/// The parent fans `fan out` out to three explore children; each child's answer
+/// waits behind `gate`; every child's requested model is kept.
+fn fan_out_server(gate: &Gate, child_models: Arc<Mutex<Vec<String>>>) -> MockServer {
+    let gate = gate.clone();
+    MockServer::start(move |req| {
+        if req
+            .first_user_text()
+            .is_some_and(|t| t.starts_with("child "))
+        {
+            child_models.lock().unwrap().push(req.model().to_string());
+            return MockReply::text("SUMMARY: looked").until(&gate);
+        }
+        let last = req.last_message().cloned().unwrap_or_default();
+        if last.get("role").and_then(Value::as_str) == Some("tool") {
+            return MockReply::text("fanned out to three");
+        }
+        MockReply::tool_call(
+            "task",
+            json!({"prompts": ["child a", "child b", "child c"], "agent_type": "explore"}),
+        )
+    })
+}
+
+#[test]
+fn tui_shows_children_running_then_completed_and_answers_commands() {
+    let f = fixture();
+    let gate = Gate::new();
+    let models = Arc::new(Mutex::new(Vec::new()));
+    let server = fan_out_server(&gate, models.clone());
+    let mut tui = Tui::spawn(&f, &server, 50, 160);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+
+    tui.line("fan out");
+    let s = tui.wait_for("three children running", |s| {
+        count(s, "[explore · m]", "— running") == 3
+    });
+    assert!(s.contains("Working (3)"), "{s}");
+    assert!(s.contains("├─ ") && s.contains("└─ "), "{s}");
+    gate.open();
+    let s = tui.wait_for("three children completed and the answer", |s| {
+        count(s, "[explore · m]", "— completed") == 3 && s.contains("fanned out to three")
+    });
+    assert!(s.contains("Done (3)"), "{s}");
+    assert!(!s.contains("Working ("), "{s}");
+    let first = models.lock().unwrap().len();
+
+    // /agents: the whole tree, the turn's root included (the pane lists children).
+    tui.line("/agents");
+    tui.wait_for("/agents", |s| {
+        s.contains("parent [parent · m] fan out — completed")
+    });
+
+    tui.line("/models-subagent");
+    tui.wait_for("/models-subagent", |s| {
+        s.lines()
+            .any(|l| l.contains("explore ") && l.contains(" m on local (the main model)"))
+    });
+    tui.line("/model-subagent explore kid-model");
+    tui.wait_for("/model-subagent", |s| {
+        s.contains("explore children: the next ones run on kid-model")
+    });
+    tui.line("fan out");
+    let s = tui.wait_for("three kid-model children completed", |s| {
+        count(s, "[explore · kid-model]", "— completed") == 3
+    });
+    assert!(s.contains("Done (6)"), "{s}");
+    // Checked on the mock's side: the first children asked for m, the next ones
+    // for kid-model.
+    let asked = models.lock().unwrap().clone();
+    assert!(first >= 3 && asked.len() >= first + 3, "{asked:?}");
+    assert!(asked[..first].iter().all(|m| m == "m"), "{asked:?}");
+    assert!(asked[first..].iter().all(|m| m == "kid-model"), "{asked:?}");
+
+    tui.line("/status");
+    let s = tui.wait_for("/status", |s| s.contains("children: 0 running, 0 queued"));
+    assert!(s.contains("limits: max_concurrent "), "{s}");
+    assert!(s.contains("brood.db"), "{s}");
+    assert!(s.contains("local · m"), "the status line: {s}");
+
+    // Tab completes a command; an unknown one says what is accepted.
+    tui.keys("/bog\t\r");
+    tui.wait_for("an unknown command's error", |s| {
+        s.contains("unknown command /bog (accepted: /help")
+    });
+
+    let pid = tui.child.process_id().expect("pid");
+    tui.line("/quit");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "brood (pid {pid}) is still there"
+    );
+    let s = tui.screen.0.lock().unwrap();
+    assert!(
+        !s.parser.screen().alternate_screen(),
+        "the terminal was left on the alternate screen"
+    );
+}
+
+/// `Ctrl-C` twice quits while children run: every run is cancelled and recorded.
+#[test]
+fn tui_ctrl_c_twice_cancels_and_records_every_child() {
+    let f = fixture();
+    let gate = Gate::new();
+    let server = fan_out_server(&gate, Arc::default());
+    let mut tui = Tui::spawn(&f, &server, 40, 120);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+    tui.line("fan out");
+    tui.wait_for("three children running", |s| {
+        count(s, "[explore · m]", "— running") == 3
+    });
+    tui.keys("\x03");
+    tui.wait_for("the second Ctrl-C asked for", |s| {
+        s.contains("Ctrl-C again to quit")
+    });
+    tui.keys("\x03");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 4, "the turn and its three children: {runs:?}");
+    for r in runs {
+        assert_eq!(r["status"], "cancelled", "{r}");
+    }
+    let kids = runs.iter().filter(|r| r["parent_id"].is_string()).count();
+    assert_eq!(kids, 3, "{runs:?}");
+}
