@@ -31,6 +31,21 @@ impl Tui {
     /// `brood chat --provider local --base-url <server> --model m` on a
     /// `rows`×`cols` terminal.
     fn spawn(f: &Fixture, server: &MockServer, rows: u16, cols: u16) -> Tui {
+        let base = server.base_url();
+        let args = [
+            "chat",
+            "--provider",
+            "local",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+        ];
+        Tui::spawn_with(f, &args, &[], rows, cols)
+    }
+
+    /// `brood ARGS…` with `env` on a `rows`×`cols` terminal.
+    fn spawn_with(f: &Fixture, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Tui {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -40,20 +55,15 @@ impl Tui {
             })
             .expect("open a pseudo-terminal");
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_brood"));
-        cmd.args([
-            "chat",
-            "--provider",
-            "local",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "m",
-        ]);
+        cmd.args(args);
         cmd.cwd(f.ws.path());
         cmd.env_clear();
         cmd.env("HOME", f.home.path());
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
         cmd.env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pair.slave.spawn_command(cmd).expect("spawn brood chat");
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().expect("pty reader");
@@ -75,7 +85,8 @@ impl Tui {
             loop {
                 let n = reader.read(&mut buf).unwrap_or(0);
                 let (lock, changed) = &*feed;
-                let mut s = lock.lock().unwrap();
+                // A test that failed holding the lock must not hide its message.
+                let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
                 if n == 0 {
                     s.closed = true;
                 } else {
@@ -302,4 +313,64 @@ fn tui_ctrl_c_twice_cancels_and_records_every_child() {
     }
     let kids = runs.iter().filter(|r| r["parent_id"].is_string()).count();
     assert_eq!(kids, 3, "{runs:?}");
+}
+
+/// Bare `brood` on a terminal is the full-screen chat; a prompt edited over two
+/// lines, a child's transcript shown live, tool calls expanded, `Esc` interrupting
+/// the turn, the history recalled with `Up`.
+#[test]
+fn tui_bare_brood_edits_selects_expands_and_interrupts() {
+    let f = fixture();
+    let gate = Gate::new();
+    let server = fan_out_server(&gate, Arc::default());
+    let base = server.base_url();
+    let env = [
+        ("BROOD_PROVIDER", "local"),
+        ("BROOD_BASE_URL", base.as_str()),
+        ("BROOD_MODEL", "m"),
+    ];
+    let mut tui = Tui::spawn_with(&f, &[], &env, 40, 120);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+
+    // A trailing `\` continues the prompt on a new line.
+    tui.keys("fan\\\r");
+    tui.line("out");
+    tui.wait_for("three children running", |s| {
+        count(s, "[explore · m]", "— running") == 3
+    });
+    let sent = server.captured()[0]
+        .last_message()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(sent["content"], "fan\nout", "{sent}");
+
+    // Ctrl-N: the first child's transcript, live; Ctrl-P: back to the conversation.
+    tui.keys("\x0e");
+    tui.wait_for("the child's transcript", |s| {
+        s.contains("explore [explore · m] — running (Esc: back)") && s.contains("task: child a")
+    });
+    tui.keys("\x10");
+    tui.wait_for("the conversation with the collapsed task call", |s| {
+        s.contains("▸ task") && !s.contains("task: child a")
+    });
+    // Ctrl-O: tool calls show their arguments.
+    tui.keys("\x0f");
+    tui.wait_for("the expanded task call", |s| {
+        s.contains("▾ task") && s.contains("│ {\"prompts\":[\"child a\"")
+    });
+
+    // Esc: the turn and its task children stop, recorded cancelled.
+    tui.keys("\x1b");
+    let s = tui.wait_for("the interrupted turn", |s| {
+        s.contains("turn ended: interrupted (Esc)") && count(s, "[explore · m]", "— cancelled") == 3
+    });
+    assert!(s.contains("Done (3)"), "{s}");
+
+    // Up: the last prompt, both lines, back in the editor.
+    tui.keys("\x1b[A");
+    tui.wait_for("the recalled prompt", |s| {
+        s.lines().any(|l| l.starts_with("│fan ")) && s.lines().any(|l| l.starts_with("│out "))
+    });
+    tui.keys("\x03\x03");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
 }
