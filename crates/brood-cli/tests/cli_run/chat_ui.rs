@@ -374,3 +374,46 @@ fn tui_bare_brood_edits_selects_expands_and_interrupts() {
     tui.keys("\x03\x03");
     assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
 }
+
+/// SIGTERM (a supervisor, `timeout`) while children run: the chat leaves as
+/// `/quit` does — every run cancelled and recorded, the terminal restored — with
+/// the shell's exit code for the signal.
+#[test]
+fn tui_sigterm_restores_the_terminal_and_records_every_run() {
+    let f = fixture();
+    let gate = Gate::new();
+    let server = fan_out_server(&gate, Arc::default());
+    let mut tui = Tui::spawn(&f, &server, 40, 120);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+    tui.line("fan out");
+    tui.wait_for("three children running", |s| {
+        count(s, "[explore · m]", "— running") == 3
+    });
+    let pid = tui.child.process_id().expect("pid");
+    send_signal(pid, "TERM");
+    assert_eq!(tui.wait_exit(), 128 + 15, "{}", tui.contents());
+    let s = tui.screen.0.lock().unwrap();
+    assert!(
+        !s.parser.screen().alternate_screen(),
+        "the terminal was left on the alternate screen"
+    );
+    assert!(
+        s.parser
+            .screen()
+            .contents()
+            .contains("SIGTERM received; left the chat"),
+        "{}",
+        s.parser.screen().contents()
+    );
+    drop(s);
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let runs: Value = serde_json::from_str(&text(&out).0).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    assert!(runs.iter().all(|r| r["status"] == "cancelled"), "{runs:?}");
+}

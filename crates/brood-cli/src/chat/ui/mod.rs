@@ -47,10 +47,11 @@ pub async fn run(args: &crate::SessionArgs) -> u8 {
     let mut signals = signals::Signals::install().ok();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut failure = None;
+    // Why the chat ends other than by the user's quitting, and its exit code.
+    let mut failure: Option<(String, u8)> = None;
     while !app.quit {
         if let Err(e) = screen.term.draw(|f| render::draw(f, &app)) {
-            failure = Some(format!("cannot draw the chat: {e}"));
+            failure = Some((format!("cannot draw the chat: {e}"), 1));
             break;
         }
         tokio::select! {
@@ -60,8 +61,8 @@ pub async fn run(args: &crate::SessionArgs) -> u8 {
                     keys::Action::Quit => app.quit = true,
                     keys::Action::Nothing => {}
                 },
-                Some(Err(e)) => failure = Some(format!("cannot read the terminal: {e}")),
-                None => failure = Some("the terminal closed".into()),
+                Some(Err(e)) => failure = Some((format!("cannot read the terminal: {e}"), 1)),
+                None => failure = Some(("the terminal closed".into(), 1)),
             },
             Some(ev) = events.next() => {
                 app.apply(&ev);
@@ -74,7 +75,9 @@ pub async fn run(args: &crate::SessionArgs) -> u8 {
             Some(asking) = asks.recv() => app.ask(asking),
             result = turn_end(&mut app) => app.turn_ended(result),
             sig = signals::next(&mut signals) => {
-                failure = Some(format!("{} received; leaving the chat", sig.name()));
+                // SIGTERM, SIGHUP (the terminal went away), SIGINT from outside:
+                // leave as /quit does, with the shell's code for the signal.
+                failure = Some((format!("{} received; left the chat", sig.name()), sig.exit_code()));
             }
             _ = tick.tick() => {}
         }
@@ -88,10 +91,13 @@ pub async fn run(args: &crate::SessionArgs) -> u8 {
     });
     leave(app).await;
     screen.leave();
-    if let Some(why) = failure {
-        errln!("brood: {why}");
+    match failure {
+        Some((why, code)) => {
+            errln!("brood: {why}");
+            code
+        }
+        None => 0,
     }
-    0
 }
 
 /// The turn's end; pending while no turn runs.
