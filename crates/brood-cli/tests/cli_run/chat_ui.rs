@@ -193,7 +193,9 @@ fn fan_out_server(gate: &Gate, child_models: Arc<Mutex<Vec<String>>>) -> MockSer
         }
         let last = req.last_message().cloned().unwrap_or_default();
         if last.get("role").and_then(Value::as_str) == Some("tool") {
-            return MockReply::text("fanned out to three");
+            // A hostile answer: escapes that would leave the UI's screen and clear
+            // it were they written to the terminal as they came.
+            return MockReply::text("fanned out to three\x1b[?1049l\x1b[2J\x1b]2;pwned\x07");
         }
         MockReply::tool_call(
             "task",
@@ -223,6 +225,16 @@ fn tui_shows_children_running_then_completed_and_answers_commands() {
     });
     assert!(s.contains("Done (3)"), "{s}");
     assert!(!s.contains("Working ("), "{s}");
+    assert!(
+        tui.screen
+            .0
+            .lock()
+            .unwrap()
+            .parser
+            .screen()
+            .alternate_screen(),
+        "the model's escapes reached the terminal: {s}"
+    );
     let first = models.lock().unwrap().len();
 
     // /agents: the whole tree, the turn's root included (the pane lists children).
