@@ -17,6 +17,26 @@ const PATIENCE: Duration = Duration::from_secs(60);
 struct Shared {
     parser: vt100::Parser,
     closed: bool,
+    /// Inside a frame (between the UI's begin and end of a synchronized update):
+    /// the screen is half drawn and not judged.
+    drawing: bool,
+}
+
+/// The synchronized-update marks the UI puts around each frame (DEC mode 2026).
+const FRAME_BEGIN: &[u8] = b"\x1b[?2026h";
+const FRAME_END: &[u8] = b"\x1b[?2026l";
+
+/// Whether the output ends inside a frame, after `tail` (the end of what came
+/// before, so a mark split between two reads is seen) and `chunk`.
+fn ends_inside_frame(tail: &[u8], chunk: &[u8], before: bool) -> bool {
+    let joined = [tail, chunk].concat();
+    let last = |mark: &[u8]| joined.windows(mark.len()).rposition(|w| w == mark);
+    match (last(FRAME_BEGIN), last(FRAME_END)) {
+        (Some(b), Some(e)) => b > e,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) => before,
+    }
 }
 
 /// `brood chat` in a pseudo-terminal.
@@ -76,12 +96,14 @@ impl Tui {
                     0,
                 ),
                 closed: false,
+                drawing: false,
             }),
             Condvar::new(),
         ));
         let feed = screen.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
+            let mut tail: Vec<u8> = Vec::new();
             loop {
                 let n = reader.read(&mut buf).unwrap_or(0);
                 let (lock, changed) = &*feed;
@@ -89,8 +111,13 @@ impl Tui {
                 let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
                 if n == 0 {
                     s.closed = true;
+                    s.drawing = false;
                 } else {
-                    s.parser.process(&buf[..n]);
+                    let chunk = &buf[..n];
+                    s.parser.process(chunk);
+                    s.drawing = ends_inside_frame(&tail, chunk, s.drawing);
+                    let keep = [tail.as_slice(), chunk].concat();
+                    tail = keep[keep.len().saturating_sub(FRAME_BEGIN.len())..].to_vec();
                 }
                 changed.notify_all();
                 if n == 0 {
@@ -130,7 +157,7 @@ impl Tui {
         let mut s = lock.lock().unwrap();
         loop {
             let text = s.parser.screen().contents();
-            if ok(&text) {
+            if !s.drawing && ok(&text) {
                 return text;
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -50,7 +50,7 @@ pub async fn run(args: &crate::SessionArgs) -> u8 {
     // Why the chat ends other than by the user's quitting, and its exit code.
     let mut failure: Option<(String, u8)> = None;
     while !app.quit {
-        if let Err(e) = screen.term.draw(|f| render::draw(f, &app)) {
+        if let Err(e) = screen.draw(|f| render::draw(f, &app)) {
             failure = Some((format!("cannot draw the chat: {e}"), 1));
             break;
         }
@@ -85,7 +85,7 @@ pub async fn run(args: &crate::SessionArgs) -> u8 {
             break;
         }
     }
-    let _ = screen.term.draw(|f| {
+    let _ = screen.draw(|f| {
         app.notice = Some("leaving: cancelling and recording every run…".into());
         render::draw(f, &app)
     });

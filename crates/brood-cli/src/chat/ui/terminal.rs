@@ -5,7 +5,8 @@
 
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
 use crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode, BeginSynchronizedUpdate, EndSynchronizedUpdate,
+    EnterAlternateScreen, LeaveAlternateScreen,
 };
 use crossterm::{cursor, execute};
 use ratatui::backend::CrosstermBackend;
@@ -17,7 +18,7 @@ pub type Term = ratatui::Terminal<CrosstermBackend<Stdout>>;
 
 /// The terminal in full-screen mode; dropping it restores the terminal.
 pub struct Screen {
-    pub term: Term,
+    term: Term,
     /// Full-screen mode is on (the panic hook restores only then).
     active: Arc<AtomicBool>,
 }
@@ -56,6 +57,16 @@ impl Screen {
                 Err(e)
             }
         }
+    }
+
+    /// Draw one frame as a synchronized update: a terminal that knows the mode
+    /// shows it whole (no tearing), and a reader of the output (the tests) can
+    /// tell where a frame ends.
+    pub fn draw(&mut self, frame: impl FnOnce(&mut ratatui::Frame)) -> io::Result<()> {
+        execute!(io::stdout(), BeginSynchronizedUpdate)?;
+        let drawn = self.term.draw(frame).map(|_| ());
+        execute!(io::stdout(), EndSynchronizedUpdate)?;
+        drawn
     }
 
     /// Leave full-screen mode now (also done on drop).
