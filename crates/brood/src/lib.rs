@@ -22,8 +22,12 @@
 // Every public item is documented (`missing_docs`); the layers still marked
 // `allow` below are the ones left to document (issue 14.6).
 #![warn(missing_docs)]
-// No unwrap/expect on anything outside our control (issue 22.2); tests may.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// No unwrap/expect and no indexing or slicing that can panic on anything outside
+// our control (issue 22.2); tests may.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod agent;
 pub mod events;

@@ -25,20 +25,19 @@ pub fn cap(text: String, max: usize) -> String {
         return text;
     }
     let keep = max.saturating_sub(120) / 2;
-    let mut head = keep;
-    while !text.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail = text.len() - keep;
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
+    // Walk down from `keep` and up from `len - keep` to char boundaries (0 and
+    // `len` are ones, so both walks end).
+    let (head, head_len) = (0..=keep)
+        .rev()
+        .find_map(|i| text.get(..i).map(|h| (h, i)))
+        .unwrap_or_default();
+    let (tail, tail_at) = (text.len().saturating_sub(keep)..=text.len())
+        .find_map(|i| text.get(i..).map(|t| (t, i)))
+        .unwrap_or_default();
     format!(
-        "{}\n[... {} bytes of {} cut by brood ...]\n{}",
-        &text[..head],
-        tail - head,
+        "{head}\n[... {} bytes of {} cut by brood ...]\n{tail}",
+        tail_at.saturating_sub(head_len),
         text.len(),
-        &text[tail..]
     )
 }
 

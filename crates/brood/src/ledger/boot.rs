@@ -267,6 +267,6 @@ fn hostname() -> Option<String> {
     if rc != 0 {
         return None;
     }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8(buf[..end].to_vec()).ok()
+    let name = buf.split(|&b| b == 0).next().unwrap_or(&[]);
+    String::from_utf8(name.to_vec()).ok()
 }

@@ -361,11 +361,11 @@ impl LedgerReader {
         if ids.iter().any(|i| i == prefix) {
             return Ok(RunId::from_string(prefix));
         }
-        match ids.len() {
-            0 => Err(LedgerError::UnknownRun {
+        match ids.as_slice() {
+            [] => Err(LedgerError::UnknownRun {
                 id: prefix.to_string(),
             }),
-            1 => Ok(RunId::from_string(ids[0].clone())),
+            [only] => Ok(RunId::from_string(only.clone())),
             _ => Err(LedgerError::AmbiguousId {
                 prefix: prefix.to_string(),
                 candidates: ids,
@@ -472,7 +472,7 @@ pub(super) fn count_column(
         },
         ValueRef::Null => return Ok(0),
         ValueRef::Real(f) => format!("{f}"),
-        ValueRef::Text(t) => format!("{:?}", String::from_utf8_lossy(&t[..t.len().min(40)])),
+        ValueRef::Text(t) => format!("{:?}", String::from_utf8_lossy(t.get(..40).unwrap_or(t))),
         ValueRef::Blob(b) => format!("a {}-byte blob", b.len()),
     };
     notes.push(format!(

@@ -257,8 +257,8 @@ fn not_ours(path: &Path, reason: &str) -> LedgerError {
 
 fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..])? {
+    while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
+        match file.read(rest)? {
             0 => break,
             n => filled += n,
         }

@@ -128,11 +128,11 @@ fn prefix(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    // Index 0 is a boundary, so the walk ends there at the latest.
+    (0..=max)
+        .rev()
+        .find_map(|end| s.get(..end))
+        .unwrap_or_default()
 }
 
 /// Write a spill file (the spill directory exists once the ledger is open).

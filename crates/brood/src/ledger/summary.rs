@@ -229,8 +229,12 @@ impl<'c> SummaryBuilder<'c> {
 
     fn push_text(&mut self, mut s: &str, col: usize, max_chars: usize) -> rusqlite::Result<Span> {
         if max_chars < s.len() {
-            if let Some((cut, _)) = s.char_indices().nth(max_chars) {
-                s = &s[..cut];
+            if let Some(head) = s
+                .char_indices()
+                .nth(max_chars)
+                .and_then(|(cut, _)| s.get(..cut))
+            {
+                s = head;
             }
         }
         let start = self.out.text.len();

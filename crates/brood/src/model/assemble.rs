@@ -199,7 +199,10 @@ impl Assembler {
         let id = f.id.as_deref();
         let name = f.name.as_deref();
         let pos = self.slot(f.index, id);
-        let call = &mut self.calls[pos];
+        // `slot` returns the position of a call it found or pushed.
+        let Some(call) = self.calls.get_mut(pos) else {
+            return;
+        };
         let mut new_id = None;
         if let Some(id) = id {
             if call.id.is_empty() {
@@ -246,13 +249,17 @@ impl Assembler {
     /// The position of the call a fragment belongs to (a new one when needed).
     fn slot(&mut self, index: Option<u64>, id: Option<&str>) -> usize {
         if let Some(i) = index {
-            if let Some(p) = self.calls.iter().position(|c| c.key == Some(i)) {
-                let c = &self.calls[p];
+            let found = self
+                .calls
+                .iter_mut()
+                .enumerate()
+                .find(|(_, c)| c.key == Some(i));
+            if let Some((p, c)) = found {
                 let other_call = matches!(id, Some(id) if !c.id.is_empty() && c.id != id);
                 if !other_call {
                     return p;
                 }
-                self.calls[p].key = None;
+                c.key = None;
             }
             return self.push(Some(i));
         }

@@ -342,29 +342,28 @@ impl Replayer {
 
     /// Claim the first unused entry of the same agent and step whose normalized
     /// request equals `norm`, and learn which recorded ids this run re-issued.
-    fn claim(&self, norm: &Normalized) -> Option<usize> {
+    fn claim(&self, norm: &Normalized) -> Option<&Recorded> {
         let (agent, step) = agent_and_step(&norm.value);
-        let i = {
+        let entry = {
             let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-            let i = (0..self.entries.len()).find(|&i| {
-                let e = &self.entries[i];
-                !used[i] && e.step == step && e.agent == agent && e.norm.value == norm.value
+            let (entry, flag) = self.entries.iter().zip(used.iter_mut()).find(|(e, used)| {
+                !**used && e.step == step && e.agent == agent && e.norm.value == norm.value
             })?;
-            used[i] = true;
-            i
+            *flag = true;
+            entry
         };
         let mut map = self.reissued.lock().unwrap_or_else(|e| e.into_inner());
-        for (old, new) in self.entries[i].norm.ids.iter().zip(&norm.ids) {
+        for (old, new) in entry.norm.ids.iter().zip(&norm.ids) {
             if old != new {
                 map.insert(old.clone(), new.clone());
             }
         }
-        Some(i)
+        Some(entry)
     }
 
     /// The recorded response with the ids this run re-issued in place of recorded ones.
-    fn answer(&self, i: usize) -> Result<ModelResponse, ModelError> {
-        let response = self.entries[i].outcome.clone()?;
+    fn answer(&self, entry: &Recorded) -> Result<ModelResponse, ModelError> {
+        let response = entry.outcome.clone()?;
         let map = self
             .reissued
             .lock()
@@ -475,10 +474,10 @@ impl Model for Replayer {
     ) -> Result<ModelResponse, ModelError> {
         let index = self.arrivals.fetch_add(1, Ordering::SeqCst);
         let norm = Normalized::of(request);
-        let Some(i) = self.claim(&norm) else {
+        let Some(entry) = self.claim(&norm) else {
             return Err(self.mismatch(index, request, &norm));
         };
-        let response = self.answer(i)?;
+        let response = self.answer(entry)?;
         emit_response_events(&response, on_event);
         Ok(response)
     }

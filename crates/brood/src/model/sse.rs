@@ -118,11 +118,8 @@ impl SseParser {
         if line.starts_with(':') {
             return;
         }
-        let (field, value) = match line.find(':') {
-            Some(p) => {
-                let v = &line[p + 1..];
-                (&line[..p], v.strip_prefix(' ').unwrap_or(v))
-            }
+        let (field, value) = match line.split_once(':') {
+            Some((field, v)) => (field, v.strip_prefix(' ').unwrap_or(v)),
             None => (line, ""),
         };
         if field == "data" {

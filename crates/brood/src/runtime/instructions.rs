@@ -75,7 +75,8 @@ impl ProjectInstructions {
             text.push_str(&format!(
                 "\n\n## From {}\n\n{}",
                 path.display(),
-                &body[..take]
+                // `take` is a char boundary of `body`.
+                body.get(..take).unwrap_or_default()
             ));
             let cut = body.len() - take + unread;
             if cut > 0 {

@@ -87,8 +87,8 @@ impl Config {
             if let Some(hit) = self.provenance.iter().find(|(k, _, _)| k == probe) {
                 break Some(hit);
             }
-            match probe.rfind('.') {
-                Some(i) => probe = &probe[..i],
+            match probe.rsplit_once('.') {
+                Some((head, _)) => probe = head,
                 None => break None,
             }
         };

@@ -192,11 +192,14 @@ impl Tool for AgentTypesTool {
             })
             .collect();
         let mut out = json!({ "agent_types": shown });
-        if matching.len() > MAX_RESULTS {
-            out["more"] = json!(format!(
-                "{} more; narrow with `match`",
-                matching.len() - MAX_RESULTS
-            ));
+        if let Some(map) = out.as_object_mut().filter(|_| matching.len() > MAX_RESULTS) {
+            map.insert(
+                "more".into(),
+                json!(format!(
+                    "{} more; narrow with `match`",
+                    matching.len() - MAX_RESULTS
+                )),
+            );
         }
         Ok(out.to_string())
     }

@@ -417,7 +417,10 @@ fn lookup_where(reg: &Registry, key: &str, keep: impl Fn(&Entry) -> bool) -> Opt
         return Some(e.id.clone());
     }
     let by_prefix: Vec<&&Entry> = runs.iter().filter(|e| e.id.starts_with(key)).collect();
-    (by_prefix.len() == 1).then(|| by_prefix[0].id.clone())
+    match by_prefix.as_slice() {
+        [only] => Some(only.id.clone()),
+        _ => None,
+    }
 }
 
 /// Whether `e` sits below `ancestor` in the tree.

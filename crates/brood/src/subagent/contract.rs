@@ -137,25 +137,41 @@ pub fn parse(text: &str) -> ParsedResult {
         .iter()
         .rposition(|(_, s, _)| *s == Section::Summary)
         .unwrap_or(0);
-    let headers = &headers[start..];
+    let headers = headers.get(start..).unwrap_or_default();
 
     let mut content: [Option<Vec<String>>; 5] = Default::default();
     let first_line = headers.first().map_or(lines.len(), |(i, _, _)| *i);
-    let preamble = lines[..first_line].join("\n").trim().to_string();
+    let preamble = lines
+        .get(..first_line)
+        .unwrap_or_default()
+        .join("\n")
+        .trim()
+        .to_string();
+    // `content` has a slot per section, indexed by its discriminant.
     for (n, (i, s, rest)) in headers.iter().enumerate() {
         let end = headers.get(n + 1).map_or(lines.len(), |(j, _, _)| *j);
-        let slot = content[*s as usize].get_or_insert_with(Vec::new);
+        let Some(slot) = content.get_mut(*s as usize) else {
+            continue;
+        };
+        let slot = slot.get_or_insert_with(Vec::new);
         if !rest.trim().is_empty() {
             slot.push(rest.trim().to_string());
         }
-        slot.extend(lines[i + 1..end].iter().map(|l| l.to_string()));
+        let body = lines.get(i + 1..end).unwrap_or_default();
+        slot.extend(body.iter().map(|l| l.to_string()));
     }
 
     let missing = Section::ALL
         .into_iter()
-        .filter(|s| content[*s as usize].is_none())
+        .filter(|s| content.get(*s as usize).is_none_or(Option::is_none))
         .collect();
-    let take = |s: Section| content[s as usize].clone().unwrap_or_default();
+    let take = |s: Section| {
+        content
+            .get(s as usize)
+            .cloned()
+            .flatten()
+            .unwrap_or_default()
+    };
     let summary = {
         let text = take(Section::Summary).join("\n").trim().to_string();
         if is_none_text(&text) {
@@ -193,11 +209,10 @@ fn heading(line: &str) -> Option<(Section, &str)> {
     let word_len = t
         .find(|c: char| !c.is_ascii_alphabetic())
         .unwrap_or(t.len());
-    let word = &t[..word_len];
+    let (word, mut rest) = t.split_at_checked(word_len)?;
     let section = Section::ALL
         .into_iter()
         .find(|s| s.as_str().eq_ignore_ascii_case(word))?;
-    let mut rest = &t[word_len..];
     let mut colon = false;
     if let Some(r) = rest.strip_prefix(':') {
         rest = r;
@@ -274,7 +289,7 @@ fn items(lines: &[String]) -> Vec<String> {
     }
     out.extend(current);
     out.retain(|i| !i.is_empty());
-    if out.len() == 1 && is_none_text(&out[0]) {
+    if matches!(out.as_slice(), [only] if is_none_text(only)) {
         out.clear();
     }
     out
@@ -288,7 +303,7 @@ fn strip_bullet(t: &str) -> Option<&str> {
     }
     let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
     if digits > 0 && digits <= 3 {
-        let r = &t[digits..];
+        let r = t.get(digits..).unwrap_or_default();
         if let Some(r) = r.strip_prefix(". ").or_else(|| r.strip_prefix(") ")) {
             return Some(r);
         }
@@ -323,7 +338,10 @@ pub fn render_for_parent(
     };
     // `shown` never has more digits than `total`, so this reserves enough room.
     let budget = cap_bytes.saturating_sub(footer(total).len());
-    let head = full[..floor_char_boundary(&full, budget)].trim_end();
+    let head = full
+        .get(..floor_char_boundary(&full, budget))
+        .unwrap_or_default()
+        .trim_end();
     format!("{head}{}", footer(head.len()))
 }
 

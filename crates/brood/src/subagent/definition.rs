@@ -518,12 +518,15 @@ fn split_front_matter<'a>(
             path: path.to_path_buf(),
         });
     }
-    let start = first.len();
-    let mut pos = start;
+    let rest = text.get(first.len()..).unwrap_or_default();
+    let mut pos = 0;
     for line in lines {
         let t = line.trim_end();
         if t == "---" || t == "..." {
-            return Ok((&text[start..pos], &text[pos + line.len()..]));
+            // `pos` counts whole lines of `rest`: a char boundary.
+            let (front, closing) = rest.split_at_checked(pos).unwrap_or((rest, ""));
+            let body = closing.get(line.len()..).unwrap_or_default();
+            return Ok((front, body));
         }
         pos += line.len();
     }

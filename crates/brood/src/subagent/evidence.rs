@@ -112,7 +112,9 @@ pub fn parse_item(item: &str) -> Vec<Evidence> {
     // When the item opens with its citations, the note is what follows them;
     // otherwise the citation is part of a sentence and the whole item is the note.
     let note = if leading_end > 0 && !cites.is_empty() {
-        item[leading_end..]
+        // `leading_end` is a token's end offset in `item`: a char boundary.
+        item.get(leading_end..)
+            .unwrap_or_default()
             .trim()
             .trim_start_matches(|c: char| {
                 matches!(c, '-' | '–' | '—' | ':' | ',' | ';' | '|') || c.is_whitespace()
@@ -155,9 +157,10 @@ fn citation(word: &str) -> Option<(String, u64, u64)> {
         // The first ':' followed by a line spec.
         let mut found = None;
         for (i, _) in w.match_indices(':') {
-            let spec = &w[i + 1..];
+            let (path, colon_spec) = w.split_at_checked(i).unwrap_or((w, ""));
+            let spec = colon_spec.strip_prefix(':').unwrap_or(colon_spec);
             if line_spec(spec).is_some() {
-                found = Some((&w[..i], spec));
+                found = Some((path, spec));
                 break;
             }
         }
@@ -347,8 +350,9 @@ fn count_lines(path: &Path, cap: u64) -> std::io::Result<(u64, u64)> {
                 "the file grew past the evidence-checking cap while being read",
             ));
         }
-        lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
-        last = buf[n - 1];
+        let got = buf.get(..n).unwrap_or_default();
+        lines += got.iter().filter(|b| **b == b'\n').count() as u64;
+        last = got.last().copied().unwrap_or(last);
     }
     if last != b'\n' {
         lines += 1;

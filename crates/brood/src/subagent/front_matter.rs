@@ -205,8 +205,10 @@ fn insert(map: &mut Mapping, e: Entry, next_line: usize) -> Result<(), LenientEr
 /// A value quoted as a whole loses its quotes; quotes inside stay.
 fn unquote(s: &str) -> &str {
     for q in ['"', '\''] {
-        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) && !s[1..s.len() - 1].contains(q) {
-            return &s[1..s.len() - 1];
+        if let Some(inner) = s.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
+            if !inner.contains(q) {
+                return inner;
+            }
         }
     }
     s

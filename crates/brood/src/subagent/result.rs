@@ -161,9 +161,11 @@ fn cap_text(text: &str, cap: usize, handle: &str) -> String {
     }
     let footer =
         format!("\n[… cut at {cap} bytes; read the rest with handle_read on \"{handle}\"]");
-    let mut end = cap.saturating_sub(footer.len());
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{footer}", &text[..end])
+    let end = cap.saturating_sub(footer.len());
+    // Index 0 is a boundary, so the walk ends there at the latest.
+    let head = (0..=end)
+        .rev()
+        .find_map(|e| text.get(..e))
+        .unwrap_or_default();
+    format!("{head}{footer}")
 }

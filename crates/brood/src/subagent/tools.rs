@@ -88,8 +88,8 @@ fn child_json(index: Option<usize>, r: &ChildResult, cap: usize) -> serde_json::
         "result": render_result(r, cap),
         "transcript_handle": r.transcript_handle,
     });
-    if let Some(i) = index {
-        v["index"] = json!(i);
+    if let (Some(i), Some(map)) = (index, v.as_object_mut()) {
+        map.insert("index".into(), json!(i));
     }
     v
 }
@@ -205,8 +205,8 @@ impl Tool for TaskTool {
         }
         let mut out = json!({ "results": results });
         // Say which budget stopped the tree, so the model does not retry.
-        if let Err(spent) = b.ctx.budgets.check_tree() {
-            out["budget"] = json!(spent.to_string());
+        if let (Err(spent), Some(map)) = (b.ctx.budgets.check_tree(), out.as_object_mut()) {
+            map.insert("budget".into(), json!(spent.to_string()));
         }
         Ok(to_text(&out))
     }

@@ -228,11 +228,10 @@ fn read_numbered(
         let n = chunk.len();
         scanned += n as u64;
         let mut i = 0;
-        while i < n {
-            let rest = &chunk[i..];
-            let (piece, newline) = match rest.iter().position(|&b| b == b'\n') {
-                Some(j) => (&rest[..j], true),
-                None => (rest, false),
+        while let Some(rest) = chunk.get(i..).filter(|r| !r.is_empty()) {
+            let (piece, newline) = match rest.split(|&b| b == b'\n').next() {
+                Some(piece) if piece.len() < rest.len() => (piece, true),
+                _ => (rest, false),
             };
             let in_window = line_no >= start && line_no <= last_wanted;
             if in_window && !piece.is_empty() {
@@ -240,7 +239,7 @@ fn read_numbered(
                 if piece.len() > room {
                     cur_cut = true;
                 }
-                cur.extend_from_slice(&piece[..piece.len().min(room)]);
+                cur.extend_from_slice(piece.get(..room).unwrap_or(piece));
             }
             cur_nonempty |= !piece.is_empty();
             i += piece.len();

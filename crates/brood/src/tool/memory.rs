@@ -258,9 +258,12 @@ impl Tool for MemoryRead {
                 // Keep the newest lines within the cap.
                 let mut first = lines.len();
                 let mut bytes = 0usize;
-                while first > 0 && bytes + lines[first - 1].len() + 8 <= READ_MAX_BYTES {
+                for line in lines.iter().rev() {
+                    if bytes + line.len() + 8 > READ_MAX_BYTES {
+                        break;
+                    }
                     first -= 1;
-                    bytes += lines[first].len() + 8;
+                    bytes += line.len() + 8;
                 }
                 if first > 0 {
                     out.push_str(&format!(
@@ -516,8 +519,9 @@ fn append_to(
 fn last_byte(file: &File, len: u64) -> io::Result<u8> {
     use std::os::unix::fs::FileExt;
     let mut b = [0u8; 1];
-    file.read_exact_at(&mut b, len - 1)?;
-    Ok(b[0])
+    file.read_exact_at(&mut b, len.saturating_sub(1))?;
+    let [byte] = b;
+    Ok(byte)
 }
 
 /// How many `\n` the first `cap` bytes of `file` hold, read in small pieces.
@@ -530,7 +534,12 @@ fn count_newlines(file: &File, cap: u64) -> io::Result<usize> {
         if got == 0 {
             break;
         }
-        n += buf[..got].iter().filter(|&&b| b == b'\n').count();
+        n += buf
+            .get(..got)
+            .unwrap_or_default()
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
         at += got as u64;
     }
     Ok(n)

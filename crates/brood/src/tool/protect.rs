@@ -46,7 +46,7 @@ fn names(rel: &Path) -> Vec<&OsStr> {
 
 /// Whether `dir` is brood's state directory's name pair (`.brood`, `state`).
 fn is_state_pair(pair: &[&OsStr]) -> bool {
-    pair.len() == 2 && pair[0] == BROOD && pair[1] == STATE
+    matches!(pair, [a, b] if *a == BROOD && *b == STATE)
 }
 
 /// Why tools may not read `rel` (workspace-relative, canonical), if they may not.
@@ -79,7 +79,7 @@ pub(crate) fn write_refusal(rel: &Path) -> Option<&'static str> {
             );
         }
         if *name == BROOD {
-            let plan_file = i == 0 && names.len() > 2 && names[1] == PLANS;
+            let plan_file = i == 0 && names.len() > 2 && names.get(1).is_some_and(|n| *n == PLANS);
             if !plan_file {
                 return Some(
                     "is inside .brood/ (brood's config, agents, memory and state); only \

@@ -231,7 +231,7 @@ async fn run(
         tokio::select! {
             r = pipe.read(&mut buf), if !eof => match r {
                 Ok(0) | Err(_) => eof = true,
-                Ok(n) => out.push(&buf[..n]),
+                Ok(n) => out.push(buf.get(..n).unwrap_or_default()),
             },
             st = child.wait(), if status.is_none() => {
                 let st = st.map_err(|e| ToolError::Failed(format!("waiting for bash: {e}")))?;
@@ -327,9 +327,10 @@ struct CappedOutput {
 impl CappedOutput {
     fn push(&mut self, mut bytes: &[u8]) {
         if self.head.len() < OUTPUT_HEAD_BYTES {
-            let n = bytes.len().min(OUTPUT_HEAD_BYTES - self.head.len());
-            self.head.extend_from_slice(&bytes[..n]);
-            bytes = &bytes[n..];
+            let room = OUTPUT_HEAD_BYTES - self.head.len();
+            let (head, rest) = bytes.split_at_checked(room).unwrap_or((bytes, &[]));
+            self.head.extend_from_slice(head);
+            bytes = rest;
         }
         self.tail.extend(bytes);
         if self.tail.len() > OUTPUT_TAIL_BYTES {

@@ -54,18 +54,27 @@ pub(super) fn normalize_text(text: &str, ids: &mut Vec<String>) -> Option<String
     let mut i = 0;
     while i < b.len() {
         // Only at the start of a token: not right after a letter or digit.
-        let boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        let boundary = i
+            .checked_sub(1)
+            .and_then(|p| b.get(p))
+            .is_none_or(|c| !c.is_ascii_alphanumeric());
+        // `last` and `i` sit on ASCII bytes (an id or timestamp starts and ends
+        // there), so every `get` below is on char boundaries.
         if boundary {
             if let Some(len) = id_at(b, i) {
-                out.push_str(&text[last..i]);
+                out.push_str(text.get(last..i).unwrap_or_default());
                 out.push_str(ID);
-                ids.push(text[i..i + len].to_ascii_lowercase());
+                ids.push(
+                    text.get(i..i + len)
+                        .unwrap_or_default()
+                        .to_ascii_lowercase(),
+                );
                 i += len;
                 last = i;
                 continue;
             }
             if let Some(len) = timestamp_at(b, i) {
-                out.push_str(&text[last..i]);
+                out.push_str(text.get(last..i).unwrap_or_default());
                 out.push_str(TIME);
                 i += len;
                 last = i;
@@ -77,16 +86,21 @@ pub(super) fn normalize_text(text: &str, ids: &mut Vec<String>) -> Option<String
     if last == 0 {
         return None;
     }
-    out.push_str(&text[last..]);
+    out.push_str(text.get(last..).unwrap_or_default());
     Some(out)
 }
 
+/// The `n` bytes of `b` from `from`, when it has them.
+fn span(b: &[u8], from: usize, n: usize) -> Option<&[u8]> {
+    b.get(from..from.checked_add(n)?)
+}
+
 fn hex(b: &[u8], from: usize, n: usize) -> bool {
-    b.len() >= from + n && b[from..from + n].iter().all(u8::is_ascii_hexdigit)
+    span(b, from, n).is_some_and(|s| s.iter().all(u8::is_ascii_hexdigit))
 }
 
 fn ends_token(b: &[u8], at: usize) -> bool {
-    at >= b.len() || !b[at].is_ascii_alphanumeric()
+    b.get(at).is_none_or(|c| !c.is_ascii_alphanumeric())
 }
 
 /// A hyphenated UUID (36) or 32 hex digits (a run id) starting at `i`.
@@ -105,8 +119,7 @@ fn id_at(b: &[u8], i: usize) -> Option<usize> {
         return Some(36);
     }
     // 32 hex digits with at least one digit and one letter: not a word, not a number.
-    if hex(b, i, 32) && ends_token(b, i + 32) {
-        let s = &b[i..i + 32];
+    if let Some(s) = span(b, i, 32).filter(|_| hex(b, i, 32) && ends_token(b, i + 32)) {
         if s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic) {
             return Some(32);
         }
@@ -116,9 +129,8 @@ fn id_at(b: &[u8], i: usize) -> Option<usize> {
 
 /// `YYYY-MM-DDTHH:MM:SS` with optional fraction and zone, starting at `i`.
 fn timestamp_at(b: &[u8], i: usize) -> Option<usize> {
-    let d = |k: usize, n: usize| {
-        b.len() >= i + k + n && b[i + k..i + k + n].iter().all(u8::is_ascii_digit)
-    };
+    let d =
+        |k: usize, n: usize| span(b, i + k, n).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
     let at = |k: usize, c: u8| b.get(i + k) == Some(&c);
     let t = at(10, b'T') || at(10, b' ');
     if !(d(0, 4) && at(4, b'-') && d(5, 2) && at(7, b'-') && d(8, 2) && t && d(11, 2))
@@ -170,12 +182,14 @@ fn replace_ignoring_case(text: &str, from: &str, to: &str) -> String {
     let lower = text.to_ascii_lowercase();
     let mut out = String::with_capacity(text.len());
     let mut last = 0;
+    // ASCII lowercasing keeps every byte where it was, so a match's bounds in
+    // `lower` are char boundaries of `text`.
     for (at, _) in lower.match_indices(from) {
-        out.push_str(&text[last..at]);
+        out.push_str(text.get(last..at).unwrap_or_default());
         out.push_str(to);
         last = at + from.len();
     }
-    out.push_str(&text[last..]);
+    out.push_str(text.get(last..).unwrap_or_default());
     out
 }
 
