@@ -214,7 +214,7 @@ fn list(
         let mut v = serde_json::to_value(&runs).unwrap_or_default();
         if let Some(items) = v.as_array_mut() {
             for (item, run) in items.iter_mut().zip(&runs) {
-                item["cost_usd"] = cost_of(&run.run, &pricing).into();
+                set_cost(item, &run.run, &pricing);
             }
         }
         out.push_str(&to_json(&v)?);
@@ -298,14 +298,42 @@ fn pricing(ws: &Path, err: &mut String) -> Pricing {
     })
 }
 
-/// What a recorded run cost at the user's prices (`None`: its model has none).
-fn cost_of(r: &RunRecord, pricing: &Pricing) -> Option<f64> {
+/// What a run cost: as the ledger recorded it (each answer priced when it was
+/// recorded, so a later change of prices leaves it alone); for a run recorded
+/// before costs were, its usage at today's prices (`None`: its model has none).
+fn cost_of(r: &RunRecord, pricing: &Pricing) -> Cost {
+    if r.cost_recorded {
+        return Cost {
+            usd: r.cost_usd,
+            at_read: false,
+        };
+    }
     let usage = brood::model::Usage {
         input_tokens: r.input_tokens,
         output_tokens: r.output_tokens,
         cached_input_tokens: r.cached_input_tokens,
     };
-    pricing.cost(r.provider.as_deref()?, r.model.as_deref()?, &usage)
+    let usd = (|| pricing.cost(r.provider.as_deref()?, r.model.as_deref()?, &usage))();
+    Cost { usd, at_read: true }
+}
+
+/// A run's cost as shown, and whether it was priced now rather than recorded.
+struct Cost {
+    usd: Option<f64>,
+    at_read: bool,
+}
+
+/// `cost_usd` on a run's JSON, and `cost_priced_at_read: true` when it is not the
+/// recorded figure.
+fn set_cost(item: &mut serde_json::Value, run: &RunRecord, pricing: &Pricing) {
+    let cost = cost_of(run, pricing);
+    item["cost_usd"] = cost.usd.into();
+    if let Some(o) = item.as_object_mut() {
+        o.remove("cost_recorded");
+        if cost.at_read {
+            o.insert("cost_priced_at_read".into(), true.into());
+        }
+    }
 }
 
 fn tree_order(runs: &RunSummaries) -> Vec<(usize, usize)> {
@@ -341,7 +369,7 @@ fn show(
     let detail = reader.get_run(&id)?;
     if json {
         let mut v = serde_json::to_value(&detail).unwrap_or_default();
-        v["cost_usd"] = cost_of(&detail.run, &pricing(ws, err)).into();
+        set_cost(&mut v, &detail.run, &pricing(ws, err));
         out.push_str(&to_json(&v)?);
         out.push('\n');
         return Ok(());
@@ -351,7 +379,7 @@ fn show(
     Ok(())
 }
 
-fn render_detail(d: &RunDetail, cost: Option<f64>, out: &mut String) {
+fn render_detail(d: &RunDetail, cost: Cost, out: &mut String) {
     let r = &d.run;
     let now = Utc::now();
     let mut field = |k: &str, v: String| {
@@ -416,8 +444,22 @@ fn render_detail(d: &RunDetail, cost: Option<f64>, out: &mut String) {
     field(
         "cost",
         match cost {
-            Some(c) => format!("${c:.4} (at your [pricing])"),
-            None => "unknown (no [pricing] for its model)".into(),
+            Cost {
+                usd: Some(c),
+                at_read: false,
+            } => format!("${c:.4} (priced as recorded)"),
+            Cost {
+                usd: None,
+                at_read: false,
+            } => "unknown (some answer had no price when recorded)".into(),
+            Cost {
+                usd: Some(c),
+                at_read: true,
+            } => format!("${c:.4} (at today's [pricing]: recorded before costs were)"),
+            Cost {
+                usd: None,
+                at_read: true,
+            } => "unknown (no [pricing] for its model)".into(),
         },
     );
     if let Some(result) = &r.result {

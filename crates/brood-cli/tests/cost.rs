@@ -247,7 +247,7 @@ fn cost_usd_is_the_sum_over_every_answer_at_the_users_prices() {
         .output()
         .unwrap();
     let want = format!(
-        "cost       ${:.4} (at your [pricing])",
+        "cost       ${:.4} (priced as recorded)",
         runs[0]["cost_usd"].as_f64().unwrap()
     );
     assert!(

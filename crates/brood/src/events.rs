@@ -97,6 +97,11 @@ pub enum RunEventKind {
         output_tokens: u64,
         /// Input tokens served from the provider's cache.
         cached_input_tokens: u64,
+        /// What the step cost in USD, priced when it was recorded by the one cost
+        /// function ([`crate::model::pricing::cost_usd`]) at the run's price
+        /// (`[pricing]` or the endpoint's published list). `None` when the model has
+        /// no price or the provider reported no usage: never 0, never a guess.
+        cost_usd: Option<f64>,
     },
     /// A model step's request failed and is sent again after a pause (the same
     /// retry the ledger records as a `model_response` event with `retrying`).

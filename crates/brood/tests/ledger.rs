@@ -177,6 +177,7 @@ async fn progress_events_and_usage_are_numbered_summed_and_counted() {
         input_tokens: 100,
         output_tokens: 20,
         cached_input_tokens: 60,
+        cost_usd: None,
     };
     ledger.add_usage(&id, delta).unwrap();
     ledger.add_usage(&id, delta).unwrap();
@@ -677,6 +678,7 @@ async fn absurd_usage_numbers_are_clamped_and_the_run_stays_listable() {
         input_tokens: u64::MAX,
         output_tokens: 1u64 << 63,
         cached_input_tokens: 5_000_000_000_000_000_000,
+        cost_usd: None,
     };
     ledger.add_usage(&id, huge).unwrap();
     ledger.add_usage(&id, huge).unwrap();

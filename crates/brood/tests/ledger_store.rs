@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use brood::ledger::{
-    Ledger, LedgerError, LedgerOptions, ListFilter, NewRun, RunId, RunStatus, SCHEMA_VERSION,
+    Ledger, LedgerError, LedgerOptions, ListFilter, NewRun, RunId, RunStatus, UsageDelta,
+    SCHEMA_VERSION,
 };
 use rusqlite::Connection;
 use serde_json::json;
@@ -103,6 +104,8 @@ async fn a_version_1_ledger_is_migrated_with_its_data() {
         (3, 1200, 800)
     );
     assert_eq!(done.run.git_branch.as_deref(), Some("main"));
+    // Its cost was never recorded (schema 4 records it): unknown, and said so.
+    assert_eq!((done.run.cost_usd, done.run.cost_recorded), (None, false));
     assert_eq!(done.events.len(), 3);
     let child = reader.get_run(&running).unwrap();
     assert_eq!(child.run.status, RunStatus::Interrupted);
@@ -126,6 +129,27 @@ async fn a_version_1_ledger_is_migrated_with_its_data() {
         .await
         .unwrap();
     ledger.mark_running(&new).await.unwrap();
+    // A run opened after the upgrade records its cost step by step: priced steps
+    // add up; one unpriced step makes it unknown.
+    let priced = UsageDelta {
+        steps: 1,
+        input_tokens: 10,
+        cost_usd: Some(0.25),
+        ..UsageDelta::default()
+    };
+    ledger.add_usage(&new, priced).unwrap();
+    ledger.add_usage(&new, priced).unwrap();
+    ledger.flush().await.unwrap();
+    let r = reader.run(&new).unwrap();
+    assert_eq!((r.cost_usd, r.cost_recorded), (Some(0.5), true));
+    let unpriced = UsageDelta {
+        cost_usd: None,
+        ..priced
+    };
+    ledger.add_usage(&new, unpriced).unwrap();
+    ledger.flush().await.unwrap();
+    let r = reader.run(&new).unwrap();
+    assert_eq!((r.steps, r.cost_usd, r.cost_recorded), (3, None, true));
     let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
     cli.request_cancel(&new).unwrap();
     assert_eq!(ledger.take_cancel_requests().await.unwrap(), vec![new]);

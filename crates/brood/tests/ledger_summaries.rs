@@ -132,6 +132,7 @@ async fn record_runs(ledger: &Ledger, tag: &str) -> Vec<RunId> {
                 input_tokens: 1_500_000,
                 output_tokens: 700,
                 cached_input_tokens: 1200,
+                cost_usd: None,
             },
         )
         .unwrap();

@@ -530,3 +530,103 @@ async fn an_embedder_brings_its_own_model_and_tool_in_a_few_lines() {
     assert_eq!(report.tool_calls, 1);
     assert_eq!(*calls.lock().unwrap(), vec![report.run_id.clone()]);
 }
+
+/// A session on the scripted model named `model`, priced by `pricing` (a
+/// `[pricing]` table), whose parent fans out to two children.
+async fn priced_session(dir: &std::path::Path, model: &str, pricing: &str) -> Session {
+    let scripted = ScriptedModel::new()
+        .on("CHILD", vec![ScriptStep::text(report("done."))])
+        .otherwise(vec![
+            ScriptStep::tool_call("task", json!({"prompts": ["CHILD one", "CHILD two"]})),
+            ScriptStep::text("Both done."),
+        ]);
+    let paths = brood::runtime::config::ConfigPaths {
+        user_dir: None,
+        workspace: dir.to_path_buf(),
+    };
+    let overrides = brood::runtime::config::Overrides {
+        model: Some(model.to_string()),
+        ..Default::default()
+    };
+    let mut config = brood::runtime::config::Config::load(
+        &paths,
+        &std::collections::BTreeMap::new(),
+        &overrides,
+    )
+    .unwrap();
+    config.pricing =
+        brood::model::pricing::Pricing::from_table(&toml::from_str(pricing).unwrap()).unwrap();
+    Session::builder(dir)
+        .config(config)
+        .model(scripted)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Every `Usage` event of `events`: (input, cached input, output, cost).
+fn usage_events(events: &[brood::RunEvent]) -> Vec<(u64, u64, u64, Option<f64>)> {
+    events
+        .iter()
+        .filter_map(|e| match e.kind {
+            brood::RunEventKind::Usage {
+                input_tokens,
+                cached_input_tokens,
+                output_tokens,
+                cost_usd,
+                ..
+            } => Some((input_tokens, cached_input_tokens, output_tokens, cost_usd)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_usage_event_carries_its_steps_cost_at_the_users_price_and_they_sum_to_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = priced_session(
+        dir.path(),
+        "priced-model",
+        "[\"priced-model\"]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n",
+    )
+    .await;
+    let collector = tokio::spawn(events_of_one_root(session.events()));
+    let report = session.ask("PARENT: two children").await.unwrap();
+    let usages = usage_events(&collector.await.unwrap());
+    // Two parent steps and one step per child, each reported with its usage.
+    assert_eq!(usages.len(), 4, "{usages:?}");
+    let mut sum = 0.0;
+    for (input, cached, output, cost) in &usages {
+        assert_eq!(*cached, 0);
+        assert!(*input > 0 && *output > 0);
+        let want = (*input as f64 * 2.0 + *output as f64 * 10.0) / 1e6;
+        let got = cost.expect("a priced model's step has a cost");
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        sum += got;
+    }
+    let total = report.usage.cost_usd.expect("the tree is priced");
+    assert!(
+        (total - sum).abs() < 1e-12,
+        "report {total} vs events {sum}"
+    );
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_usage_event_of_an_unpriced_model_has_no_cost_never_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    // Priced: another model only.
+    let session = priced_session(
+        dir.path(),
+        "unpriced-model",
+        "[\"other-model\"]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n",
+    )
+    .await;
+    let collector = tokio::spawn(events_of_one_root(session.events()));
+    let report = session.ask("PARENT: two children").await.unwrap();
+    let usages = usage_events(&collector.await.unwrap());
+    assert_eq!(usages.len(), 4, "{usages:?}");
+    assert!(usages.iter().all(|u| u.3.is_none()), "{usages:?}");
+    assert_eq!(report.usage.cost_usd, None);
+    session.close().await;
+}

@@ -155,6 +155,7 @@ async fn rich_workspace() -> (TempDir, Vec<Ledger>) {
             input_tokens: [5, 999, 1_499, 999_999, 3_250_000][i],
             output_tokens: [0, 0, 1, 1, 1][i],
             cached_input_tokens: 0,
+            cost_usd: None,
         };
         ledger.add_usage(&root, usage).unwrap();
         ledger.complete(&child, json!({"ok": i})).await.unwrap();

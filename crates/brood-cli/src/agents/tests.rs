@@ -69,6 +69,7 @@ async fn populated() -> (TempDir, Ledger, RunId, RunId, RunId) {
                 input_tokens: 1500,
                 output_tokens: 700,
                 cached_input_tokens: 0,
+                cost_usd: None,
             },
         )
         .unwrap();

@@ -44,9 +44,47 @@ pub struct Node {
     pub state: State,
     pub started: Instant,
     pub ended: Option<Instant>,
-    pub tokens: u64,
+    /// Its own model answers' tokens and cost (see [`Spend`]).
+    pub spend: Spend,
     /// Spawn order (the tree lists children in it).
     pub order: u64,
+}
+
+/// Tokens and cost of some model answers, as the usage events said: the cost is
+/// the sum of each answer's `cost_usd`, unknown once one answer had none.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spend {
+    pub answers: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub unpriced: bool,
+}
+
+impl Spend {
+    fn add(&mut self, other: &Spend) {
+        self.answers += other.answers;
+        self.tokens = self.tokens.saturating_add(other.tokens);
+        self.cost_usd += other.cost_usd;
+        self.unpriced |= other.unpriced;
+    }
+
+    /// `$0.0123`, `cost n/a` (some answer had no price), or nothing before any
+    /// answer.
+    pub fn cost_text(&self) -> Option<String> {
+        match (self.answers, self.unpriced) {
+            (0, _) => None,
+            (_, true) => Some("cost n/a".into()),
+            (_, false) => Some(format!("${:.4}", self.cost_usd)),
+        }
+    }
+
+    /// `1234 tokens, $0.0123`.
+    pub fn text(&self) -> String {
+        match self.cost_text() {
+            Some(c) => format!("{} tokens, {c}", self.tokens),
+            None => format!("{} tokens", self.tokens),
+        }
+    }
 }
 
 /// Every run seen this chat, by id.
@@ -98,7 +136,7 @@ impl AgentTree {
                     state: State::Queued,
                     started: Instant::now(),
                     ended: None,
-                    tokens: 0,
+                    spend: Spend::default(),
                     order: self.next,
                 },
             );
@@ -119,9 +157,16 @@ impl AgentTree {
             RunEventKind::Usage {
                 input_tokens,
                 output_tokens,
+                cost_usd,
                 ..
             } => {
-                node.tokens += input_tokens + output_tokens;
+                let tokens = input_tokens.saturating_add(*output_tokens);
+                node.spend.add(&Spend {
+                    answers: 1,
+                    tokens,
+                    cost_usd: cost_usd.unwrap_or(0.0),
+                    unpriced: cost_usd.is_none(),
+                });
                 return Change::Nothing;
             }
             RunEventKind::Completed { .. } => State::Completed,
@@ -199,6 +244,28 @@ impl AgentTree {
         groups.into_iter().filter(|(_, v)| !v.is_empty()).collect()
     }
 
+    /// What every run of the chat spent.
+    pub fn total(&self) -> Spend {
+        let mut t = Spend::default();
+        for n in self.nodes.values() {
+            t.add(&n.spend);
+        }
+        t
+    }
+
+    /// What `run_id` and all its descendants spent.
+    pub fn subtree(&self, run_id: &str) -> Spend {
+        let mut t = self.nodes.get(run_id).map(|n| n.spend).unwrap_or_default();
+        for (id, _) in self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.parent.as_deref() == Some(run_id))
+        {
+            t.add(&self.subtree(id));
+        }
+        t
+    }
+
     /// Children (not roots) that are queued and running.
     pub fn counts(&self) -> (usize, usize) {
         let live = self.nodes.values().filter(|n| n.parent.is_some());
@@ -219,7 +286,8 @@ impl AgentTree {
     }
 
     /// The tree as text lines: each root, then its descendants
-    /// `├─ name [role · model] task — state, elapsed, tokens`.
+    /// `├─ name [role · model] task — state, elapsed, tokens, cost`; a root's line
+    /// ends with its whole tree's tokens and cost.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut roots: Vec<(&String, &Node)> = self
@@ -229,7 +297,12 @@ impl AgentTree {
             .collect();
         roots.sort_by_key(|(_, n)| n.order);
         for (id, n) in roots {
-            out.push(format!("{} — {}", describe(n), id));
+            out.push(format!(
+                "{} — {} — tree: {}",
+                describe(n),
+                id,
+                self.subtree(id).text()
+            ));
             self.children_lines(id, "", &mut out);
         }
         out
@@ -255,7 +328,7 @@ impl AgentTree {
     }
 }
 
-/// `name [role · model] task — state, elapsed, tokens`.
+/// `name [role · model] task — state, elapsed, tokens, cost`.
 pub fn describe(n: &Node) -> String {
     describe_within(n, usize::MAX)
 }
@@ -267,10 +340,10 @@ pub fn describe_within(n: &Node, width: usize) -> String {
     let elapsed = n.ended.unwrap_or_else(Instant::now) - n.started;
     let head = format!("{} [{} · {}] ", n.name, n.role, n.model);
     let tail = format!(
-        " — {}, {:.1}s, {} tokens",
+        " — {}, {:.1}s, {}",
         n.state.as_str(),
         elapsed.as_secs_f64(),
-        n.tokens
+        n.spend.text()
     );
     let room = width
         .saturating_sub(head.chars().count() + tail.chars().count())
@@ -310,8 +383,10 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             input_tokens,
             output_tokens,
             cached_input_tokens,
+            cost_usd,
         } => json!({"event": "usage", "turn": turn, "input_tokens": input_tokens,
-            "output_tokens": output_tokens, "cached_input_tokens": cached_input_tokens}),
+            "output_tokens": output_tokens, "cached_input_tokens": cached_input_tokens,
+            "cost_usd": cost_usd}),
         RunEventKind::Retrying {
             turn,
             attempt,

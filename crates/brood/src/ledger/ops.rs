@@ -90,8 +90,9 @@ pub(crate) fn insert_run(
     let workspace = run.workspace.as_deref().unwrap_or(author.workspace);
     conn.prepare_cached(
         "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
-             agent_type, objective, model, provider, workspace, git_branch, status, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15)",
+             agent_type, objective, model, provider, workspace, git_branch, status, created_at,
+             priced_steps)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15, 0)",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -327,6 +328,12 @@ pub(crate) fn add_usage(
     at: i64,
     known: Option<&RunFacts>,
 ) -> Result<RunFacts, LedgerError> {
+    // A cost that is not a finite, non-negative number is no price: those steps
+    // leave the run's cost unknown rather than poison the sum.
+    let (cost, priced_steps) = match delta.cost_usd {
+        Some(c) if c.is_finite() && c >= 0.0 => (c, delta.steps),
+        _ => (0.0, 0),
+    };
     let changed = conn
         .prepare_cached(
             // Saturating sums: SQLite turns an overflowing integer `+` into a REAL,
@@ -339,7 +346,10 @@ pub(crate) fn add_usage(
                  output_tokens = CASE WHEN output_tokens > 9223372036854775807 - ?4
                      THEN 9223372036854775807 ELSE output_tokens + ?4 END,
                  cached_input_tokens = CASE WHEN cached_input_tokens > 9223372036854775807 - ?5
-                     THEN 9223372036854775807 ELSE cached_input_tokens + ?5 END
+                     THEN 9223372036854775807 ELSE cached_input_tokens + ?5 END,
+                 cost_usd = cost_usd + ?6,
+                 priced_steps = CASE WHEN priced_steps > 9223372036854775807 - ?7
+                     THEN 9223372036854775807 ELSE priced_steps + ?7 END
              WHERE id = ?1",
         )
         .and_then(|mut st| {
@@ -348,7 +358,9 @@ pub(crate) fn add_usage(
                 clamp_i64(delta.steps),
                 clamp_i64(delta.input_tokens),
                 clamp_i64(delta.output_tokens),
-                clamp_i64(delta.cached_input_tokens)
+                clamp_i64(delta.cached_input_tokens),
+                cost,
+                clamp_i64(priced_steps)
             ])
         })
         .ctx("adding usage to a run")?;

@@ -31,7 +31,8 @@ const RUN_SELECT: &str = "SELECT r.id, r.parent_id, r.root_id, r.depth, r.sessio
      r.session_boot_id, r.name, r.role, r.agent_type, r.objective, r.model, r.provider, \
      r.workspace, r.git_branch, r.status, r.status_reason, r.created_at, r.started_at, \
      r.ended_at, r.steps, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
-     rr.result, r.error FROM runs r LEFT JOIN run_results rr ON rr.run_id = r.id";
+     rr.result, r.error, r.cost_usd, r.priced_steps \
+     FROM runs r LEFT JOIN run_results rr ON rr.run_id = r.id";
 
 /// The columns of a listing, in `RUN_SELECT` order: everything but `result`, which is
 /// read as NULL. A result is the whole of a child's answer (kilobytes each); a listing
@@ -40,7 +41,7 @@ const RUN_SELECT: &str = "SELECT r.id, r.parent_id, r.root_id, r.depth, r.sessio
 const LIST_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_boot_id, \
      name, role, agent_type, objective, model, provider, workspace, git_branch, status, \
      status_reason, created_at, started_at, ended_at, steps, input_tokens, output_tokens, \
-     cached_input_tokens, NULL AS result, error";
+     cached_input_tokens, NULL AS result, error, cost_usd, priced_steps";
 
 /// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
 /// open one per thread or task.
@@ -424,6 +425,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
     let input_tokens = count_column(row, 20, "input_tokens", &mut notes)?;
     let output_tokens = count_column(row, 21, "output_tokens", &mut notes)?;
     let cached_input_tokens = count_column(row, 22, "cached_input_tokens", &mut notes)?;
+    let (cost_usd, cost_recorded) = cost_columns(row, 25, steps, &mut notes)?;
     Ok(RunRecord {
         id: RunId::from_string(row.get::<_, String>(0)?),
         parent_id: row.get::<_, Option<String>>(1)?.map(RunId::from_string),
@@ -448,10 +450,41 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         input_tokens,
         output_tokens,
         cached_input_tokens,
+        cost_usd,
+        cost_recorded,
         result: json_column(row, 23)?,
         error: row.get(24)?,
         notes,
     })
+}
+
+/// A run's recorded cost from its `cost_usd` (at `idx`) and `priced_steps` (next)
+/// columns: `(Some(cost), true)` when every step was priced, `(None, true)` when
+/// some was not, `(None, false)` for a row from before costs were recorded
+/// (`priced_steps` NULL). An odd stored value reads as unknown, with a note.
+fn cost_columns(
+    row: &Row<'_>,
+    idx: usize,
+    steps: u64,
+    notes: &mut Vec<String>,
+) -> rusqlite::Result<(Option<f64>, bool)> {
+    use rusqlite::types::ValueRef;
+    if matches!(row.get_ref(idx + 1)?, ValueRef::Null) {
+        return Ok((None, false));
+    }
+    let priced = count_column(row, idx + 1, "priced_steps", notes)?;
+    let cost = match row.get_ref(idx)? {
+        ValueRef::Real(c) => Some(c),
+        ValueRef::Integer(n) => Some(n as f64),
+        _ => None,
+    };
+    match cost {
+        Some(c) if c.is_finite() && c >= 0.0 => Ok(((priced == steps).then_some(c), true)),
+        _ => {
+            notes.push("cost_usd: not a non-negative number (cost unknown)".to_string());
+            Ok((None, true))
+        }
+    }
 }
 
 /// A count column read leniently: the database is untrusted input (an older brood

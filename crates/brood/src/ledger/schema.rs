@@ -120,7 +120,19 @@ CREATE INDEX runs_by_session_order ON runs (session_id, created_at, id);
 DROP INDEX runs_by_session;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+/// Version 4: each run's cost, priced as each model answer is recorded (a later
+/// change of prices leaves it as it was). `cost_usd` sums the priced answers;
+/// `priced_steps` counts them, so a run whose every step was priced has
+/// `priced_steps = steps`, and fewer means some answer had no price (its cost is
+/// unknown). Rows from before this version keep `priced_steps` NULL (their cost was
+/// never recorded; NULL stays NULL as later steps add to it): a reader may price
+/// them at today's prices and must say so.
+const V4: &str = r#"
+ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN priced_steps INTEGER;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -307,12 +307,17 @@ impl Transition {
 }
 
 /// Progress to add to a run's counters (all deltas, not totals).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageDelta {
     pub steps: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
+    /// What these steps cost in USD, priced now (when they are recorded); `None`
+    /// when they have no price (the model is unpriced or reported no usage), which
+    /// leaves the run's recorded cost unknown ([`RunRecord::cost_usd`]).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// One run as stored (the projection of its events).
@@ -341,6 +346,16 @@ pub struct RunRecord {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
+    /// What the run's model answers cost in USD, each priced when it was recorded
+    /// (a later change of prices does not change it). `None` when some answer had
+    /// no price, or when the cost was never recorded (`cost_recorded: false`).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Whether the ledger recorded this run's cost as it went: `false` for runs
+    /// recorded before ledger schema 4, whose cost a reader can only price at
+    /// today's prices (and says so).
+    #[serde(default)]
+    pub cost_recorded: bool,
     pub result: Option<Value>,
     pub error: Option<String>,
     /// What the reader could not make sense of in this row (a count stored as a REAL,

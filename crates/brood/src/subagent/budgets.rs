@@ -4,7 +4,7 @@
 //! same hook that charges the budgets (see [`super::tally`]).
 
 use super::error::SpawnError;
-use super::tally::{RootTallies, TallyCell};
+use super::tally::{RootTallies, Tally, TallyCell};
 use crate::agent::{BudgetSpent, Guard};
 use crate::model::pricing::Price;
 use crate::model::Usage;
@@ -35,6 +35,11 @@ pub struct Budgets {
     /// What the model answered to the whole tree, and to this run.
     tree_tally: Arc<TallyCell>,
     own_tally: Arc<TallyCell>,
+    /// What the model answered to this run and its descendants (for the root: the
+    /// tree's tally), and the same cell of each ancestor below the root, nearest
+    /// first: each answer is counted in every subtree it belongs to (depth is small).
+    subtree: Arc<TallyCell>,
+    ancestors: Vec<Arc<TallyCell>>,
     tree: TreeLimits,
     run: RunLimits,
     /// The model this run talks to and its price (if the user set one).
@@ -54,6 +59,8 @@ impl Budgets {
         let (tree_tally, own_tally) = tallies.unwrap_or_default();
         Budgets {
             tree_used: Arc::new(AtomicU64::new(0)),
+            subtree: tree_tally.clone(),
+            ancestors: Vec::new(),
             tree_tally,
             own_tally,
             tree,
@@ -64,16 +71,28 @@ impl Budgets {
         }
     }
     pub fn child(parent: &Budgets, run: RunLimits, model_id: &str, price: Option<Price>) -> Self {
+        // The root's subtree is the tree's tally, counted already.
+        let mut ancestors = Vec::with_capacity(parent.ancestors.len() + 1);
+        if !Arc::ptr_eq(&parent.subtree, &parent.tree_tally) {
+            ancestors.push(parent.subtree.clone());
+        }
+        ancestors.extend(parent.ancestors.iter().cloned());
         Budgets {
             tree_used: parent.tree_used.clone(),
             tree_tally: parent.tree_tally.clone(),
             own_tally: Arc::default(),
+            subtree: Arc::default(),
+            ancestors,
             tree: parent.tree,
             run,
             model_id: model_id.to_string(),
             price,
             started: std::sync::OnceLock::new(),
         }
+    }
+    /// The price of this run's model (`None`: unpriced).
+    pub fn price(&self) -> Option<&Price> {
+        self.price.as_ref()
     }
     /// The run got its slot: its wall time starts now (once).
     pub fn start(&self) {
@@ -87,6 +106,21 @@ impl Budgets {
         let price = self.price.as_ref();
         self.tree_tally.add(&self.model_id, usage, price);
         self.own_tally.add(&self.model_id, usage, price);
+        if !Arc::ptr_eq(&self.subtree, &self.tree_tally) {
+            self.subtree.add(&self.model_id, usage, price);
+        }
+        for a in &self.ancestors {
+            a.add(&self.model_id, usage, price);
+        }
+    }
+    /// What this run's own answers cost so far: `None` when its model has no price
+    /// (even before any answer) or some answer reported no usage.
+    pub fn own_cost_usd(&self) -> Option<f64> {
+        self.price.and(self.own_tally.cost_usd())
+    }
+    /// What the model answered to this run and all its descendants so far.
+    pub fn subtree(&self) -> Tally {
+        self.subtree.get()
     }
     /// `Err` naming the budget once the tree's token or cost budget is spent (or
     /// its cost cannot be known under a cost budget).

@@ -70,6 +70,8 @@ impl RunCtx {
             role: self.kind_name.clone(),
             model: format!("{}/{}", self.provider_name, self.model_id),
             warnings,
+            cost_usd: self.budgets.own_cost_usd(),
+            tree_usage: Some(self.budgets.subtree()),
         }
     }
 

@@ -35,7 +35,7 @@ pub(crate) fn hooks_for(
             _ => {}
         }
         ctx2.progress.touch();
-        recorder.observe(&ctx2.run_id, event);
+        recorder.observe(&ctx2.run_id, event, ctx2.budgets.price());
         if let Some(x) = &extra {
             x(event);
         }
@@ -56,6 +56,7 @@ pub(crate) fn record_message(sup: &Supervisor, ctx: &RunCtx, message: &Message) 
         &AgentEvent::Message {
             message: message.clone(),
         },
+        None,
     );
 }
 

@@ -12,6 +12,7 @@ use crate::events::{EventBus, RunEventKind};
 use crate::ledger::{
     EventKind, Ledger, LedgerError, ListFilter, NewRun, RunId, Transition, UsageDelta,
 };
+use crate::model::pricing::{cost_usd, Price};
 use crate::model::StreamEvent;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -178,8 +179,8 @@ impl Recorder {
         });
     }
 
-    /// One agent event as a live event (steps, text, usage, tool calls).
-    fn publish_agent_event(&self, id: &str, event: &AgentEvent) {
+    /// One agent event as a live event (steps, text, usage and its cost, tool calls).
+    fn publish_agent_event(&self, id: &str, event: &AgentEvent, price: Option<&Price>) {
         let kind = match event {
             AgentEvent::ModelRequest { turn, .. } => RunEventKind::Step { turn: *turn },
             AgentEvent::Stream {
@@ -193,6 +194,7 @@ impl Recorder {
                     input_tokens: u.input_tokens,
                     output_tokens: u.output_tokens,
                     cached_input_tokens: u.cached_input_tokens,
+                    cost_usd: price.map(|p| cost_usd(p, &u)),
                 }
             }
             AgentEvent::Stream {
@@ -258,10 +260,12 @@ impl Recorder {
         }
     }
 
-    /// One agent event, as progress (never blocks).
-    pub fn observe(&self, id: &str, event: &AgentEvent) {
+    /// One agent event, as progress (never blocks). `price` is the run's model's
+    /// (`None`: unpriced): a model answer's cost is computed here, once, when it is
+    /// recorded.
+    pub fn observe(&self, id: &str, event: &AgentEvent, price: Option<&Price>) {
         if self.bus.listened() {
-            self.publish_agent_event(id, event);
+            self.publish_agent_event(id, event, price);
         }
         let run = RunId::from_string(id);
         match event {
@@ -304,12 +308,15 @@ impl Recorder {
                         "usage": response.usage,
                     }),
                 );
+                // Priced now, by the one cost function: the ledger keeps what the
+                // step cost at the price in force, whatever prices say later.
                 let u = response.usage.unwrap_or_default();
                 let delta = UsageDelta {
                     steps: 1,
                     input_tokens: u.input_tokens,
                     output_tokens: u.output_tokens,
                     cached_input_tokens: u.cached_input_tokens,
+                    cost_usd: response.usage.and(price).map(|p| cost_usd(p, &u)),
                 };
                 if self.ledger.add_usage(&run, delta).is_err() {
                     self.dropped.fetch_add(1, Ordering::Relaxed);

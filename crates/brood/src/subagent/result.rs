@@ -4,6 +4,7 @@
 //! and rendered in one place for a parent's context ([`render_result`]).
 
 use super::contract::{self, ParsedResult};
+use super::tally::Tally;
 use crate::agent::{AgentOutcome, Ending};
 use crate::ledger::RunStatus;
 use crate::model::Usage;
@@ -35,6 +36,14 @@ pub struct ChildResult {
     pub tool_calls: u32,
     /// What the model reported for its steps, summed.
     pub usage: Usage,
+    /// What its own steps cost in USD (priced as each was recorded); `None` when
+    /// its model has no price or an answer reported no usage.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// What the model answered to it and all its descendants: tokens, requests and
+    /// cost (what delegating this run cost in all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_usage: Option<Tally>,
     /// Why it failed, when its status is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -55,6 +64,10 @@ pub(crate) struct Who {
     /// `provider/model`.
     pub model: String,
     pub warnings: Vec<String>,
+    /// Its own steps' cost so far (see [`ChildResult::cost_usd`]).
+    pub cost_usd: Option<f64>,
+    /// Its subtree's figures so far (see [`ChildResult::tree_usage`]).
+    pub tree_usage: Option<Tally>,
 }
 
 /// How a run ended, from outside its loop or from it.
@@ -131,6 +144,8 @@ impl ChildResult {
             turns: outcome.map(|o| o.turns).unwrap_or(0),
             tool_calls: outcome.map(|o| o.tool_calls).unwrap_or(0),
             usage: outcome.map(|o| o.usage).unwrap_or_default(),
+            cost_usd: who.cost_usd,
+            tree_usage: who.tree_usage,
             model: who.model,
             warnings: who.warnings,
         }

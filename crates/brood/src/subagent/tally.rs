@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 /// What the model answered: tokens (as the provider reported them), how many
 /// answers it gave, and what they cost. An answer without usage still counts as a
 /// request.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     #[serde(flatten)]
     pub usage: Usage,
@@ -20,7 +20,7 @@ pub struct Tally {
     /// not in `[pricing]`) or reported no usage: a cost is never guessed.
     pub cost_usd: Option<f64>,
     /// The same figures per model id (empty inside a per-model entry).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, Tally>,
 }
 
