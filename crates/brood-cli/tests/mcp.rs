@@ -8,7 +8,7 @@
 //! `mcp` package the test is skipped with a note — unless `BROOD_MCP_REQUIRE=1`,
 //! which makes a missing package a failure (CI).
 
-use brood_mock::{MockReply, MockServer};
+use brood_mock::{Answer, MockReply, MockServer};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -40,19 +40,26 @@ fn interpreters() -> Vec<String> {
     usable
 }
 
-/// Children answer with the output contract naming their prompt; a prompt
-/// starting with HANG never gets an answer (the cancellation case).
+/// Children answer with the output contract naming their prompt, each answer
+/// 1000 input and 100 output tokens; a prompt starting with HANG never gets an
+/// answer (the cancellation case).
 fn mock() -> MockServer {
     MockServer::start(|req| {
         let prompt = req.first_user_text().unwrap_or_default().to_string();
         if prompt.starts_with("HANG") {
             return MockReply::Hang;
         }
-        MockReply::text(format!(
+        Answer::text(format!(
             "SUMMARY: answered {prompt}\nCHANGES: None.\nEVIDENCE:\n- notes.txt:1-1 alpha\nRISKS: None.\nBLOCKERS: None."
         ))
+        .usage(serde_json::json!({"prompt_tokens": 1000, "completion_tokens": 100}))
+        .into()
     })
 }
+
+/// What one answer of [`mock`] costs at the price the full test sets ($2 in, $8
+/// out per million), computed here.
+const ANSWER_USD: f64 = (1000.0 * 2.0 + 100.0 * 8.0) / 1e6;
 
 fn ledger_runs(ws: &Path) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_brood"))
@@ -81,6 +88,13 @@ fn a_python_mcp_client_drives_brood_mcp_and_the_ledger_records_it() {
         let home = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        let config = home.path().join(".config/brood");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(
+            config.join("config.toml"),
+            "[pricing.\"m\"]\ninput_per_mtok = 2.0\noutput_per_mtok = 8.0\n",
+        )
+        .unwrap();
         let server = mock();
         let out = Command::new(&py)
             .arg(&client)
@@ -98,6 +112,29 @@ fn a_python_mcp_client_drives_brood_mcp_and_the_ledger_records_it() {
         );
         let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
             .unwrap_or_else(|e| panic!("client report: {e}\n{stdout}\n{stderr}"));
+
+        // Each finished child carries its usage and cost; the call its total.
+        let close = |v: &Value, want: f64| v.as_f64().is_some_and(|c| (c - want).abs() < 1e-12);
+        let costs = report["task_costs"].as_array().expect("task costs");
+        assert_eq!(costs.len(), 3, "{report}");
+        assert!(costs.iter().all(|c| close(c, ANSWER_USD)), "{report}");
+        for t in report["task_tree_usage"].as_array().unwrap() {
+            assert_eq!(t["requests"], 1, "{t}");
+            assert_eq!(t["input_tokens"], 1000, "{t}");
+            assert!(close(&t["cost_usd"], ANSWER_USD), "{t}");
+        }
+        let call = &report["task_usage"];
+        assert_eq!(
+            (
+                &call["requests"],
+                &call["input_tokens"],
+                &call["output_tokens"]
+            ),
+            (&3.into(), &3000.into(), &300.into()),
+            "{call}"
+        );
+        assert!(close(&call["cost_usd"], 3.0 * ANSWER_USD), "{call}");
+        assert!(close(&report["eval_cost"], ANSWER_USD), "{report}");
 
         // The host is a root run; every child hangs off it, as under `brood run`.
         let runs = ledger_runs(ws.path());

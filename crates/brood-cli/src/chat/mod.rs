@@ -287,6 +287,10 @@ impl Chat {
                 u.output_tokens,
                 u.cost_usd().map_or_else(|| "unknown".to_string(), |c| format!("${c:.4}"))
             ),
+            format!(
+                "agents so far: {} (every run of this chat, live)",
+                self.tree.total().text()
+            ),
             format!("ledger: {}", self.session.ledger().db_path().display()),
         ]
     }

@@ -22,7 +22,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "/status",
-        "provider, model, limits, budgets, running/queued children, tokens, ledger",
+        "provider, model, limits, budgets, running/queued children, tokens and cost, ledger",
     ),
     (
         "/clear",

@@ -59,8 +59,11 @@ impl BroodServer {
 
     /// The tool's JSON answer with each settled child's whole result added
     /// (`report`: summary, changes, evidence with its citation check, risks,
-    /// blockers; `usage`), for programs reading `structuredContent`.
+    /// blockers; `usage` and `cost_usd` of its own steps; `tree_usage`, its whole
+    /// subtree's tokens, requests and cost), and the call's `usage`: the sum of
+    /// those subtrees (what the call cost), for programs reading `structuredContent`.
     async fn enrich(&self, mut v: Value) -> Value {
+        let mut call = CallUsage::default();
         for key in ["results", "agents"] {
             let Some(items) = v.get_mut(key).and_then(Value::as_array_mut) else {
                 continue;
@@ -72,6 +75,11 @@ impl BroodServer {
                 if let Some(r) = self.host.settled(id).await {
                     item["report"] = serde_json::to_value(&r.report).unwrap_or(Value::Null);
                     item["usage"] = serde_json::to_value(r.usage).unwrap_or(Value::Null);
+                    item["cost_usd"] = r.cost_usd.into();
+                    item["tree_usage"] = serde_json::to_value(&r.tree_usage).unwrap_or(Value::Null);
+                    if key == "results" {
+                        call.add(r.tree_usage.as_ref());
+                    }
                     item["turns"] = r.turns.into();
                     item["tool_calls"] = r.tool_calls.into();
                     if let Some(reason) = &r.reason {
@@ -84,8 +92,51 @@ impl BroodServer {
             if let Some(r) = self.host.settled(id).await {
                 v["report"] = serde_json::to_value(&r.report).unwrap_or(Value::Null);
                 v["usage"] = serde_json::to_value(r.usage).unwrap_or(Value::Null);
+                v["cost_usd"] = r.cost_usd.into();
+                v["tree_usage"] = serde_json::to_value(&r.tree_usage).unwrap_or(Value::Null);
             }
+        } else if call.children > 0 {
+            v["usage"] = call.to_json();
         }
+        v
+    }
+}
+
+/// The sum of a `task` call's settled children's subtrees: tokens, requests, and a cost
+/// that is `null` once any of them could not be priced (never 0, never a guess).
+#[derive(Default)]
+struct CallUsage {
+    children: u64,
+    tally: brood::model::Usage,
+    requests: u64,
+    cost_usd: Option<f64>,
+    unpriced: bool,
+}
+
+impl CallUsage {
+    fn add(&mut self, t: Option<&brood::subagent::tally::Tally>) {
+        self.children += 1;
+        match t {
+            Some(t) => {
+                self.tally.add(&t.usage);
+                self.requests = self.requests.saturating_add(t.requests);
+                match t.cost_usd {
+                    Some(c) => self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c),
+                    None => self.unpriced = true,
+                }
+            }
+            None => self.unpriced = true,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut v = serde_json::to_value(self.tally).unwrap_or(Value::Null);
+        v["requests"] = self.requests.into();
+        v["cost_usd"] = if self.unpriced {
+            Value::Null
+        } else {
+            self.cost_usd.into()
+        };
         v
     }
 }

@@ -193,3 +193,68 @@ fn chat_model_switches_the_parent_and_clear_forgets_the_conversation() {
         .collect();
     assert_eq!(answers, ["remembered", "forgot"], "{stdout}");
 }
+
+/// With a price for `m` and every answer 1000 input + 100 output tokens at $2 / $8
+/// per million ($0.0028 an answer): `/agents` shows each child's tokens and cost and
+/// the tree's total on its root; `/status` the chat's.
+#[test]
+fn chat_shows_each_agents_tokens_and_cost_and_the_trees() {
+    let f = fixture();
+    let dir = f.home.path().join(".config/brood");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "[pricing.\"m\"]\ninput_per_mtok = 2.0\noutput_per_mtok = 8.0\n",
+    )
+    .unwrap();
+    let server = MockServer::start(|req| {
+        let answer = if req
+            .first_user_text()
+            .is_some_and(|t| t.starts_with("child "))
+        {
+            brood_mock::Answer::text(
+                "SUMMARY: looked\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none",
+            )
+        } else if req.assistant_turns() == 0 {
+            brood_mock::Answer::new().tool_call(
+                "task",
+                json!({"prompts": ["child a", "child b"], "agent_type": "explore"}),
+            )
+        } else {
+            brood_mock::Answer::text("fanned out")
+        };
+        answer
+            .usage(json!({"prompt_tokens": 1000, "completion_tokens": 100}))
+            .into()
+    });
+    let out = chat(&f, &server, &[], "fan out\n/agents\n/status\n/quit\n");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Two parent answers and one per child.
+    assert_eq!(server.request_count(), 4, "{stderr}");
+    let kids: Vec<&str> = stdout
+        .lines()
+        .filter(|l| (l.starts_with("├─ ") || l.starts_with("└─ ")) && l.contains("[explore · m]"))
+        .collect();
+    assert_eq!(kids.len(), 2, "{stdout}");
+    for k in &kids {
+        assert!(k.ends_with(", 1100 tokens, $0.0028"), "{k}");
+    }
+    let root = stdout
+        .lines()
+        .find(|l| l.starts_with("parent [parent · m]"))
+        .unwrap_or_else(|| panic!("the root's line: {stdout}"));
+    assert!(
+        root.contains(", 2200 tokens, $0.0056") && root.ends_with("— tree: 4400 tokens, $0.0112"),
+        "{root}"
+    );
+    assert!(
+        stdout
+            .contains("this chat: 4 requests, 4000 input tokens, 400 output tokens, cost $0.0112"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("agents so far: 4400 tokens, $0.0112"),
+        "{stdout}"
+    );
+}

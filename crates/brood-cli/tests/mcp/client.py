@@ -182,6 +182,10 @@ async def main():
                 check(len(rep["evidence"]) == 1, f"result {i} has its evidence")
                 check(r["usage"]["input_tokens"] > 0 or r["usage"]["output_tokens"] >= 0, "usage present")
             out["task_ids"] = [r["agent_id"] for r in results]
+            # What each child and the whole call cost, for the Rust test to check.
+            out["task_costs"] = [r.get("cost_usd") for r in results]
+            out["task_tree_usage"] = [r.get("tree_usage") for r in results]
+            out["task_usage"] = s.get("usage")
 
             # Background child: open returns at once, eval waits for it.
             s = structured(await session.call_tool("agent_open", {"prompt": "delta question", "name": "bg"}))
@@ -193,6 +197,7 @@ async def main():
             check(agents[0]["status"] == "completed", f"background child completed: {agents[0]}")
             check(agents[0]["report"]["summary"] == "answered delta question", "background summary")
             out["open_id"] = bg
+            out["eval_cost"] = agents[0].get("cost_usd")
 
             s = structured(await session.call_tool("agent_list", {}))
             listed = {a["agent_id"] for a in s["agents"]}

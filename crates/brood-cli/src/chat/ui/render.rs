@@ -4,7 +4,7 @@
 
 use super::app::{App, Item};
 use super::transcript::Entry;
-use crate::chat::tree::{describe_within, State};
+use crate::chat::tree::{describe_within, Spend, State};
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span, Text};
@@ -47,7 +47,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     draw_pane(f, pane, app);
     if let Some(area) = tree_area {
         let (tree, selected) = tree_lines(app, area.width.saturating_sub(2) as usize);
-        draw_tree(f, area, tree, selected);
+        draw_tree(f, area, tree, selected, app.chat.tree.total());
     }
     f.render_widget(Paragraph::new(status_line(app)), status);
     draw_input(f, input, app);
@@ -182,7 +182,7 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 /// The tree pane's lines: each group's heading, then its agents
-/// `├─ name [role · model] task — state, elapsed, tokens`; the selected one marked
+/// `├─ name [role · model] task — state, elapsed, tokens, cost`; the selected one marked
 /// (and its line's index).
 fn tree_lines(app: &App, width: usize) -> (Vec<Line<'static>>, Option<usize>) {
     let mut out = Vec::new();
@@ -221,9 +221,15 @@ fn tree_lines(app: &App, width: usize) -> (Vec<Line<'static>>, Option<usize>) {
     (out, selected)
 }
 
-fn draw_tree(f: &mut Frame, area: Rect, lines: Vec<Line<'static>>, selected: Option<usize>) {
+fn draw_tree(
+    f: &mut Frame,
+    area: Rect,
+    lines: Vec<Line<'static>>,
+    selected: Option<usize>,
+    total: Spend,
+) {
     let block = Block::bordered()
-        .title(" agents (Ctrl-N/P select) ")
+        .title(format!(" agents · {} (Ctrl-N/P select) ", total.text()))
         .border_style(Style::new().fg(Color::DarkGray));
     let height = block.inner(area).height as usize;
     // Keep the selected agent in view.
