@@ -3,7 +3,10 @@
 
 use super::approval::Approver;
 use super::config::{Config, ConfigPaths, Overrides};
-use super::session::{ModelSource, RunReport, Session, SessionError, SessionOptions};
+use super::error::SessionError;
+use super::options::{ModelSource, SessionOptions};
+use super::root::RunReport;
+use super::session::Session;
 use crate::model::Model;
 use crate::tool::Tool;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,9 @@
 //! A running root: [`RunHandle`], what [`Session::run`] returns — await it for the
 //! report, cancel it, read its id, watch its tree's events.
 
-use super::session::{RunReport, Session, SessionError};
+use super::error::SessionError;
+use super::root::RunReport;
+use super::session::Session;
 use crate::events::{EventBus, EventStream};
 use crate::subagent::Supervisor;
 use std::future::{Future, IntoFuture};

@@ -8,15 +8,24 @@
 pub mod approval;
 pub mod builder;
 pub mod config;
+mod error;
 mod handle;
 pub mod instructions;
+mod models;
+mod options;
 pub mod provider;
+mod root;
 pub mod session;
+mod tools;
 pub mod validate;
 
 pub use approval::{Approval, ApprovalRequest, Approver};
 pub use builder::SessionBuilder;
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
+pub use error::SessionError;
 pub use handle::RunHandle;
-pub use session::{sandbox_options, RunReport, Session, SessionError, SessionOptions};
+pub use options::SessionOptions;
+pub use root::RunReport;
+pub use session::Session;
+pub use tools::sandbox_options;
 pub use validate::Checked;
