@@ -21,16 +21,6 @@ const LAYERS: &[&[&str]] = &[
     &["events", "model", "ledger"],
 ];
 
-/// Cycles inside other layers that were there before this check, left to those
-/// layers' owners (issue 14.5). Listed exactly: a new cycle anywhere fails, and so
-/// does one of these once it is gone (delete its line then).
-const KNOWN_CYCLES: &[&str] = &[
-    "crate::ledger: {reader, summary}",
-    "crate::ledger: {schema, store}",
-    "crate::model: {assemble, openai, retry}",
-    "crate::tool: {edit, fs}",
-];
-
 /// A module path below the crate root (`["subagent", "drive"]`).
 type ModPath = Vec<String>;
 
@@ -372,23 +362,11 @@ fn no_module_imports_another_that_imports_it() {
             ));
         }
     }
-    let new: Vec<&String> = found
-        .iter()
-        .filter(|c| !KNOWN_CYCLES.contains(&c.as_str()))
-        .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "modules that import each other (directly or in a loop), by parent:\n{}",
-        new.iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        found.join("\n")
     );
-    let gone: Vec<&&str> = KNOWN_CYCLES
-        .iter()
-        .filter(|k| !found.iter().any(|c| c == *k))
-        .collect();
-    assert!(gone.is_empty(), "fixed, remove from KNOWN_CYCLES: {gone:?}");
 }
 
 #[test]

@@ -18,11 +18,13 @@
 //! The ledger stores JSON and strings only; it knows nothing of models, tools or agents.
 
 mod boot;
+mod columns;
 mod error;
 mod export;
 mod maintenance;
 mod memo;
 mod ops;
+mod query_only;
 mod queue;
 mod reader;
 mod schema;

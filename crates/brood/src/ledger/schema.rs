@@ -170,7 +170,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Found, LedgerError> {
         return Err(not_ours(path, "it is not an SQLite database"));
     }
     drop(file);
-    let conn = super::store::open_query_only(path)
+    let conn = super::query_only::open_query_only(path)
         .map_err(|e| not_ours(path, &format!("SQLite cannot open it: {e}")))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .ctx("setting the busy timeout")?;

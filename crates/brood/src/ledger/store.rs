@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use super::error::{LedgerError, SqlContext};
+use super::query_only::open_query_only;
 use super::schema::{self, Found};
 use super::types::Durability;
 
@@ -221,26 +221,6 @@ pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Connection, LedgerError
     let conn = open_query_only(&paths.db).ctx("opening the ledger database for reading")?;
     conn.busy_timeout(READ_BUSY_TIMEOUT)
         .ctx("setting the busy timeout")?;
-    Ok(conn)
-}
-
-/// A connection that never changes the database: `query_only`, and no checkpoint when
-/// it closes. It is opened read-write (without create) when the file permits, because
-/// a strictly read-only connection cannot rebuild the WAL index after a writer was
-/// killed (`SQLITE_READONLY_RECOVERY`) — exactly when someone wants to look.
-pub(crate) fn open_query_only(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .or_else(|_| {
-        Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-    })?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
-    conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
 

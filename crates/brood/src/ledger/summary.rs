@@ -188,9 +188,9 @@ impl<'c> SummaryBuilder<'c> {
             ended_at_ms: row.get(8)?,
             // Lenient like the full reader: an odd count reads as 0 (the note is on
             // the run's full record) rather than failing the whole listing.
-            steps: super::reader::count_column(row, 9, "steps", &mut Vec::new())?,
-            input_tokens: super::reader::count_column(row, 10, "input_tokens", &mut Vec::new())?,
-            output_tokens: super::reader::count_column(row, 11, "output_tokens", &mut Vec::new())?,
+            steps: super::columns::count_column(row, 9, "steps", &mut Vec::new())?,
+            input_tokens: super::columns::count_column(row, 10, "input_tokens", &mut Vec::new())?,
+            output_tokens: super::columns::count_column(row, 11, "output_tokens", &mut Vec::new())?,
             status,
             from_prior_session,
         });

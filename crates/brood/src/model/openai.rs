@@ -17,8 +17,7 @@ use std::time::{Duration, SystemTime};
 
 /// `api_timeout_secs` when unset or 0.
 pub const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
-/// The largest accepted `api_timeout_secs`.
-pub const MAX_API_TIMEOUT_SECS: u64 = 1800;
+pub use super::retry::MAX_API_TIMEOUT_SECS;
 
 /// `max_answer_bytes` by default: 8 MiB of one step's content, reasoning and
 /// tool-call arguments.

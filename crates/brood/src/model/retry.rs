@@ -11,6 +11,10 @@ use serde_json::Value;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+/// The largest accepted `api_timeout_secs`: the longest one step (every attempt
+/// of it) may take.
+pub const MAX_API_TIMEOUT_SECS: u64 = 1800;
+
 /// How often and how long to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -88,7 +92,7 @@ where
     let start = tokio::time::Instant::now();
     let deadline = start
         .checked_add(Duration::from_secs(budget_secs))
-        .unwrap_or(start + Duration::from_secs(crate::model::openai::MAX_API_TIMEOUT_SECS));
+        .unwrap_or(start + Duration::from_secs(MAX_API_TIMEOUT_SECS));
     let mut last: Option<ModelError> = None;
     let mut n: u32 = 1;
     loop {

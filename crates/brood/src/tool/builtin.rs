@@ -5,7 +5,7 @@ use super::memory::{memory_tools, MemoryFiles};
 use super::sandbox::Sandbox;
 use super::shell::Bash;
 use super::todo::todo_tools;
-use super::{fs, search, Tool};
+use super::{edit, fs, search, Tool};
 use std::sync::Arc;
 
 /// Names of the builtin tools, for role postures and allowed-tool lists.
@@ -41,6 +41,7 @@ pub struct BuiltinOptions {
 /// that belongs to this set only.
 pub fn builtin_tools(opts: &BuiltinOptions) -> Vec<Arc<dyn Tool>> {
     let mut tools = fs::tools();
+    tools.extend(edit::tools());
     tools.extend(search::tools());
     let sandbox = opts.sandbox.clone().unwrap_or_default();
     tools.push(Arc::new(Bash::new(sandbox)));

@@ -17,6 +17,14 @@ use serde::Deserialize;
 /// Largest file `edit_file` changes (it holds the file in memory).
 pub const EDIT_MAX_BYTES: u64 = 16 << 20;
 
+/// The builtin file tools that write, fresh instances.
+pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
+    vec![
+        std::sync::Arc::new(WriteFile),
+        std::sync::Arc::new(EditFile),
+    ]
+}
+
 // ---------------------------------------------------------------- write_file
 
 /// `write_file`: create or replace a file.

@@ -4,7 +4,6 @@
 //! Every path goes through the [`super::Workspace`] jail and is opened
 //! beneath the root. Output is capped with a marker that says how to read more.
 
-pub use super::edit::{EditFile, EditFileArgs, WriteFile, WriteFileArgs, EDIT_MAX_BYTES};
 use super::{
     blocking, clip, parse_args, schema_of, Capability, Tool, ToolContext, ToolError, Workspace,
 };
@@ -55,14 +54,9 @@ pub(crate) fn not_regular(shown: &str) -> ToolError {
     }
 }
 
-/// The builtin file tools, fresh instances.
+/// The builtin file tools that read, fresh instances.
 pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
-    vec![
-        std::sync::Arc::new(ReadFile),
-        std::sync::Arc::new(ListDir),
-        std::sync::Arc::new(WriteFile),
-        std::sync::Arc::new(EditFile),
-    ]
+    vec![std::sync::Arc::new(ReadFile), std::sync::Arc::new(ListDir)]
 }
 
 // ---------------------------------------------------------------- read_file
