@@ -62,6 +62,10 @@ pub enum LedgerError {
         from: RunStatus,
         to: RunStatus,
     },
+    /// A run that cannot be reopened (`Ledger::reopen`): it completed, or it is
+    /// still running in a live process. `why` says which and what to do.
+    #[error("run {id} cannot be resumed: {why}")]
+    NotResumable { id: String, why: String },
     /// Lifecycle event kinds are written by status transitions, not appended directly.
     #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
     ReservedEventKind { kind: String },

@@ -27,6 +27,7 @@ mod ops;
 mod query_only;
 mod queue;
 mod reader;
+mod reopen;
 mod schema;
 mod spill;
 mod store;
@@ -42,8 +43,8 @@ pub use schema::SCHEMA_VERSION;
 pub use summary::{RunSummaries, RunSummary, SUMMARY_OBJECTIVE_CHARS};
 pub use types::{
     CancelOutcome, Durability, EventKind, EventRecord, LedgerOptions, LedgerStats, ListFilter,
-    ListedRun, NewRun, PruneReport, RecoveryReport, RunDetail, RunId, RunRecord, RunStatus,
-    TranscriptEntry, TranscriptSlice, Transition, UsageDelta,
+    ListedRun, NewRun, PruneReport, RecoveryReport, Reopened, RunDetail, RunId, RunRecord,
+    RunStatus, TranscriptEntry, TranscriptSlice, Transition, UsageDelta,
 };
 pub use writer::Durable;
 
@@ -294,6 +295,22 @@ impl Ledger {
                 reason: reason.into(),
             },
         )
+    }
+
+    /// Reopen a run that ended without finishing — `interrupted`, `cancelled` or
+    /// `failed`, or still unfinished in a boot whose process died — so that this
+    /// boot continues it under the same id: it goes back to `running` in this
+    /// session and boot (so this boot's close or crash marks it again), its
+    /// `status_reason`, `ended_at` and `error` are cleared, and a `resumed` event
+    /// records where it was (the earlier events stay). A `completed` run, or one
+    /// still running in a live process (this one included), is
+    /// [`LedgerError::NotResumable`] and nothing is written.
+    pub fn reopen(&self, run: &RunId) -> Durable<Reopened> {
+        self.durable(|reply| Op::Reopen {
+            run: run.clone(),
+            at: now_ms(),
+            reply,
+        })
     }
 
     /// Append a progress event (fire-and-forget; committed with the next group).

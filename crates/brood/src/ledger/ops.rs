@@ -514,7 +514,7 @@ fn next_seq(conn: &Connection, table: Numbered, run: &str) -> Result<u64, Ledger
 }
 
 /// Insert one event row at `seq` with a payload value.
-fn insert_event_value(
+pub(crate) fn insert_event_value(
     conn: &Connection,
     run: &str,
     seq: u64,

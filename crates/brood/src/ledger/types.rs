@@ -160,10 +160,13 @@ pub enum EventKind {
     Failed,
     Cancelled,
     Interrupted,
+    /// A run that had ended without finishing (interrupted, cancelled, failed) was
+    /// reopened to continue under a new boot (`Ledger::reopen`, `brood agents resume`).
+    Resumed,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::Spawned,
         EventKind::Queued,
         EventKind::Started,
@@ -179,6 +182,7 @@ impl EventKind {
         EventKind::Failed,
         EventKind::Cancelled,
         EventKind::Interrupted,
+        EventKind::Resumed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -198,6 +202,7 @@ impl EventKind {
             EventKind::Failed => "failed",
             EventKind::Cancelled => "cancelled",
             EventKind::Interrupted => "interrupted",
+            EventKind::Resumed => "resumed",
         }
     }
 
@@ -212,6 +217,7 @@ impl EventKind {
                 | EventKind::Failed
                 | EventKind::Cancelled
                 | EventKind::Interrupted
+                | EventKind::Resumed
         )
     }
 
@@ -363,6 +369,20 @@ pub struct RunRecord {
     /// never fails a whole listing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// What [`crate::ledger::Ledger::reopen`] found and changed: the run is `running`
+/// again under this boot and session, with a `resumed` event saying where it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reopened {
+    /// The status it had (`interrupted`, `cancelled`, `failed`; or unfinished, when
+    /// its process died and no open had recorded that yet).
+    pub from: RunStatus,
+    /// Why it had ended (its `status_reason`), if recorded.
+    pub reason: Option<String>,
+    /// The session and boot it belonged to before.
+    pub previous_session_id: String,
+    pub previous_boot_id: String,
 }
 
 /// A run as listed: the record plus whether it belongs to an earlier session.

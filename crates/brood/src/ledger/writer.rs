@@ -27,9 +27,11 @@ use super::maintenance;
 use super::memo::{Memo, RunFacts};
 use super::ops::{self, Author};
 use super::queue::{CloseOnDrop, Gauge};
+use super::reopen;
 use super::store::{now_ms, LedgerPaths};
 use super::types::{
-    CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, RunId, Transition, UsageDelta,
+    CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, Reopened, RunId, Transition,
+    UsageDelta,
 };
 
 /// Reason written on this boot's unfinished runs when the ledger closes.
@@ -81,6 +83,11 @@ pub(crate) enum Op {
         cutoff_ms: i64,
         reply: Reply<PruneReport>,
     },
+    Reopen {
+        run: RunId,
+        at: i64,
+        reply: Reply<Reopened>,
+    },
     Flush {
         reply: Reply<()>,
     },
@@ -100,6 +107,7 @@ impl Op {
             Op::TakeCancelRequests { reply } => reply.is_some(),
             Op::Prune { reply, .. } => reply.is_some(),
             Op::Flush { reply } => reply.is_some(),
+            Op::Reopen { reply, .. } => reply.is_some(),
             Op::Shutdown { .. } => true,
             Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => false,
         }
@@ -546,6 +554,22 @@ impl ApplyCtx<'_> {
                 });
                 settle(settles, reply, r);
             }
+            Op::Reopen { run, at, reply } => {
+                // Read from the database, not the memo: the run may be another
+                // boot's, and it leaves the memo's "ended" state.
+                let r = in_savepoint(tx, |c| {
+                    reopen::reopen(c, self.paths, &self.author, run.as_str(), at)
+                })
+                .map(|(reopened, facts)| {
+                    memo.put(run.as_str(), facts);
+                    reopened
+                });
+                count(tally, &r, |t| {
+                    t.transitions += 1;
+                    t.events_written += 1;
+                });
+                settle(settles, reply, r);
+            }
             Op::Flush { reply } => settle(settles, reply, Ok(())),
             Op::Shutdown { reply } => return Some(reply),
         }
@@ -723,6 +747,7 @@ fn fail_op(op: Op, err: &LedgerError, tally: &mut LedgerStats) -> Option<Reply<(
         Op::TakeCancelRequests { reply } => send(reply, err),
         Op::Prune { reply, .. } => send(reply, err),
         Op::Flush { reply } => send(reply, err),
+        Op::Reopen { reply, .. } => send(reply, err),
         Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => {}
         Op::Shutdown { reply } => {
             tally.ops_failed -= 1;
