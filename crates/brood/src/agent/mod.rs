@@ -242,10 +242,33 @@ struct Loop<'a> {
     usage: Usage,
 }
 
+/// What a run had spent before this loop took it over (a resumed run): its steps
+/// count against `max_turns` and its usage is what the [`Guard`] is shown, so a
+/// resumed run stops where the run would have stopped had it never been interrupted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    /// Model steps already made.
+    pub turns: u32,
+    /// Usage already reported for them.
+    pub usage: Usage,
+}
+
 /// Run the loop from `messages` (usually one user message) until it ends.
 pub async fn run(
     spec: &AgentSpec,
     messages: Vec<Message>,
+    hooks: &AgentHooks,
+    cancel: &CancellationToken,
+) -> AgentOutcome {
+    run_after(spec, messages, Spent::default(), hooks, cancel).await
+}
+
+/// As [`run`], continuing a run that already spent `spent` (its conversation so far
+/// is `messages`): the outcome's turns and usage include what was spent before.
+pub async fn run_after(
+    spec: &AgentSpec,
+    messages: Vec<Message>,
+    spent: Spent,
     hooks: &AgentHooks,
     cancel: &CancellationToken,
 ) -> AgentOutcome {
@@ -254,9 +277,9 @@ pub async fn run(
         hooks,
         cancel,
         messages,
-        turns: 0,
+        turns: spent.turns,
         tool_calls: 0,
-        usage: Usage::default(),
+        usage: spent.usage,
     };
     let (ending, final_text, error) = lp.drive().await;
     lp.emit(AgentEvent::Finished {

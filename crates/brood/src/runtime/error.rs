@@ -30,6 +30,11 @@ pub enum SessionError {
     /// shutting down).
     #[error(transparent)]
     Spawn(#[from] crate::subagent::SpawnError),
+    /// A run could not be resumed (`Session::resume`): why, and what to do.
+    /// (Boxed: the refusals carry ledger and spawn errors, and every `Result` of
+    /// a session would otherwise be as large.)
+    #[error(transparent)]
+    Resume(Box<crate::subagent::ResumeError>),
     /// A task of the session stopped before it finished (`task` names which).
     #[error("{task} stopped before it finished: {detail}")]
     TaskFailed {
@@ -67,5 +72,11 @@ impl SessionError {
                 | SessionError::Model(ModelError::Config(_))
                 | SessionError::Model(ModelError::UnknownProvider { .. })
         )
+    }
+}
+
+impl From<crate::subagent::ResumeError> for SessionError {
+    fn from(e: crate::subagent::ResumeError) -> Self {
+        SessionError::Resume(Box::new(e))
     }
 }

@@ -14,6 +14,7 @@ pub mod instructions;
 mod models;
 mod options;
 pub mod provider;
+mod resume;
 mod root;
 pub mod session;
 mod tools;

@@ -98,6 +98,21 @@ impl Budgets {
     pub fn start(&self) {
         let _ = self.started.set(Instant::now());
     }
+    /// A resumed run: its wall time counts `spent` already (what it ran before).
+    pub(crate) fn start_after(&self, spent: Duration) {
+        let now = Instant::now();
+        let _ = self.started.set(now.checked_sub(spent).unwrap_or(now));
+    }
+    /// A resumed run: count what it was answered before (`steps` answers summing
+    /// to `usage`, priced at today's price) for it and its tree.
+    pub(crate) fn count_spent(&self, steps: u64, usage: &Usage) {
+        self.tree_used.fetch_add(usage.total(), Ordering::Relaxed);
+        let price = self.price.as_ref();
+        self.tree_tally
+            .add_many(&self.model_id, steps, Some(usage), price);
+        self.own_tally
+            .add_many(&self.model_id, steps, Some(usage), price);
+    }
     /// Count one model answer (with its usage, if reported) for this run and its tree.
     pub(crate) fn add(&self, usage: Option<&Usage>) {
         if let Some(u) = usage {

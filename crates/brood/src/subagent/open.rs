@@ -82,7 +82,7 @@ impl Supervisor {
         }
     }
 
-    async fn route_for(
+    pub(crate) async fn route_for(
         &self,
         parent: &RunCtx,
         route: &routing::Route,
@@ -353,7 +353,7 @@ pub(crate) async fn root_ctx(
 
 /// The run's toolbox: fresh workspace tools, plus delegation tools unless the run
 /// is at the depth limit (then still candidates, refused as not granted).
-fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Toolbox {
+pub(crate) fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Toolbox {
     let mut tools: Vec<Arc<dyn Tool>> = (sup.env().tools)(&ctx.run_id);
     let mut permissions = (*ctx.permissions).clone();
     let can_delegate = sup.env().settings.enabled

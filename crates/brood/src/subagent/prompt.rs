@@ -48,7 +48,7 @@ pub(crate) fn with_project_instructions(prompt: String, project: &str) -> String
 }
 
 /// A child's system prompt: who it is, then its stance and the contract.
-fn child_instructions(stance_and_contract: &str) -> String {
+pub(crate) fn child_instructions(stance_and_contract: &str) -> String {
     format!(
         "You are a brood sub-agent, opened by a parent agent for one focused task; tool \
 calls outside your grant are refused.\n\n{stance_and_contract}"

@@ -36,9 +36,10 @@ impl Default for Tally {
 }
 
 impl Tally {
-    /// Count one answer of `model` (its usage if reported, its price if known).
-    fn count(&mut self, usage: Option<&Usage>, price: Option<&Price>) {
-        self.requests = self.requests.saturating_add(1);
+    /// Count `requests` answers whose usage (if reported) sums to `usage`, priced at
+    /// `price` (if known).
+    fn count_many(&mut self, requests: u64, usage: Option<&Usage>, price: Option<&Price>) {
+        self.requests = self.requests.saturating_add(requests);
         if let Some(u) = usage {
             self.usage.add(u);
         }
@@ -57,13 +58,24 @@ impl TallyCell {
     /// Count one answer of `model` and its usage (if the provider reported any),
     /// priced at `price` (if the model has one).
     pub fn add(&self, model: &str, usage: Option<&Usage>, price: Option<&Price>) {
+        self.add_many(model, 1, usage, price);
+    }
+    /// Count `requests` answers of `model` whose usage sums to `usage` (what a
+    /// resumed run had been answered before it was interrupted).
+    pub fn add_many(
+        &self,
+        model: &str,
+        requests: u64,
+        usage: Option<&Usage>,
+        price: Option<&Price>,
+    ) {
         let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        t.count(usage, price);
+        t.count_many(requests, usage, price);
         match t.models.get_mut(model) {
-            Some(m) => m.count(usage, price),
+            Some(m) => m.count_many(requests, usage, price),
             None => {
                 let mut m = Tally::default();
-                m.count(usage, price);
+                m.count_many(requests, usage, price);
                 t.models.insert(model.to_string(), m);
             }
         }

@@ -1,0 +1,197 @@
+//! [`Session::resume`]: continue a recorded run — interrupted, cancelled or failed —
+//! under its own id, in this session (`brood agents resume ID`). Reads the run, its
+//! lineage, events and transcript (spilled messages in full) from the ledger, checks
+//! that it belongs to this workspace, rebuilds its conversation, and hands it to the
+//! supervisor (`subagent::resume`), which re-derives its grant, reopens its record
+//! and runs it to its end.
+
+use super::error::SessionError;
+use super::root::RunReport;
+use super::session::Session;
+use crate::agent::{Ending, EventSink};
+use crate::ledger::{EventRecord, LedgerError, LedgerReader, RunRecord, RunStatus};
+use crate::model::Message;
+use crate::subagent::rebuild::rebuild_messages;
+use crate::subagent::tally::RootTallies;
+use crate::subagent::{ResumeError, ResumeRequest};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A lineage deeper than this is not a brood tree (the database is untrusted input:
+/// a crafted parent link could loop).
+const MAX_LINEAGE: usize = 256;
+
+/// What the ledger holds of a run to resume.
+struct Recorded {
+    lineage: Vec<RunRecord>,
+    events: Vec<EventRecord>,
+    /// `(seq, content)`, spilled entries in full.
+    transcript: Vec<(u64, Value)>,
+}
+
+impl Session {
+    /// Continue run `id` (a unique prefix is enough) from its last recorded step,
+    /// under the same id, parent and lineage: its record goes back to `running` in
+    /// this session with a `resumed` event, its conversation is rebuilt from its
+    /// transcript (a tool call left without a result gets a result saying it was
+    /// interrupted; it is not run again), its grant is re-derived from its agent
+    /// type down its lineage under today's configuration, and its limits count what
+    /// it already spent (steps, tokens, wall time). `events` and `turn` are as for
+    /// [`Session::run_with`]. The report is the run's own (for a child: its final
+    /// answer, turns and usage including what was spent before).
+    ///
+    /// Refused with [`SessionError::Resume`] — nothing written — when it completed,
+    /// is still running in a live process, was recorded in another workspace (the
+    /// directory moved), or its agent type is not defined any more.
+    pub async fn resume(
+        &self,
+        id: &str,
+        events: Option<EventSink>,
+        turn: CancellationToken,
+    ) -> Result<RunReport, SessionError> {
+        let prefix = id.to_string();
+        let recorded = self
+            .ledger()
+            .read(move |r| read_recorded(r, &prefix))
+            .await
+            .map_err(ResumeError::Ledger)?;
+        let Some(record) = recorded.lineage.last().cloned() else {
+            return Err(ResumeError::Ledger(LedgerError::UnknownRun { id: id.into() }).into());
+        };
+        check_workspace(&record, self.workspace().root())?;
+        // What the ledger would refuse, said before anything is asked of it (a
+        // listing shows a dead process's runs interrupted, so one still shown
+        // unfinished is live).
+        let why = match record.status {
+            RunStatus::Completed => Some(format!(
+                "it completed; its result is shown by `brood agents show {}`",
+                record.id
+            )),
+            RunStatus::Pending | RunStatus::Queued | RunStatus::Running => Some(format!(
+                "it is still running in another brood process (session {}); wait for it, \
+                 or stop it with `brood agents cancel {}` and resume then",
+                record.session_id, record.id
+            )),
+            _ => None,
+        };
+        if let Some(why) = why {
+            let id = record.id.to_string();
+            return Err(ResumeError::Ledger(LedgerError::NotResumable { id, why }).into());
+        }
+        let mut messages: Vec<Message> =
+            rebuild_messages(&recorded.transcript).map_err(|e| ResumeError::Transcript {
+                id: record.id.to_string(),
+                detail: e.to_string(),
+            })?;
+        if messages.is_empty() {
+            // Interrupted before its task was recorded: the task is its objective.
+            messages.push(Message::user(record.objective.clone()));
+        }
+        let tallies = Arc::new(RootTallies::default());
+        let cancel = self.cancel_token().child_token();
+        let link = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = turn.cancelled() => cancel.cancel(),
+                    _ = cancel.cancelled() => {}
+                }
+            })
+        };
+        let resumed = self
+            .supervisor()
+            .resume(ResumeRequest {
+                lineage: recorded.lineage,
+                events: recorded.events,
+                messages,
+                root_max_turns: self.config().max_turns,
+                observer: events,
+                cancel: cancel.clone(),
+                tallies: Some(tallies.clone()),
+            })
+            .await;
+        link.abort();
+        let (run_id, outcome, child) = resumed?;
+        let error = outcome
+            .error
+            .as_ref()
+            .map(|e| e.to_string())
+            .or_else(|| child.as_ref().and_then(|c| c.error.clone()))
+            .or(match &outcome.ending {
+                Ending::Cancelled => Some(
+                    child
+                        .as_ref()
+                        .and_then(|c| c.reason.clone())
+                        .map_or_else(|| "cancelled".into(), |r| format!("cancelled: {r}")),
+                ),
+                _ => None,
+            });
+        Ok(RunReport {
+            run_id,
+            final_text: outcome.final_text,
+            turns: outcome.turns,
+            tool_calls: outcome.tool_calls,
+            usage: tallies.tree.get(),
+            parent_usage: tallies.own.get(),
+            error,
+            ending: outcome.ending,
+            messages: outcome.messages,
+        })
+    }
+}
+
+/// The run named by `prefix`, its ancestors (root first), events and transcript.
+fn read_recorded(r: &LedgerReader, prefix: &str) -> Result<Recorded, LedgerError> {
+    let id = r.resolve_id(prefix)?;
+    let detail = r.get_run(&id)?;
+    let mut lineage = vec![detail.run];
+    while let Some(parent) = lineage.last().and_then(|run| run.parent_id.clone()) {
+        if lineage.len() >= MAX_LINEAGE || lineage.iter().any(|run| run.id == parent) {
+            return Err(LedgerError::NotResumable {
+                id: id.to_string(),
+                why: format!(
+                    "its recorded lineage does not end at a root within {MAX_LINEAGE} runs"
+                ),
+            });
+        }
+        lineage.push(r.run(&parent)?);
+    }
+    lineage.reverse();
+    let slice = r.transcript(&id, 0, usize::MAX)?;
+    let mut transcript = Vec::with_capacity(slice.entries.len());
+    for entry in &slice.entries {
+        let content = match r.read_spill(entry)? {
+            Some(full) if entry.truncated => {
+                serde_json::from_str(&full).unwrap_or(Value::String(full))
+            }
+            _ => entry.content.clone(),
+        };
+        transcript.push((entry.seq, content));
+    }
+    Ok(Recorded {
+        lineage,
+        events: detail.events,
+        transcript,
+    })
+}
+
+/// A run recorded in another directory is not this workspace's to continue: its
+/// paths, files and transcript refer to that one.
+fn check_workspace(record: &RunRecord, here: &Path) -> Result<(), ResumeError> {
+    let recorded = Path::new(&record.workspace);
+    let same = recorded == here
+        || std::fs::canonicalize(recorded)
+            .map(|p| p == here)
+            .unwrap_or(false);
+    if same {
+        Ok(())
+    } else {
+        Err(ResumeError::WorkspaceMoved {
+            id: record.id.to_string(),
+            recorded: record.workspace.clone(),
+            here: here.display().to_string(),
+        })
+    }
+}

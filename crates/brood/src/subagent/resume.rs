@@ -1,0 +1,388 @@
+//! Resuming a recorded run under its own id: the grant re-derived down its lineage
+//! from the current configuration, the ledger row reopened (`resumed`), the
+//! conversation continued from its rebuilt transcript with what it already spent
+//! counted, and its end recorded like any run's.
+//!
+//! The grant is never wider than the recorded one's sources: the root's grant, then
+//! each ancestor's agent type, then the run's own, each narrowing the one above
+//! ([`grant::grant_for`], as at spawn), under today's configuration (which may be
+//! narrower than the day it ran). An agent type whose definition is gone refuses.
+//! Limits count what was spent: steps against `max_turns`, tokens against the run's
+//! and the tree's token budgets, and the wall time it ran against `wall_time_secs`.
+//!
+//! Its result goes to the ledger (and the caller): the process that opened it is
+//! gone, so there is no live parent to deliver it to; `brood agents show` shows it.
+
+use super::board::{Entry, LiveStatus};
+use super::budgets::{Budgets, RunLimits};
+use super::ctx::RunCtx;
+use super::error::SpawnError;
+use super::grant::{self, SpawnSpec};
+use super::hooks::hooks_for;
+use super::inbox::{Claim, RunInbox};
+use super::open::{build_toolbox, root_ctx};
+use super::prompt::{child_instructions, root_system_prompt, with_project_instructions};
+use super::report;
+use super::result::{ChildResult, Settled};
+use super::role::Role;
+use super::supervisor::Supervisor;
+use super::tally::RootTallies;
+use crate::agent::{self, AgentOutcome, AgentSpec, EventSink, Spent};
+use crate::ledger::{EventKind, EventRecord, LedgerError, RunId, RunRecord};
+use crate::model::{Message, Usage};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Why a run cannot be resumed. Each names the run, what is wrong, and the fix.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// It was recorded in another workspace (the directory moved, or another one).
+    #[error("run {id} cannot be resumed here: it ran in workspace {recorded}, and this session is in {here}; its paths and files are there — resume it from that directory (move the workspace back if it moved)")]
+    WorkspaceMoved {
+        id: String,
+        recorded: String,
+        here: String,
+    },
+    /// Its agent type (or an ancestor's) is defined no more.
+    #[error("run {id} cannot be resumed: its agent type '{agent_type}' is not defined any more ({detail}); restore its definition file, then resume")]
+    DefinitionGone {
+        id: String,
+        agent_type: String,
+        detail: String,
+    },
+    /// Its grant cannot be built under today's configuration.
+    #[error("run {id} cannot be resumed: {detail}")]
+    Grant { id: String, detail: String },
+    /// Its transcript cannot be read back as a conversation.
+    #[error("run {id} cannot be resumed: {detail}")]
+    Transcript { id: String, detail: String },
+    /// The ledger refused (completed, still live elsewhere, unknown) or failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// The run could not be admitted or started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+}
+
+/// What resuming a run takes.
+pub struct ResumeRequest {
+    /// The run's lineage as recorded: the root first, the run itself last.
+    pub lineage: Vec<RunRecord>,
+    /// The run's events (for the wall time it already ran).
+    pub events: Vec<EventRecord>,
+    /// Its conversation, rebuilt from its transcript (see [`super::rebuild`]).
+    pub messages: Vec<Message>,
+    /// The top-level run's turn limit (when the run resumed is a root).
+    pub root_max_turns: u32,
+    /// Extra observer (the CLI's live output).
+    pub observer: Option<EventSink>,
+    /// Cancels the resumed run.
+    pub cancel: CancellationToken,
+    /// Where its usage and cost are counted (what was spent before included).
+    pub tallies: Option<Arc<RootTallies>>,
+}
+
+/// How a resumed run is set up, decided before anything is written.
+struct Plan {
+    role: Role,
+    kind_name: String,
+    permissions: crate::tool::Permissions,
+    system: String,
+    max_turns: u32,
+    limits: RunLimits,
+    route: Option<super::routing::Route>,
+    warnings: Vec<String>,
+}
+
+impl Supervisor {
+    /// Resume the last run of `req.lineage` under its own id (see the module doc).
+    /// Refusals ([`ResumeError`]) write nothing. Returns its id and outcome once its
+    /// end is recorded.
+    pub async fn resume(
+        &self,
+        req: ResumeRequest,
+    ) -> Result<(String, AgentOutcome, Option<ChildResult>), ResumeError> {
+        let record = req
+            .lineage
+            .last()
+            .cloned()
+            .ok_or_else(|| ResumeError::Transcript {
+                id: String::new(),
+                detail: "no run given".into(),
+            })?;
+        let id = record.id.as_str().to_string();
+        // A stand-in for its parent: the root's grant and the tree's budgets.
+        let parent_id = record
+            .parent_id
+            .as_ref()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| id.clone());
+        let parent = root_ctx(self, parent_id, "parent", req.tallies.as_deref()).await;
+        let _ = build_toolbox(self, &parent);
+        let plan = self.plan_resume(&req, &record, &parent)?;
+        let (provider_name, model_id, model) = match &plan.route {
+            None => {
+                let env = self.env();
+                (
+                    env.main_provider.clone(),
+                    env.main_model_id.clone(),
+                    env.main_model.clone(),
+                )
+            }
+            Some(route) => {
+                let mut warnings = Vec::new();
+                self.route_for(&parent, route, false, &mut warnings).await?
+            }
+        };
+        let price = self
+            .price_for(&provider_name, &model_id, model.as_ref())
+            .await;
+        // Everything checked: reopen the record (refused if completed or live).
+        self.env().ledger.reopen(&RunId::from_string(&id)).await?;
+        let spent = Spent {
+            turns: u32::try_from(record.steps).unwrap_or(u32::MAX),
+            usage: Usage {
+                input_tokens: record.input_tokens,
+                output_tokens: record.output_tokens,
+                cached_input_tokens: record.cached_input_tokens,
+            },
+        };
+        let budgets = if record.parent_id.is_none() {
+            Budgets::root(
+                super::budgets::TreeLimits {
+                    tokens: self.env().settings.tree_token_budget,
+                    cost_usd: self.env().settings.tree_cost_budget_usd,
+                },
+                req.tallies.as_deref(),
+                &model_id,
+                price,
+            )
+        } else {
+            Budgets::child(&parent.budgets, plan.limits, &model_id, price)
+        };
+        budgets.count_spent(record.steps, &spent.usage);
+        let cancel = req.cancel.child_token();
+        let (result_tx, result_rx) = watch::channel(None);
+        let inbox = RunInbox::new();
+        let progress = self.board().new_progress();
+        let name = record
+            .name
+            .clone()
+            .unwrap_or_else(|| plan.kind_name.clone());
+        let is_child = record.parent_id.is_some();
+        if is_child {
+            self.board().admit(
+                Entry {
+                    id: id.clone(),
+                    name: name.clone(),
+                    parent_id: record.parent_id.as_ref().map(|p| p.as_str().to_string()),
+                    depth: record.depth,
+                    role: plan.role.as_str().to_string(),
+                    background: false,
+                    status: LiveStatus::Running,
+                    cancel: cancel.clone(),
+                    cancel_reason: None,
+                    progress: progress.clone(),
+                    inbox: inbox.clone(),
+                    claim: Arc::new(Claim::default()),
+                    result: result_rx,
+                    transcript_handle: format!("transcript:{id}"),
+                },
+                false,
+            )?;
+        }
+        let ctx = Arc::new(RunCtx {
+            run_id: id.clone(),
+            root_id: record.root_id.as_str().to_string(),
+            name,
+            depth: record.depth,
+            role: plan.role,
+            kind_name: plan.kind_name.clone(),
+            permissions: Arc::new(plan.permissions.clone()),
+            tool_names: std::sync::OnceLock::new(),
+            inbox,
+            progress,
+            board: self.board().clone(),
+            budgets,
+            provider_name,
+            model_id,
+            model,
+            slot: Mutex::new(None),
+            last_request: Mutex::new(None),
+        });
+        let toolbox = build_toolbox(self, &ctx);
+        if is_child {
+            match self.board().acquire_slot(&cancel).await {
+                Some(p) => *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p),
+                None => {
+                    let result = ChildResult::settled(
+                        ctx.who(plan.warnings.clone()),
+                        Settled::Cancelled { reason: None },
+                        self.board().cancel_reason(&id),
+                    );
+                    self.recorder().finish(&result).await;
+                    self.board().set_status(&id, result.status);
+                    let _ = result_tx.send(Some(result.clone()));
+                    return Err(ResumeError::Spawn(SpawnError::Closed));
+                }
+            }
+        }
+        ctx.budgets.start_after(wall_time_spent(&req.events));
+        let env = self.env();
+        let spec = AgentSpec {
+            run_id: id.clone(),
+            system: plan.system.clone(),
+            model: ctx.model.clone(),
+            model_id: ctx.model_id.clone(),
+            sampling: env.sampling.clone(),
+            tool_choice: if is_child {
+                env.settings.child_tool_choice(&env.tool_choice)
+            } else {
+                env.tool_choice.clone()
+            },
+            toolbox,
+            workspace: env.workspace.clone(),
+            max_turns: plan.max_turns,
+            offered_tools: None,
+            tool_concurrency: env.tool_concurrency,
+        };
+        let hooks = hooks_for(self, &ctx, req.observer.clone());
+        let mut outcome = agent::run_after(&spec, req.messages, spent, &hooks, &cancel).await;
+        let parsed = if is_child {
+            report::enforce(self, &ctx, &spec, &hooks, &mut outcome, &cancel).await
+        } else {
+            None
+        };
+        drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let how = Settled::Ran {
+            outcome: &outcome,
+            max_turns: plan.max_turns,
+        };
+        let reason = if is_child {
+            self.board().cancel_reason(&id)
+        } else {
+            self.board().root_reason(&id)
+        };
+        let mut result = ChildResult::settled(ctx.who(plan.warnings.clone()), how, reason);
+        result.report = parsed;
+        self.recorder().finish(&result).await;
+        if is_child {
+            self.board().set_status(&id, result.status);
+        }
+        let _ = result_tx.send(Some(result.clone()));
+        Ok((id, outcome, is_child.then_some(result)))
+    }
+
+    /// The resumed run's grant, prompt and limits, re-derived down its lineage.
+    fn plan_resume(
+        &self,
+        req: &ResumeRequest,
+        record: &RunRecord,
+        parent: &RunCtx,
+    ) -> Result<Plan, ResumeError> {
+        let env = self.env();
+        let id = record.id.as_str().to_string();
+        if record.parent_id.is_none() {
+            return Ok(Plan {
+                role: Role::General,
+                kind_name: "parent".into(),
+                permissions: env.root_permissions(),
+                system: with_project_instructions(
+                    root_system_prompt(env.settings.enabled),
+                    &env.project_instructions,
+                ),
+                max_turns: req.root_max_turns,
+                limits: RunLimits::default(),
+                route: None,
+                warnings: Vec::new(),
+            });
+        }
+        let parent_tools = parent.tool_names();
+        let mut permissions = env.root_permissions();
+        let mut last = None;
+        for run in req.lineage.iter().filter(|r| r.parent_id.is_some()) {
+            let agent_type = run
+                .agent_type
+                .clone()
+                .or_else(|| run.role.clone())
+                .unwrap_or_else(|| "general".into());
+            let kind =
+                env.catalog
+                    .resolve(&agent_type)
+                    .map_err(|e| ResumeError::DefinitionGone {
+                        id: id.clone(),
+                        agent_type: agent_type.clone(),
+                        detail: e.to_string(),
+                    })?;
+            let granted = grant::grant_for(
+                &SpawnSpec {
+                    kind: &kind,
+                    parent: &permissions,
+                    parent_tools: &parent_tools,
+                    allowed_tools: None,
+                    model: None,
+                    fork_context: None,
+                    read_only_shell_available: env.read_only_shell,
+                },
+                &env.settings,
+                &env.quick_models,
+                (&env.main_provider, &env.main_model_id),
+            )
+            .map_err(|e| ResumeError::Grant {
+                id: id.clone(),
+                detail: e.to_string(),
+            })?;
+            permissions = granted.permissions.clone();
+            last = Some((kind, granted));
+        }
+        let Some((kind, granted)) = last else {
+            return Err(ResumeError::Grant {
+                id,
+                detail: "its lineage as given does not include it".into(),
+            });
+        };
+        Ok(Plan {
+            role: kind.role(),
+            kind_name: kind.name().to_string(),
+            permissions,
+            system: with_project_instructions(
+                child_instructions(&granted.system_prompt),
+                &env.project_instructions,
+            ),
+            max_turns: granted.max_turns,
+            limits: RunLimits {
+                tokens: granted.token_budget,
+                cost_usd: granted.cost_budget_usd,
+                wall_time: Some(granted.wall_time),
+            },
+            route: Some(granted.route),
+            warnings: granted.adjustments,
+        })
+    }
+}
+
+/// How long the run ran before: from each `started` or `resumed` to the end event
+/// that followed it.
+fn wall_time_spent(events: &[EventRecord]) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut since = None;
+    for e in events {
+        match e.kind {
+            EventKind::Started | EventKind::Resumed => since = Some(e.at),
+            EventKind::Completed
+            | EventKind::Failed
+            | EventKind::Cancelled
+            | EventKind::Interrupted => {
+                if let Some(start) = since.take() {
+                    total += (e.at - start).to_std().unwrap_or_default();
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
