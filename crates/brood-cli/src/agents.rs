@@ -58,6 +58,10 @@ pub enum AgentsCmd {
         #[arg(long)]
         full: bool,
     },
+    /// Continue an interrupted, cancelled or failed run under its own id: its
+    /// transcript rebuilt from the ledger, its grant re-derived, its limits counting
+    /// what it spent. Takes `run`'s provider flags; prints the result like `run`.
+    Resume(crate::ResumeArgs),
     /// Cancel a run: its live session is asked to stop it; a run whose process is gone
     /// is marked cancelled.
     Cancel { id: String },
@@ -178,6 +182,11 @@ fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i3
             export(ws, out)
         }
         AgentsCmd::Prune { older_than } => prune(ws, *older_than, out),
+        // Opens a session: dispatched by main before it gets here.
+        AgentsCmd::Resume(_) => {
+            let _ = writeln!(err, "brood agents resume: not handled here");
+            return 2;
+        }
     };
     match result {
         Ok(()) => 0,

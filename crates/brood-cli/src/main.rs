@@ -114,8 +114,8 @@ enum ConfigCmd {
     },
 }
 
-#[derive(Args, Clone, Default)]
-struct ProviderArgs {
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProviderArgs {
     /// Provider preset: deepseek (default), openai, openrouter, ollama, vllm, sglang, llamacpp, local.
     #[arg(long)]
     provider: Option<String>,
@@ -166,6 +166,46 @@ struct RunArgs {
     replay: Option<PathBuf>,
     /// What to do.
     prompt: String,
+}
+
+/// `brood agents resume ID`: `run`'s provider and output flags (the workspace is
+/// the `agents` command's own `--workspace`).
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ResumeArgs {
+    /// The run to continue (a unique prefix is enough).
+    id: String,
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// Most model steps for a resumed parent agent (its earlier steps count).
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// Trust this workspace's `.brood/config.toml` (as `brood run --trust`).
+    #[arg(long)]
+    trust: bool,
+    /// Print exactly one JSON object at the end instead of streaming.
+    #[arg(long)]
+    json: bool,
+    /// No status line, tool lines or usage summary on stderr.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+/// What a one-shot session does: run a new parent on a prompt, or resume a run.
+enum Start {
+    Prompt(String),
+    Resume(String),
+}
+
+/// Everything `run` and `agents resume` open a session with.
+struct OneShot {
+    ws: PathBuf,
+    provider: ProviderArgs,
+    max_turns: Option<u32>,
+    trust: bool,
+    json: bool,
+    quiet: bool,
+    models: ModelSource,
+    start: Start,
 }
 
 fn main() -> ExitCode {
@@ -242,7 +282,22 @@ async fn dispatch(cli: Cli) -> u8 {
                 Ok(w) => w,
                 Err(code) => return code,
             };
-            agents::run(command, &ws).await as u8
+            match command {
+                agents::AgentsCmd::Resume(a) => {
+                    one_shot(OneShot {
+                        ws,
+                        provider: a.provider,
+                        max_turns: a.max_turns,
+                        trust: a.trust,
+                        json: a.json,
+                        quiet: a.quiet,
+                        models: ModelSource::Live,
+                        start: Start::Resume(a.id),
+                    })
+                    .await
+                }
+                command => agents::run(command, &ws).await as u8,
+            }
         }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
@@ -334,22 +389,38 @@ async fn run(args: RunArgs) -> u8 {
         Ok(w) => w,
         Err(c) => return c,
     };
-    let s = &args.session;
-    let (config, env, checked) = match load_config(&ws, &s.provider, s.max_turns, s.trust) {
-        Ok(c) => c,
-        Err(c) => return c,
-    };
-    for a in &checked.adjustments {
-        errln!("brood: note: {a}");
-    }
     let models = match (&args.record, &args.replay) {
         (Some(f), _) => ModelSource::Record(f.clone()),
         (_, Some(f)) => ModelSource::Replay(f.clone()),
         _ => ModelSource::Live,
     };
-    let mut opts = SessionOptions::new(ws, config);
+    one_shot(OneShot {
+        ws,
+        provider: args.session.provider,
+        max_turns: args.session.max_turns,
+        trust: args.session.trust,
+        json: args.json,
+        quiet: args.quiet,
+        models,
+        start: Start::Prompt(args.prompt),
+    })
+    .await
+}
+
+/// Open a session, run (or resume) one parent to its end with live output and
+/// signal handling, close the session, print the report.
+async fn one_shot(args: OneShot) -> u8 {
+    let (config, env, checked) =
+        match load_config(&args.ws, &args.provider, args.max_turns, args.trust) {
+            Ok(c) => c,
+            Err(c) => return c,
+        };
+    for a in &checked.adjustments {
+        errln!("brood: note: {a}");
+    }
+    let mut opts = SessionOptions::new(args.ws.clone(), config);
     opts.env = env;
-    opts.models = models;
+    opts.models = args.models.clone();
     // Taken over before the session opens, so a signal during the open is not a
     // silent death either: it cancels the run as soon as it starts.
     let mut signals = match signals::Signals::install() {
@@ -382,7 +453,18 @@ async fn run(args: RunArgs) -> u8 {
     let mut events = session.events();
     let mut child_names = std::collections::HashMap::new();
     let result = {
-        let run = session.run_with(&args.prompt, Some(printer.sink()), turn.clone());
+        let run = match &args.start {
+            Start::Prompt(prompt) => futures::future::Either::Left(session.run_with(
+                prompt,
+                Some(printer.sink()),
+                turn.clone(),
+            )),
+            Start::Resume(id) => futures::future::Either::Right(session.resume(
+                id,
+                Some(printer.sink()),
+                turn.clone(),
+            )),
+        };
         tokio::pin!(run);
         loop {
             tokio::select! {

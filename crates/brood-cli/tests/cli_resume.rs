@@ -1,0 +1,392 @@
+//! `brood agents resume ID` end to end: a brood killed outright (SIGKILL) while a
+//! child waits on its model leaves that child `interrupted`; a later brood resumes
+//! it under the same id and lineage, from its recorded transcript, with its limits
+//! counting what it spent; a run recorded in another directory is refused.
+
+use brood_mock::{Answer, MockReply, MockServer};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const TASK: &str = "read notes.txt and report its second line";
+/// A report that satisfies the output contract (no repair step).
+const REPORT: &str =
+    "SUMMARY: the second line is beta\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
+
+struct Fixture {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let f = Fixture {
+        home: tempfile::tempdir().unwrap(),
+        ws: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(f.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    f
+}
+
+fn command(home: &Path, ws: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
+    cmd.current_dir(ws)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args);
+    cmd
+}
+
+fn brood(f: &Fixture, args: &[&str]) -> (i32, String, String) {
+    let out: Output = command(f.home.path(), f.ws.path(), args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run brood");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--provider local --base-url <server> --model m`.
+fn provider(server: &MockServer) -> Vec<String> {
+    [
+        "--provider",
+        "local",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
+    head.iter()
+        .copied()
+        .chain(tail.iter().map(String::as_str))
+        .collect()
+}
+
+/// Block until the mock has received `n` requests (a condition, not a delay).
+fn wait_for_requests(server: &MockServer, n: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            server.wait_for_requests(n),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the mock never received {n} requests"));
+    });
+}
+
+fn usage(total: u64) -> Value {
+    json!({"prompt_tokens": total - 10, "completion_tokens": 10, "total_tokens": total})
+}
+
+/// The parent delegates one `task`; the child reads notes.txt (100 tokens), then
+/// its second request hangs until `resumed` is set — by then the first brood is
+/// dead, and the answer goes to the resumed child. With `tool_again`, the resumed
+/// child's first answer is one more tool call (100 tokens) and the next its report.
+fn server(resumed: Arc<AtomicBool>, tool_again: bool) -> MockServer {
+    MockServer::start(move |req| {
+        if req.first_user_text() == Some(TASK) {
+            return match req.assistant_turns() {
+                0 => Answer::new()
+                    .tool_call("read_file", json!({"path": "notes.txt"}))
+                    .usage(usage(100))
+                    .into(),
+                1 if !resumed.load(Ordering::SeqCst) => MockReply::Hang,
+                1 if tool_again => Answer::new()
+                    .tool_call("list_dir", json!({}))
+                    .usage(usage(100))
+                    .into(),
+                _ => Answer::text(REPORT).usage(usage(50)).into(),
+            };
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call(
+                "task",
+                json!({"description": TASK, "agent_type": "general"}),
+            ),
+            _ => MockReply::text("parent done"),
+        }
+    })
+}
+
+/// Start `brood run`, wait until the child's second request is at the mock, SIGKILL
+/// brood. Returns the child's run id (from the ledger).
+fn run_and_kill(f: &Fixture, server: &MockServer) -> (String, String) {
+    let p = provider(server);
+    let mut child = command(
+        f.home.path(),
+        f.ws.path(),
+        &with(&["run", "--json"], &p)
+            .into_iter()
+            .chain(["delegate"])
+            .collect::<Vec<_>>(),
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("spawn brood");
+    // The parent's step, the child's two steps: the child waits on its model.
+    wait_for_requests(server, 3);
+    let last = server.captured().pop().unwrap();
+    assert_eq!(
+        last.first_user_text(),
+        Some(TASK),
+        "the third request is the child's"
+    );
+    // Its first step's record (usage, tool call and result) is progress, committed
+    // a moment after the next request went out: kill once it is on disk.
+    wait_until_recorded(f);
+    child.kill().expect("SIGKILL brood");
+    child.wait().expect("reap brood");
+    let (code, out, err) = brood(f, &["agents", "list", "--all", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let kid = runs.iter().find(|r| !r["parent_id"].is_null()).unwrap();
+    assert_eq!(kid["status"], "interrupted", "{kid}");
+    (
+        kid["id"].as_str().unwrap().to_string(),
+        kid["parent_id"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Poll the ledger (a condition, with a deadline) until the child's first step is
+/// committed: its 100 tokens and three transcript messages (task, call, result).
+fn wait_until_recorded(f: &Fixture) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, out, _) = brood(f, &["agents", "list", "--json"]);
+        let runs: Vec<Value> = serde_json::from_str(&out).unwrap_or_default();
+        let kid = runs.iter().find(|r| !r["parent_id"].is_null());
+        if let Some(kid) = kid {
+            let tokens = kid["input_tokens"].as_u64().unwrap_or(0)
+                + kid["output_tokens"].as_u64().unwrap_or(0);
+            let id = kid["id"].as_str().unwrap_or_default();
+            let (_, out, _) = brood(f, &["agents", "transcript", id, "--json"]);
+            let slice: Value = serde_json::from_str(&out).unwrap_or_default();
+            if tokens == 100 && slice["total"].as_u64() >= Some(3) {
+                return;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child's first step was never recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn show(f: &Fixture, id: &str) -> Value {
+    let (code, out, err) = brood(f, &["agents", "show", id, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
+    let f = fixture();
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server(resumed.clone(), false);
+    let (kid, parent) = run_and_kill(&f, &server);
+    let before = server.request_count();
+
+    resumed.store(true, Ordering::SeqCst);
+    let p = provider(&server);
+    let short = &kid[..12];
+    let (code, out, err) = brood(&f, &with(&["agents", "resume", short, "--json"], &p));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let report: Value = serde_json::from_str(out.trim())
+        .unwrap_or_else(|e| panic!("stdout must be the JSON report ({e}): {out}"));
+    assert_eq!(report["run_id"], kid.as_str(), "{report}");
+    assert!(
+        report["final"].as_str().unwrap().contains("beta"),
+        "{report}"
+    );
+    // Its earlier step counts: two steps in all.
+    assert_eq!(report["turns"], 2, "{report}");
+
+    // The resumed request carries the earlier transcript: the task, the tool call
+    // and its result (the file's text), under the same system prompt.
+    let captured = server.captured();
+    assert_eq!(
+        captured.len(),
+        before + 1,
+        "one request for the resumed child"
+    );
+    let resumed_req = captured.last().unwrap();
+    assert_eq!(resumed_req.first_user_text(), Some(TASK));
+    assert_eq!(resumed_req.assistant_turns(), 1);
+    let messages = resumed_req.messages();
+    let tool = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("no tool result in {messages:?}"));
+    assert!(tool["content"].as_str().unwrap().contains("beta"), "{tool}");
+    let killed_req = &captured[before - 1];
+    assert_eq!(
+        killed_req.messages(),
+        messages,
+        "the resumed request repeats the interrupted one"
+    );
+
+    // One lineage: the same two runs, the child completed under its parent, its
+    // log one history (spawned … interrupted, resumed … completed).
+    let (code, out, err) = brood(&f, &["agents", "list", "--all", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(runs.len(), 2, "no new run: {runs:?}");
+    let shown = show(&f, &kid);
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["parent_id"], parent.as_str(), "{shown}");
+    assert_eq!(shown["root_id"], parent.as_str(), "{shown}");
+    let kinds: Vec<&str> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    let at = |k: &str| kinds.iter().position(|x| *x == k).unwrap_or(usize::MAX);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "spawned").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(at("spawned") < at("interrupted"), "{kinds:?}");
+    assert!(at("interrupted") < at("resumed"), "{kinds:?}");
+    assert!(at("resumed") < at("completed"), "{kinds:?}");
+    let ev = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "resumed")
+        .unwrap();
+    assert_eq!(ev["payload"]["from"], "interrupted", "{ev}");
+    // Its tokens: the 100 before and the 50 after.
+    assert_eq!(
+        shown["input_tokens"].as_u64().unwrap() + shown["output_tokens"].as_u64().unwrap(),
+        150,
+        "{shown}"
+    );
+    // The text view names the resumption too.
+    let (code, out, err) = brood(&f, &["agents", "show", &kid]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("resumed"), "{out}");
+
+    // Completed: resuming it again is refused, saying why.
+    let (code, _, err) = brood(&f, &with(&["agents", "resume", &kid], &p));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot be resumed") && err.contains("completed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_resumed_child_counts_the_tokens_it_spent_against_its_budget() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    // 100 tokens spent before the kill; one more 100-token step leaves it over.
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[subagents]\ntoken_budget = 150\n",
+    )
+    .unwrap();
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server(resumed.clone(), true);
+    let (kid, _) = run_and_kill(&f, &server);
+    let before = server.request_count();
+    resumed.store(true, Ordering::SeqCst);
+    let p = provider(&server);
+    let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid, "--json"], &p));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let captured = server.captured();
+    // The resumed step (with tools: 100 < 150), then the final report step —
+    // without tools, because 100 + 100 is past the budget. Counting from zero, the
+    // child would have had a third full step.
+    assert_eq!(captured.len(), before + 2, "{}", captured.len());
+    assert!(
+        captured[before].body()["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "the resumed step offers tools"
+    );
+    let last = &captured[before + 1];
+    assert!(
+        last.body()["tools"].as_array().is_none_or(|t| t.is_empty()),
+        "the step after the budget is spent is the tool-less report: {}",
+        last.body()
+    );
+    let text = last.last_message().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("token budget"), "{text}");
+    let shown = show(&f, &kid);
+    assert_eq!(shown["status"], "completed", "{shown}");
+}
+
+#[test]
+fn a_run_recorded_in_another_directory_is_refused_with_the_reason() {
+    let f = fixture();
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server(resumed, false);
+    let (kid, _) = run_and_kill(&f, &server);
+    // The workspace moves: the ledger comes along, its runs name the old path.
+    let moved = tempfile::tempdir().unwrap();
+    let to = moved.path().join("project");
+    std::fs::rename(f.ws.path(), &to).unwrap();
+    let moved_fixture = Fixture {
+        home: tempfile::tempdir().unwrap(),
+        ws: tempfile::TempDir::new_in(moved.path()).unwrap(),
+    };
+    let p = provider(&server);
+    let out = command(
+        moved_fixture.home.path(),
+        &to,
+        &with(&["agents", "resume", &kid], &p),
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot be resumed here") && err.contains("resume it from that directory"),
+        "{err}"
+    );
+    // Nothing was written: the child is still interrupted, with no `resumed` event.
+    let out = command(
+        moved_fixture.home.path(),
+        &to,
+        &["agents", "show", &kid, "--json"],
+    )
+    .output()
+    .unwrap();
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "interrupted", "{shown}");
+    assert!(
+        !shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "resumed"),
+        "{shown}"
+    );
+    // Move it back so the temp dir cleans up.
+    std::fs::rename(&to, f.ws.path()).unwrap();
+}
