@@ -142,6 +142,8 @@ fn a_tree_token_budget_holds_with_ten_children() {
     let runs = runs.as_array().or(runs["runs"].as_array()).unwrap().clone();
     let n_cancelled = runs.iter().filter(|r| r["status"] == "cancelled").count();
     assert_eq!(n_cancelled, cancelled.len(), "{runs:?}");
+    // `m` has no price: no run has a cost, not even those that made no request.
+    assert!(runs.iter().all(|r| r["cost_usd"].is_null()), "{runs:?}");
 }
 
 /// A parent that fans out to three children; every answer has distinct usage

@@ -445,3 +445,37 @@ fn a_hot_rollback_journal_left_by_a_crash_is_rolled_back_not_refused() {
         .unwrap();
     assert_eq!(junk, 0, "the unfinished transaction was rolled back");
 }
+
+#[tokio::test]
+async fn a_run_without_a_price_has_no_cost_even_before_its_first_request() {
+    let ws = TempDir::new().unwrap();
+    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    let unpriced = ledger
+        .create_run(NewRun {
+            unpriced: true,
+            ..NewRun::new("no price")
+        })
+        .await
+        .unwrap();
+    let priced = ledger.create_run(NewRun::new("priced")).await.unwrap();
+    let reader = ledger.reader().unwrap();
+    let cost = |id: &RunId| {
+        let r = reader.run(id).unwrap();
+        (r.steps, r.cost_usd, r.cost_recorded)
+    };
+    assert_eq!(cost(&unpriced), (0, None, true));
+    assert_eq!(cost(&priced), (0, Some(0.0), true));
+    // Its steps carry no cost either; it stays unknown, never 0.
+    ledger
+        .add_usage(
+            &unpriced,
+            UsageDelta {
+                steps: 1,
+                input_tokens: 5,
+                ..UsageDelta::default()
+            },
+        )
+        .unwrap();
+    ledger.flush().await.unwrap();
+    assert_eq!(cost(&unpriced), (1, None, true));
+}

@@ -91,8 +91,8 @@ pub(crate) fn insert_run(
     conn.prepare_cached(
         "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
              agent_type, objective, model, provider, workspace, git_branch, status, created_at,
-             priced_steps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15, 0)",
+             priced_steps, unpriced)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15, 0, ?16)",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -111,6 +111,7 @@ pub(crate) fn insert_run(
             workspace,
             run.git_branch,
             at,
+            run.unpriced,
         ])
     })
     .map_err(|e| match &e {

@@ -32,7 +32,7 @@ const RUN_SELECT: &str = "SELECT r.id, r.parent_id, r.root_id, r.depth, r.sessio
      r.session_boot_id, r.name, r.role, r.agent_type, r.objective, r.model, r.provider, \
      r.workspace, r.git_branch, r.status, r.status_reason, r.created_at, r.started_at, \
      r.ended_at, r.steps, r.input_tokens, r.output_tokens, r.cached_input_tokens, \
-     rr.result, r.error, r.cost_usd, r.priced_steps \
+     rr.result, r.error, r.cost_usd, r.priced_steps, r.unpriced \
      FROM runs r LEFT JOIN run_results rr ON rr.run_id = r.id";
 
 /// The columns of a listing, in `RUN_SELECT` order: everything but `result`, which is
@@ -42,7 +42,7 @@ const RUN_SELECT: &str = "SELECT r.id, r.parent_id, r.root_id, r.depth, r.sessio
 const LIST_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_boot_id, \
      name, role, agent_type, objective, model, provider, workspace, git_branch, status, \
      status_reason, created_at, started_at, ended_at, steps, input_tokens, output_tokens, \
-     cached_input_tokens, NULL AS result, error, cost_usd, priced_steps";
+     cached_input_tokens, NULL AS result, error, cost_usd, priced_steps, unpriced";
 
 /// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
 /// open one per thread or task.
@@ -459,10 +459,11 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
     })
 }
 
-/// A run's recorded cost from its `cost_usd` (at `idx`) and `priced_steps` (next)
-/// columns: `(Some(cost), true)` when every step was priced, `(None, true)` when
-/// some was not, `(None, false)` for a row from before costs were recorded
-/// (`priced_steps` NULL). An odd stored value reads as unknown, with a note.
+/// A run's recorded cost from its `cost_usd` (at `idx`), `priced_steps` and
+/// `unpriced` (next) columns: `(Some(cost), true)` when every step was priced,
+/// `(None, true)` when some was not or the run's model had no price, `(None, false)`
+/// for a row from before costs were recorded (`priced_steps` NULL). An odd stored
+/// value reads as unknown, with a note.
 fn cost_columns(
     row: &Row<'_>,
     idx: usize,
@@ -474,6 +475,9 @@ fn cost_columns(
         return Ok((None, false));
     }
     let priced = count_column(row, idx + 1, "priced_steps", notes)?;
+    if !matches!(row.get_ref(idx + 2)?, ValueRef::Integer(0)) {
+        return Ok((None, true));
+    }
     let cost = match row.get_ref(idx)? {
         ValueRef::Real(c) => Some(c),
         ValueRef::Integer(n) => Some(n as f64),

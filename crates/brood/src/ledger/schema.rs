@@ -132,7 +132,14 @@ ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN priced_steps INTEGER;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+/// Version 5: `unpriced` marks a run whose model had no price when it was opened,
+/// so its cost is unknown even before (or without) any answer: a run that made no
+/// request shows no cost rather than 0.
+const V5: &str = r#"
+ALTER TABLE runs ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -268,6 +268,9 @@ pub struct NewRun {
     /// The run's working directory; the ledger's workspace when `None`.
     pub workspace: Option<String>,
     pub git_branch: Option<String>,
+    /// Its model has no price: its cost is unknown (`RunRecord::cost_usd` stays
+    /// `None`, also while it has made no request).
+    pub unpriced: bool,
 }
 
 impl NewRun {

@@ -104,6 +104,7 @@ pub(crate) fn record_spawn(
         model: &ctx.model_id,
         provider: &ctx.provider_name,
         workspace: sup.env().workspace.root(),
+        unpriced: ctx.budgets.price().is_none(),
     });
     async move { durable.await.map_err(SpawnError::Ledger) }
 }

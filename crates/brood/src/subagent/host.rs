@@ -45,6 +45,7 @@ impl Supervisor {
                 model: &ctx.model_id,
                 provider: &ctx.provider_name,
                 workspace: env.workspace.root(),
+                unpriced: ctx.budgets.price().is_none(),
             })
             .await
             .map_err(SpawnError::Ledger)?;

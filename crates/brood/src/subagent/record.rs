@@ -30,6 +30,8 @@ pub(crate) struct SpawnRecord<'a> {
     pub model: &'a str,
     pub provider: &'a str,
     pub workspace: &'a Path,
+    /// The run's model has no price (its cost stays unknown).
+    pub unpriced: bool,
 }
 
 /// Writes runs to the ledger. Cheap to clone.
@@ -81,6 +83,7 @@ impl Recorder {
             provider: Some(r.provider.to_string()),
             workspace: Some(r.workspace.display().to_string()),
             git_branch: git_branch(r.workspace),
+            unpriced: r.unpriced,
         };
         let durable = self.ledger.create_run(run);
         async move { durable.await.map(|_| ()) }

@@ -38,6 +38,7 @@ pub(crate) async fn run(
             model: &ctx.model_id,
             provider: &ctx.provider_name,
             workspace: env.workspace.root(),
+            unpriced: ctx.budgets.price().is_none(),
         })
         .await
         .map_err(SpawnError::Ledger)?;
