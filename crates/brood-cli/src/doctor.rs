@@ -194,6 +194,10 @@ async fn probe(r: &mut Report, config: &Config, ep: &MainEndpoint, key: Option<S
     cfg.api_timeout_secs = config.api_timeout_secs.min(PROBE_TIMEOUT_SECS);
     cfg.max_attempts = 1;
     cfg.lists_models = true; // ask even where the list names no real ids: it proves the route
+    cfg.ca_cert = config
+        .providers
+        .get(&ep.provider)
+        .and_then(|o| o.ca_cert.clone());
     let provider = match OpenAiProvider::new(cfg) {
         Ok(p) => p,
         Err(e) => {

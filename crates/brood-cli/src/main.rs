@@ -227,6 +227,13 @@ fn main() -> ExitCode {
     if std::env::var_os("BROOD_PARSE_ONLY").is_some_and(|v| !v.is_empty()) {
         return ExitCode::SUCCESS;
     }
+    // A tree of up to 1024 running children holds a connection each (HTTP/1.1):
+    // more than the usual soft limit of 1024 open files.
+    if let Err(e) =
+        brood::runtime::fdlimit::raise_open_files(brood::runtime::fdlimit::OPEN_FILES_WANTED)
+    {
+        errln!("warning: could not raise the open-file limit: {e}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

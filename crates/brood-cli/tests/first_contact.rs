@@ -190,7 +190,7 @@ fn doctor_names_an_unserved_model_an_unreachable_endpoint_and_a_bad_config() {
         "{stdout}"
     );
 
-    f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 100\n");
+    f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 2000\n");
     let (code, stdout, _) = run("m");
     assert_eq!(code, Some(1), "{stdout}");
     let config = line(&stdout, "✗ config");
@@ -282,14 +282,14 @@ fn config_show_resolves_the_endpoint_and_every_subagent_default_with_sources() {
 #[test]
 fn config_show_refuses_what_run_refuses_naming_file_and_key_and_reports_clamps() {
     let f = fixture();
-    f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 100\n");
+    f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 2000\n");
     let (code, _, show_err) = f.brood(&["config", "show"], &[]);
     assert_eq!(code, Some(2), "{show_err}");
     let file = f.ws.path().join(".brood/config.toml");
     assert!(
         show_err.contains(&file.display().to_string())
             && show_err.contains("subagents.max_concurrent")
-            && show_err.contains("1 to 64"),
+            && show_err.contains("1 to 1024"),
         "{show_err}"
     );
     let (code, _, run_err) = f.brood(&["run", "--provider", "local", "--model", "m", "x"], &[]);

@@ -36,6 +36,11 @@
 //!   reads or dripped at an interval (a huge or never-ending answer; the server never
 //!   holds more than one chunk of it).
 //!
+//! [`MockServer::start_tls`] serves the same over TLS (`https://127.0.0.1:PORT/v1`)
+//! with a certificate signed by a CA made at start ([`MockServer::ca_cert_pem`]),
+//! offering HTTP/2 and HTTP/1.1 through ALPN, or HTTP/1.1 alone ([`Alpn`]).
+//! [`MockServer::connections`] counts the connections accepted (either mode).
+//!
 //! [`MockServer::set_idle_close`] makes the server close each kept-alive connection
 //! under its second request, without answering (an idle-closing proxy).
 //!
@@ -63,11 +68,13 @@ mod gate;
 mod render;
 mod request;
 mod server;
+mod tls;
 
 pub use answer::{Answer, MockToolCall, UsagePlacement};
 pub use gate::Gate;
 pub use request::MockRequest;
 pub use server::{Handler, MockServer};
+pub use tls::Alpn;
 
 use serde_json::Value;
 use std::time::Duration;

@@ -1,9 +1,11 @@
-//! The HTTP side: an axum router served over HTTP/1.1 by hyper on loopback, on its
-//! own thread and runtime, capturing every request and turning the handler's
-//! [`MockReply`] into bytes on the wire.
+//! The HTTP side: an axum router served by hyper on loopback — plain HTTP/1.1, or
+//! TLS with HTTP/2 or HTTP/1.1 as ALPN settles it ([`crate::tls`]) — on its own
+//! thread and runtime, counting the connections it accepts, capturing every request
+//! and turning the handler's [`MockReply`] into bytes on the wire.
 
 use crate::clock::Clock;
 use crate::request::MockRequest;
+use crate::tls::{Alpn, MockTls};
 use crate::MockReply;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -21,6 +23,10 @@ use tokio::sync::{oneshot, watch};
 
 /// Pending connections the listener holds (the benchmarks open up to 1000 at once).
 const LISTEN_BACKLOG: u32 = 4096;
+
+/// Streams one HTTP/2 connection may carry at once (a tree of 1024 children and
+/// their parents).
+const MAX_STREAMS: u32 = 4096;
 
 /// Decides the reply to each chat-completions request. Called on the server's thread;
 /// keep it quick (use [`MockReply::Delay`] for latency, never a blocking sleep).
@@ -40,6 +46,8 @@ struct Inner {
     idle_close: AtomicBool,
     /// Connections closed that way.
     idle_closed: AtomicUsize,
+    /// Connections accepted (TCP; a TLS handshake follows on each in TLS mode).
+    connections: AtomicUsize,
 }
 
 /// Poisoning only means a handler panicked mid-request; the data is still usable.
@@ -71,6 +79,9 @@ impl Drop for FlightGuard {
 /// A running mock server. Dropping it stops it.
 pub struct MockServer {
     addr: SocketAddr,
+    /// In TLS mode, the test CA's certificate (PEM, DER).
+    ca_pem: Option<String>,
+    ca_der: Option<Vec<u8>>,
     inner: Arc<Inner>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -105,8 +116,28 @@ impl MockServer {
         })
     }
 
+    /// Start a TLS server (`https://127.0.0.1:PORT/v1`) answering with `handler`,
+    /// offering `alpn`; its certificate is signed by a CA made for it, whose PEM
+    /// [`MockServer::ca_cert_pem`] gives. Panics like [`MockServer::start`].
+    pub fn start_tls<F>(alpn: Alpn, handler: F) -> MockServer
+    where
+        F: Fn(&MockRequest) -> MockReply + Send + Sync + 'static,
+    {
+        match MockServer::try_start_with(Arc::new(handler), Some(alpn)) {
+            Ok(s) => s,
+            Err(e) => panic!("brood-mock: cannot start the TLS server on 127.0.0.1: {e}"),
+        }
+    }
+
     /// Start a server answering with a shared handler.
     pub fn try_start(handler: Handler) -> std::io::Result<MockServer> {
+        MockServer::try_start_with(handler, None)
+    }
+
+    /// Start a server answering with a shared handler: plain HTTP/1.1 with `tls`
+    /// `None`, TLS offering that ALPN otherwise.
+    pub fn try_start_with(handler: Handler, tls: Option<Alpn>) -> std::io::Result<MockServer> {
+        let tls = tls.map(MockTls::new).transpose()?;
         // Two workers: a fan-out's requests arrive together, and one thread parsing
         // them one after another spread their arrival times (what the benchmarks
         // measure) by the mock's own work.
@@ -136,7 +167,11 @@ impl MockServer {
             max_in_flight: AtomicUsize::new(0),
             idle_close: AtomicBool::new(false),
             idle_closed: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
         });
+        let ca_pem = tls.as_ref().map(|t| t.ca_pem.clone());
+        let ca_der = tls.as_ref().map(|t| t.ca_der.clone());
+        let acceptor = tls.map(|t| t.acceptor);
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/chat/completions", post(chat))
@@ -152,7 +187,7 @@ impl MockServer {
             .spawn(move || {
                 runtime.block_on(async move {
                     tokio::select! {
-                        () = serve(listener, app, served_by) => {}
+                        () = serve(listener, app, served_by, acceptor) => {}
                         _ = rx => {}
                     }
                 });
@@ -162,15 +197,39 @@ impl MockServer {
             })?;
         Ok(MockServer {
             addr,
+            ca_pem,
+            ca_der,
             inner,
             shutdown: Some(tx),
             thread: Some(thread),
         })
     }
 
-    /// `http://127.0.0.1:PORT/v1`.
+    /// `http://127.0.0.1:PORT/v1` (`https://…` in TLS mode).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}/v1", self.addr)
+    }
+
+    /// In TLS mode, the PEM certificate of the CA that signed the server's
+    /// certificate: what a client adds to its roots to trust this server.
+    pub fn ca_cert_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// In TLS mode, the same CA certificate in DER.
+    pub fn ca_cert_der(&self) -> Option<Vec<u8>> {
+        self.ca_der.clone()
+    }
+
+    /// Connections accepted so far (each one a TCP handshake, and a TLS one in TLS
+    /// mode): how well a client reuses its connections.
+    pub fn connections(&self) -> usize {
+        self.inner.connections.load(Ordering::SeqCst)
     }
 
     /// The bound address.
@@ -336,11 +395,17 @@ async fn chat(
     respond(reply, &request, arrived, &inner.clock, guard).await
 }
 
-/// Accept connections and serve each with HTTP/1.1, one task per connection. Not
+/// Accept connections and serve each with HTTP/1.1 — or, with `tls`, HTTP/2 or
+/// HTTP/1.1 as the handshake's ALPN settled — one task per connection. Not
 /// `axum::serve`: that rebuilds the router's state for every connection and sniffs
 /// each one for HTTP/2 — per-request work in a fan-out of fresh connections, done
 /// on the cores the benchmarks share with what they measure.
-async fn serve(listener: tokio::net::TcpListener, app: Router, inner: Arc<Inner>) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    inner: Arc<Inner>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -351,6 +416,7 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, inner: Arc<Inner>
             }
         };
         let _ = stream.set_nodelay(true);
+        inner.connections.fetch_add(1, Ordering::SeqCst);
         let router = hyper_util::service::TowerToHyperService::new(app.clone());
         let inner = inner.clone();
         let served = AtomicUsize::new(0);
@@ -372,11 +438,34 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, inner: Arc<Inner>
                 }
             }
         });
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
+            let Some(acceptor) = tls else {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+                return;
+            };
+            // A failed handshake (a client that does not trust the CA) just ends.
+            let Ok(conn) = acceptor.accept(stream).await else {
+                return;
+            };
+            let h2 = conn.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+            let io = hyper_util::rt::TokioIo::new(conn);
+            if h2 {
+                // Room for a whole tree's requests on the one connection (hyper's
+                // default is 200 streams; a client past it waits for a free one).
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .max_concurrent_streams(MAX_STREAMS)
+                        .serve_connection(io, service)
+                        .await;
+            } else {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            }
         });
     }
 }

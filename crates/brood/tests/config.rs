@@ -153,6 +153,24 @@ fn bad_values_are_errors_naming_key_and_source() {
 }
 
 #[test]
+fn a_provider_ca_cert_must_be_an_absolute_path() {
+    let f = fixture("[providers.local]\nca_cert = \"certs/ca.pem\"\n", "");
+    let err = Config::load(&f.paths, &env(&[]), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("providers.local.ca_cert") && err.contains("absolute"),
+        "{err}"
+    );
+    let f = fixture("[providers.local]\nca_cert = \"/etc/brood/ca.pem\"\n", "");
+    let c = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(
+        c.providers["local"].ca_cert.as_deref(),
+        Some(Path::new("/etc/brood/ca.pem"))
+    );
+}
+
+#[test]
 fn api_timeout_is_clamped_and_zero_means_default() {
     for (given, want) in [("0", 120), ("5000", 1800), ("7", 7)] {
         let f = fixture(&format!("api_timeout_secs = {given}\n"), "");

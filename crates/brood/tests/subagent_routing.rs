@@ -59,7 +59,7 @@ fn unknown_keys_are_rejected_by_name() {
 fn out_of_range_values_are_errors_naming_the_key() {
     let cases = [
         ("max_concurrent = 0", "subagents.max_concurrent"),
-        ("max_concurrent = 65", "subagents.max_concurrent"),
+        ("max_concurrent = 1025", "subagents.max_concurrent"),
         ("launch_concurrency = 11", "subagents.launch_concurrency"),
         (
             "max_concurrent = 4\nlaunch_concurrency = 5",
@@ -93,8 +93,11 @@ fn out_of_range_values_are_errors_naming_the_key() {
         };
         assert_eq!(err_key(&text), key, "{body}");
     }
-    let e = settings("[subagents]\nmax_concurrent = 65").unwrap_err();
-    assert!(e.problem.contains("65") && e.problem.contains("64"), "{e}");
+    let e = settings("[subagents]\nmax_concurrent = 1025").unwrap_err();
+    assert!(
+        e.problem.contains("1025") && e.problem.contains("1024"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -69,6 +69,9 @@ pub struct ProviderConfig {
     /// arguments; also the longest line of its stream): past it the step fails with
     /// [`ModelError::AnswerTooLarge`] and the stream is dropped. At least 1.
     pub max_answer_bytes: u64,
+    /// A PEM file of certificate authorities to trust for this endpoint, beside the
+    /// built-in roots (a self-hosted endpoint with its own CA). Verification stays on.
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl ProviderConfig {
@@ -91,6 +94,7 @@ impl ProviderConfig {
             extra_headers: Vec::new(),
             lists_models: true,
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
+            ca_cert: None,
         }
     }
 
@@ -121,6 +125,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("send_reasoning", &self.send_reasoning)
             .field("extra_headers", &self.extra_headers.len())
             .field("lists_models", &self.lists_models)
+            .field("ca_cert", &self.ca_cert)
             .finish()
     }
 }
@@ -134,6 +139,29 @@ pub struct OpenAiProvider {
     endpoint: reqwest::Url,
     models_url: String,
     timeout_secs: u64,
+}
+
+/// The certificates of a `ca_cert` PEM file, or an error naming the file and the
+/// provider.
+fn read_ca_certs(
+    path: &std::path::Path,
+    provider: &str,
+) -> Result<Vec<reqwest::Certificate>, ModelError> {
+    let bad = |detail: String| {
+        ModelError::Config(format!(
+            "ca_cert '{}' of provider '{provider}': {detail}",
+            path.display()
+        ))
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| bad(format!("not a PEM certificate bundle: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad(
+            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+        ));
+    }
+    Ok(certs)
 }
 
 impl OpenAiProvider {
@@ -160,9 +188,19 @@ impl OpenAiProvider {
                 env_var: var.clone(),
             });
         }
-        let client = reqwest::Client::builder()
+        // One client per provider, shared by every run that talks to it (see
+        // `runtime::provider`): one pool. Over TLS, ALPN offers HTTP/2 first, and
+        // a server that takes it carries every request of the tree on one
+        // connection; otherwise HTTP/1.1 keeps its connections alive for reuse.
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        if let Some(path) = &config.ca_cert {
+            for cert in read_ca_certs(path, &config.name)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
         let endpoint = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
@@ -392,6 +430,7 @@ where
                         return Err(too_large(cap, acc.size(), "answer"));
                     }
                     if outcome == ChunkOutcome::Done {
+                        drain_after_done(&mut body).await;
                         break 'read;
                     }
                 }
@@ -422,6 +461,31 @@ where
         return Err(acc.incomplete(ctx));
     }
     acc.into_response(on_event)
+}
+
+/// How long, and how many bytes, the end of a stream is waited for after `[DONE]`.
+const DRAIN_WAIT: Duration = Duration::from_millis(5);
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// Read what follows `[DONE]` to the body's end — over HTTP/1.1 the chunked
+/// terminator usually comes in a write of its own — so the connection goes back to
+/// the pool: a body dropped before its end closes the connection, and the next
+/// request (the next child's) opens a new one. Bounded (a few milliseconds, 64 KiB):
+/// a server that keeps the stream open after `[DONE]` only loses the reuse.
+async fn drain_after_done<S>(body: &mut S)
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+{
+    let drain = async {
+        let mut read = 0;
+        while let Some(Ok(chunk)) = body.next().await {
+            read += chunk.len();
+            if read > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_WAIT, drain).await;
 }
 
 /// [`ModelError::AnswerTooLarge`] for `size` bytes of `what` past `cap`.

@@ -9,6 +9,7 @@ pub mod approval;
 pub mod builder;
 pub mod config;
 mod error;
+pub mod fdlimit;
 mod handle;
 pub mod instructions;
 mod models;

@@ -1,12 +1,17 @@
 //! Building model providers from the configuration: a preset name, optional
 //! base-URL/model/key-variable overrides, and the key read from the environment.
+//!
+//! A provider is built once per endpoint and shared by every run of the tree that
+//! routes to it (the factory keeps it): one HTTP client, so one connection pool —
+//! a thousand children on one endpoint reuse its connections (HTTP/1.1 keep-alive)
+//! or share one (HTTP/2), instead of each child opening its own pool.
 
 use super::config::{Config, Source};
 use crate::model::openai::{OpenAiProvider, ProviderConfig};
 use crate::model::preset::{preset, Preset};
 use crate::model::{Model, ModelError};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// A provider ready for use, and the model id to ask it for.
 #[derive(Clone)]
@@ -19,17 +24,24 @@ pub struct Route {
     pub model: Arc<dyn Model>,
 }
 
-/// Builds providers by name; the main one from the top-level keys.
+/// Builds providers by name; the main one from the top-level keys. Clones share
+/// what was built: each endpoint's provider (and its connection pool) is built once.
 #[derive(Clone)]
 pub struct ProviderFactory {
     config: Arc<Config>,
     env: Arc<BTreeMap<String, String>>,
+    /// Providers built so far, by endpoint (preset, base URL, key variable).
+    built: Arc<Mutex<HashMap<String, Arc<dyn Model>>>>,
 }
 
 impl ProviderFactory {
     /// A factory reading `config` and API keys from `env`.
     pub fn new(config: Arc<Config>, env: Arc<BTreeMap<String, String>>) -> Self {
-        ProviderFactory { config, env }
+        ProviderFactory {
+            config,
+            env,
+            built: Arc::default(),
+        }
     }
 
     /// The session's main provider and model.
@@ -109,11 +121,34 @@ impl ProviderFactory {
             .get(preset.name)
             .and_then(|o| o.lists_models)
             .unwrap_or(preset.lists_models);
-        let provider = OpenAiProvider::new(cfg)?;
+        cfg.ca_cert = self
+            .config
+            .providers
+            .get(preset.name)
+            .and_then(|o| o.ca_cert.clone());
+        // The model id is not part of the provider (each request names it): every
+        // route to this endpoint shares one provider and its connection pool.
+        let key = format!(
+            "{}\n{}\n{}",
+            cfg.name,
+            cfg.base_url,
+            cfg.api_key_env.as_deref().unwrap_or("")
+        );
+        let model = {
+            let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+            match built.get(&key) {
+                Some(m) => m.clone(),
+                None => {
+                    let m: Arc<dyn Model> = Arc::new(OpenAiProvider::new(cfg)?);
+                    built.insert(key, m.clone());
+                    m
+                }
+            }
+        };
         Ok(Route {
             provider_name: preset.name.to_string(),
             model_id,
-            model: Arc::new(provider),
+            model,
         })
     }
 }

@@ -11,7 +11,7 @@
 //! | key | default | rule |
 //! |---|---|---|
 //! | `enabled` | true | `false` removes the delegation tools |
-//! | `max_concurrent` | 10 | 1..=64, else error |
+//! | `max_concurrent` | 10 | 1..=1024, else error |
 //! | `launch_concurrency` | = max_concurrent | 1..=max_concurrent, else error |
 //! | `max_depth` | 3 | 1..=8, else error |
 //! | `max_total` | 100 | ≥ 1, else error |
@@ -258,7 +258,7 @@ impl Default for SubagentSettings {
 }
 
 pub const DEFAULT_MAX_CONCURRENT: u64 = 10;
-pub const MAX_CONCURRENT_LIMIT: u64 = 64;
+pub const MAX_CONCURRENT_LIMIT: u64 = 1024;
 pub const DEFAULT_MAX_DEPTH: u64 = 3;
 pub const MAX_DEPTH_LIMIT: u64 = 8;
 pub const DEFAULT_MAX_TOTAL: u64 = 100;
@@ -615,6 +615,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.resolve().unwrap().launch_concurrency, 4);
+    }
+
+    #[test]
+    fn max_concurrent_reaches_1024_and_not_past_it() {
+        let at = |n| SubagentsConfig {
+            max_concurrent: Some(n),
+            ..Default::default()
+        };
+        let s = at(1024).resolve().unwrap();
+        assert_eq!((s.max_concurrent, s.launch_concurrency), (1024, 1024));
+        let e = at(1025).resolve().unwrap_err();
+        assert_eq!(e.key, "subagents.max_concurrent");
+        assert!(e.problem.contains("1024"), "{e}");
+        assert!(at(0).resolve().is_err());
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub type ToolFactory = Arc<dyn Fn(&str) -> Vec<Arc<dyn Tool>> + Send + Sync>;
 /// Builds a provider for `(provider, model)` routes other than the main one.
 pub type RouteBuilder = Arc<dyn Fn(&str, &str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
 
+/// The models one provider accepts, asked once (`None` inside: it does not say).
+type KnownModels = Arc<tokio::sync::OnceCell<Option<Vec<String>>>>;
+
 /// What the supervisor needs from the session.
 #[derive(Clone)]
 pub struct SupervisorEnv {
@@ -73,8 +76,8 @@ struct Inner {
     recorder: Recorder,
     /// The root runs' tasks: shutdown waits for their end records.
     roots: tokio_util::task::TaskTracker,
-    /// Models each provider accepts, once asked (`None`: it does not say).
-    known_models: Mutex<HashMap<String, Option<Vec<String>>>>,
+    /// Models each provider accepts, asked once per provider.
+    known_models: Mutex<HashMap<String, KnownModels>>,
     /// Prices each provider publishes, once asked (see [`Supervisor::price_for`]).
     published_prices: Mutex<HashMap<String, Arc<Pricing>>>,
 }
@@ -243,26 +246,22 @@ impl Supervisor {
         model_id: &str,
         model: &dyn Model,
     ) -> Result<(), SpawnError> {
-        let cached = self
+        // One listing per provider, however many children open at once: the
+        // first asks, the others wait for its answer (children opened together
+        // used to send a `GET /models` each, over a connection each).
+        let cell = self
             .inner
             .known_models
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(provider)
-            .cloned();
-        let known = match cached {
-            Some(k) => k,
-            None => {
-                // A provider that cannot list its models is the authority itself.
-                let k = model.list_models().await.unwrap_or(None);
-                self.inner
-                    .known_models
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(provider.to_string(), k.clone());
-                k
-            }
-        };
+            .entry(provider.to_string())
+            .or_default()
+            .clone();
+        // A provider that cannot list its models is the authority itself.
+        let known = cell
+            .get_or_init(|| async { model.list_models().await.unwrap_or(None) })
+            .await
+            .clone();
         match known {
             Some(list) if !list.is_empty() && !list.iter().any(|m| m == model_id) => {
                 Err(SpawnError::UnknownModel {

@@ -73,6 +73,9 @@ pub struct ProviderOverride {
     /// `local`/`llamacpp` (llama.cpp serves one model whatever the name; a router
     /// in front of it that lists real names can turn it on).
     pub lists_models: Option<bool>,
+    /// A PEM file of certificate authorities this endpoint's certificate may chain
+    /// to, trusted beside the built-in roots (an absolute path).
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 /// The `[sandbox]` table (user config only): what shells may reach beyond the
@@ -162,9 +165,15 @@ pub(super) fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), Conf
         let map = toml::Value::Table(t.clone())
             .try_into::<BTreeMap<String, ProviderOverride>>()
             .map_err(|e| invalid("providers", e.to_string()))?;
-        for name in map.keys() {
+        for (name, o) in &map {
             crate::model::preset::preset(name)
                 .map_err(|e| invalid(&format!("providers.{name}"), e.to_string()))?;
+            if o.ca_cert.as_ref().is_some_and(|p| !p.is_absolute()) {
+                return Err(invalid(
+                    &format!("providers.{name}.ca_cert"),
+                    "must be an absolute path to a PEM file".into(),
+                ));
+            }
         }
     }
     Ok(())
