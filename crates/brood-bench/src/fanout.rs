@@ -4,9 +4,9 @@
 //! parent step → child step → parent step and the ideal wall time is `3·d`; the
 //! figure is wall time / ideal. [`run_fanout`] is also the engine of scenario 6.
 
-use crate::harness::{self, child_prompts, open_session, Who, REPORT};
+use crate::harness::{self, child_prompts, Who, REPORT};
 use crate::report::{ms, quantile, Figure, Goal};
-use brood_mock::{MockReply, MockServer};
+use brood_mock::{Alpn, MockReply, MockServer};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,6 +58,11 @@ pub struct FanoutRun {
     pub phases: Phases,
     pub max_in_flight: usize,
     pub requests: usize,
+    /// Connections the mock accepted during the run.
+    pub connections: usize,
+    /// Runs the ledger holds as completed once the session closed (children and
+    /// parent), read back from disk.
+    pub ledger_completed: usize,
     /// CPU used during the run by the mock's threads and by everything else.
     pub cpu: harness::CpuSplit,
 }
@@ -71,6 +76,17 @@ enum Arrival {
 /// Run one parent with `n` children under a cap of `cap`, every request taking `d`.
 /// Errors when the run did not go as scripted (not when it was slow).
 pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, String> {
+    run_fanout_on(n, cap, d, None).await
+}
+
+/// [`run_fanout`] against a plain HTTP/1.1 mock (`tls` `None`) or a TLS one offering
+/// that ALPN, trusted through `[providers.local] ca_cert`.
+pub async fn run_fanout_on(
+    n: usize,
+    cap: usize,
+    d: Duration,
+    tls: Option<Alpn>,
+) -> Result<FanoutRun, String> {
     let prompts = json!({ "prompts": child_prompts("fan", n) });
     let arrivals: Arc<Mutex<Vec<(Arrival, Instant)>>> =
         Arc::new(Mutex::new(Vec::with_capacity(n + 2)));
@@ -79,7 +95,7 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
     let note = move |a: Arrival, at: Instant| {
         arr.lock().unwrap_or_else(|p| p.into_inner()).push((a, at));
     };
-    let mock = MockServer::start(move |req| match harness::who(req) {
+    let handler = move |req: &brood_mock::MockRequest| match harness::who(req) {
         Who::Parent { step: 0, .. } => {
             note(Arrival::Parent(0), req.arrived);
             MockReply::tool_call("task", prompts.clone()).after(d)
@@ -93,9 +109,20 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
             MockReply::text(REPORT).after(d)
         }
         Who::Unknown => MockReply::status(400, "brood-bench: unexpected request"),
-    });
+    };
+    let mock = match tls {
+        None => MockServer::start(handler),
+        Some(alpn) => MockServer::start_tls(alpn, handler),
+    };
     let ws = harness::workspace()?;
-    let session = open_session(ws.path(), &mock.base_url(), harness::limits(cap, n), 8).await?;
+    let session = harness::open_session_trusting(
+        ws.path(),
+        &mock.base_url(),
+        harness::limits(cap, n),
+        8,
+        mock.ca_cert_pem(),
+    )
+    .await?;
     let cpu0 = harness::CpuSplit::now()?;
     let t0 = Instant::now();
     let report = session
@@ -107,6 +134,7 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
     let wall = t_end - t0;
     let counts = harness::status_counts(&session);
     session.close().await;
+    let ledger_completed = harness::ledger_completed(ws.path())?;
     let report = report?;
     if report.final_text != "done" {
         return Err(format!(
@@ -154,6 +182,8 @@ pub async fn run_fanout(n: usize, cap: usize, d: Duration) -> Result<FanoutRun, 
         },
         max_in_flight: mock.max_in_flight(),
         requests,
+        connections: mock.connections(),
+        ledger_completed,
         cpu,
     })
 }

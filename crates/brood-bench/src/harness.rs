@@ -55,8 +55,37 @@ pub async fn open_session(
     limits: Limits,
     max_turns: u32,
 ) -> Result<Session, String> {
+    open_session_trusting(dir, base_url, limits, max_turns, None).await
+}
+
+/// [`open_session`], trusting a TLS mock's CA (`ca_pem`) through a user config
+/// in `dir/.bench-user` with `[providers.local] ca_cert` — as a user would.
+pub async fn open_session_trusting(
+    dir: &Path,
+    base_url: &str,
+    limits: Limits,
+    max_turns: u32,
+    ca_pem: Option<&str>,
+) -> Result<Session, String> {
+    let user_dir = match ca_pem {
+        None => None,
+        Some(pem) => {
+            let user = dir.join(".bench-user");
+            let ca = user.join("mock-ca.pem");
+            std::fs::create_dir_all(&user)
+                .and_then(|()| std::fs::write(&ca, pem))
+                .and_then(|()| {
+                    std::fs::write(
+                        user.join("config.toml"),
+                        format!("[providers.local]\nca_cert = \"{}\"\n", ca.display()),
+                    )
+                })
+                .map_err(|e| format!("cannot write the bench's user config: {e}"))?;
+            Some(user)
+        }
+    };
     let paths = ConfigPaths {
-        user_dir: None,
+        user_dir,
         workspace: dir.to_path_buf(),
     };
     let flags = Overrides {
@@ -158,6 +187,22 @@ pub fn raise_open_files() -> libc::rlim_t {
         }
     }
     lim.rlim_cur
+}
+
+/// Runs recorded as completed in the ledger of workspace `dir`, read from disk by
+/// a fresh reader (after the session closed): every record a run made is durable.
+pub fn ledger_completed(dir: &Path) -> Result<usize, String> {
+    let reader = brood::ledger::Ledger::open_reader(dir)
+        .map_err(|e| format!("cannot open the ledger to check it: {e}"))?;
+    let runs = reader
+        .list_runs(brood::ledger::ListFilter {
+            include_archived: true,
+        })
+        .map_err(|e| format!("cannot list the ledger's runs: {e}"))?;
+    Ok(runs
+        .iter()
+        .filter(|r| r.run.status.as_str() == "completed")
+        .count())
 }
 
 /// Count of `snapshot` runs in each status, e.g. `{"completed": 20}`.

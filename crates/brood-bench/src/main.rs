@@ -3,7 +3,8 @@
 //! and children and a per-request delay. Scenarios: fan-out overhead, spawn latency,
 //! memory per running child, ledger throughput/listing/recovery, fork prefix, cap
 //! fidelity, the shell sandbox's cost per call, request bytes and time to a fan-out's
-//! last child (requests). Prints a table (each figure with its goal and pass/MISS) and writes
+//! last child (requests), a 1,000-child tree with its connections over HTTP/1.1 and
+//! HTTP/2 and a TLS handshake's cost (scale). Prints a table (each figure with its goal and pass/MISS) and writes
 //! JSON. Figures are reported, never asserted: the exit code is 0 whenever every
 //! scenario ran, missed goals included; 1 when a scenario could not run.
 //!
@@ -18,6 +19,7 @@ mod memory;
 mod report;
 mod requests;
 mod sandbox;
+mod scale;
 mod spawn;
 
 use clap::{Parser, ValueEnum};
@@ -67,12 +69,13 @@ enum Scenario {
     Cap,
     Sandbox,
     Requests,
+    Scale,
 }
 
 impl Scenario {
     /// In running order: memory first, while the process's heap holds nothing freed
     /// by earlier scenarios that its children could reuse (that would flatter it).
-    const ALL: [Scenario; 8] = [
+    const ALL: [Scenario; 9] = [
         Scenario::Memory,
         Scenario::Fanout,
         Scenario::Spawn,
@@ -81,6 +84,7 @@ impl Scenario {
         Scenario::Cap,
         Scenario::Sandbox,
         Scenario::Requests,
+        Scenario::Scale,
     ];
     fn name(self) -> &'static str {
         match self {
@@ -92,6 +96,7 @@ impl Scenario {
             Scenario::Cap => "cap fidelity",
             Scenario::Sandbox => "sandbox",
             Scenario::Requests => "requests",
+            Scenario::Scale => "scale",
         }
     }
 }
@@ -111,6 +116,7 @@ struct Plan {
     sandbox_calls: usize,
     /// Children of the timed `task`, and how many times it runs.
     requests_fan_out: (usize, usize),
+    scale: scale::Sizes,
 }
 
 impl Plan {
@@ -129,6 +135,12 @@ impl Plan {
             cap: (200, 10, Duration::from_millis(50)),
             sandbox_calls: 300,
             requests_fan_out: (64, 9),
+            scale: scale::Sizes {
+                n: 1000,
+                d: Duration::from_secs(1),
+                repeats: 3,
+                handshakes: 200,
+            },
         }
     }
     fn quick() -> Plan {
@@ -146,6 +158,12 @@ impl Plan {
             cap: (60, 10, Duration::from_millis(20)),
             sandbox_calls: 50,
             requests_fan_out: (64, 3),
+            scale: scale::Sizes {
+                n: 100,
+                d: Duration::from_millis(20),
+                repeats: 1,
+                handshakes: 20,
+            },
         }
     }
 }
@@ -246,6 +264,7 @@ async fn run(args: Args) -> ExitCode {
             Scenario::Requests => {
                 requests::scenario(plan.requests_fan_out.0, plan.requests_fan_out.1).await
             }
+            Scenario::Scale => scale::scenario(&plan.scale).await,
         };
         eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
         match outcome {

@@ -142,7 +142,7 @@ pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
         per_child,
         "KiB",
     )
-    .goal(Goal::AtMost(256.0))
+    .goal(Goal::AtMost(32.0)) // issue 17 (was 256 KiB)
     .detail(json!({
         "children": n, "running": running, "rss_before_kib": base, "rss_held_kib": held,
     }))])

@@ -151,8 +151,10 @@ pub async fn scenario(opens: usize, batches: &[usize]) -> Result<Vec<Figure>, St
             Figure::new("spawn latency", format!("{label}: p50"), p50, "ms").detail(detail.clone()),
         );
         figures.push(
+            // Issue 17 holds the 10-per-step series to 1 ms (a 1,000-child tree
+            // opens its children together); one open alone keeps the earlier 5 ms.
             Figure::new("spawn latency", format!("{label}: p99"), p99, "ms")
-                .goal(Goal::AtMost(5.0))
+                .goal(Goal::AtMost(if batch >= 10 { 1.0 } else { 5.0 }))
                 .detail(detail),
         );
     }
