@@ -15,80 +15,150 @@ pub enum LedgerError {
     /// The file at the database path exists but is not a brood ledger (not SQLite at
     /// all, or an SQLite database of some other program). It is left untouched.
     #[error("{path} is not a brood ledger ({reason}); brood will not overwrite it — move or delete it, then retry")]
-    NotALedger { path: PathBuf, reason: String },
+    NotALedger {
+        /// The database path.
+        path: PathBuf,
+        /// Why it is not one.
+        reason: String,
+    },
     /// The database was written by a newer brood with a schema this build does not know.
     #[error("{path} has ledger schema version {found}, this brood supports up to {supported}; upgrade brood")]
     SchemaTooNew {
+        /// The database path.
         path: PathBuf,
+        /// The schema version found in it.
         found: i64,
+        /// The newest version this build knows.
         supported: i64,
     },
     /// There is no ledger in this workspace yet (only returned by read-only opens).
     #[error(
         "no ledger at {path}; runs are recorded there once brood runs an agent in this workspace"
     )]
-    Missing { path: PathBuf },
+    Missing {
+        /// Where the ledger would be.
+        path: PathBuf,
+    },
     /// A read-only open found a ledger of an older schema; readers never migrate.
     #[error("{path} has ledger schema version {found}, older than this brood's {supported}; run brood once (e.g. `brood run`) to upgrade it, then retry")]
     NeedsUpgrade {
+        /// The database path.
         path: PathBuf,
+        /// The schema version found in it.
         found: i64,
+        /// The version this build writes.
         supported: i64,
     },
     /// A path read from the database is outside where brood writes it (the database
     /// is untrusted input: a repository can ship a crafted one).
     #[error("{row}: {reason}; brood does not follow it (the ledger may have been tampered with)")]
-    UntrustedPath { row: String, reason: String },
+    UntrustedPath {
+        /// Which row held the path.
+        row: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A run or session id that cannot be used (empty, too long, or with characters
     /// other than ASCII letters, digits, `-` and `_`; ids name files on disk).
     #[error("invalid {what} '{id}': use 1-64 ASCII letters, digits, '-' or '_'")]
-    InvalidId { what: &'static str, id: String },
+    InvalidId {
+        /// What the id names (run, session, …).
+        what: &'static str,
+        /// The id given.
+        id: String,
+    },
     /// A run with this id is already recorded.
     #[error("a run with id '{id}' already exists")]
-    DuplicateRun { id: String },
+    DuplicateRun {
+        /// The id.
+        id: String,
+    },
     /// No run has this id (or id prefix).
     #[error("no run with id '{id}'; `brood agents list --all` shows every run")]
-    UnknownRun { id: String },
+    UnknownRun {
+        /// The id or prefix given.
+        id: String,
+    },
     /// An id prefix matched more than one run.
     #[error("run id prefix '{prefix}' is ambiguous; it matches {}; type more characters", candidates.join(", "))]
     AmbiguousId {
+        /// The prefix given.
         prefix: String,
+        /// The ids it matches.
         candidates: Vec<String>,
     },
     /// A status change that the run lifecycle does not allow (a bug in the caller).
     #[error("run {run}: invalid status transition {from} -> {to}")]
     InvalidTransition {
+        /// The run.
         run: String,
+        /// Its recorded status.
         from: RunStatus,
+        /// The status asked for.
         to: RunStatus,
     },
     /// A run that cannot be reopened (`Ledger::reopen`): it completed, or it is
     /// still running in a live process. `why` says which and what to do.
     #[error("run {id} cannot be resumed: {why}")]
-    NotResumable { id: String, why: String },
+    NotResumable {
+        /// The run.
+        id: String,
+        /// Why, and what to do.
+        why: String,
+    },
     /// Lifecycle event kinds are written by status transitions, not appended directly.
     #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
-    ReservedEventKind { kind: String },
+    ReservedEventKind {
+        /// The kind given.
+        kind: String,
+    },
     /// The writer thread has stopped (the ledger was closed, or its thread died).
     #[error("the ledger writer has stopped; no further writes are possible in this session")]
     WriterStopped,
+    /// Writes of this session that never reached the database.
     #[error("{failed} ledger write(s) of this session were rejected or lost to a failed commit; the record in .brood/state is incomplete (the ledger's stats count them)")]
-    Unwritten { failed: u64 },
+    Unwritten {
+        /// How many.
+        failed: u64,
+    },
     /// Another live process is already using this boot id (should never happen: ids are fresh).
     #[error("could not lock {path}: {detail}")]
-    Lock { path: PathBuf, detail: String },
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// A blocking read task failed to finish (it panicked or the runtime shut down).
     #[error("ledger read task failed: {detail}")]
-    ReadTask { detail: String },
+    ReadTask {
+        /// What went wrong.
+        detail: String,
+    },
     /// A file-system operation failed.
     #[error("{path}: {detail}")]
-    Io { path: PathBuf, detail: String },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// SQLite reported an error.
     #[error("ledger database error while {context}: {detail}")]
-    Sqlite { context: String, detail: String },
+    Sqlite {
+        /// What the ledger was doing.
+        context: String,
+        /// SQLite's message.
+        detail: String,
+    },
     /// A stored JSON column could not be encoded or decoded.
     #[error("ledger JSON error while {context}: {detail}")]
-    Json { context: String, detail: String },
+    Json {
+        /// What the ledger was doing.
+        context: String,
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 impl LedgerError {

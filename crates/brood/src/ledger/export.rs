@@ -14,8 +14,11 @@ pub const EXPORT_SCHEMA: &str = "brood.runs.v1";
 /// `{"schema": "brood.runs.v1", "exported_at": …, "runs": [{…run fields…, "events": […]}]}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Export {
+    /// Always [`EXPORT_SCHEMA`].
     pub schema: String,
+    /// When the export was made.
     pub exported_at: DateTime<Utc>,
+    /// Every exported run, parents before their children.
     pub runs: Vec<ExportedRun>,
 }
 
@@ -23,7 +26,9 @@ pub struct Export {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExportedRun {
     #[serde(flatten)]
+    /// The run's stored fields.
     pub run: RunRecord,
+    /// Its events, in order.
     pub events: Vec<EventRecord>,
 }
 

@@ -170,9 +170,11 @@ impl Ledger {
         LedgerMaintenance::open(LedgerPaths::new(workspace))
     }
 
+    /// This session's id (its runs carry it).
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
+    /// This process's boot id (a crashed boot's runs are recovered by the next open).
     pub fn boot_id(&self) -> &str {
         &self.boot_id
     }
@@ -180,9 +182,11 @@ impl Ledger {
     pub fn workspace(&self) -> &Path {
         &self.paths.workspace
     }
+    /// The database file.
     pub fn db_path(&self) -> &Path {
         &self.paths.db
     }
+    /// The options it was opened with.
     pub fn options(&self) -> &LedgerOptions {
         &self.options
     }

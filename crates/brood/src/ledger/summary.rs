@@ -83,18 +83,29 @@ pub struct RunSummaries {
 /// [`ListedRun`](super::ListedRun)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunSummary<'a> {
+    /// The run's id.
     pub id: &'a str,
+    /// Its parent's id (`None`: a root).
     pub parent_id: Option<&'a str>,
+    /// Its name, if given.
     pub name: Option<&'a str>,
+    /// Its role.
     pub role: Option<&'a str>,
+    /// Its agent type (a definition's name).
     pub agent_type: Option<&'a str>,
     /// The first [`SUMMARY_OBJECTIVE_CHARS`] characters of the objective.
     pub objective: &'a str,
+    /// Its status.
     pub status: RunStatus,
+    /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// When it ended.
     pub ended_at: Option<DateTime<Utc>>,
+    /// Model steps it took.
     pub steps: u64,
+    /// Input tokens it was charged.
     pub input_tokens: u64,
+    /// Output tokens it was charged.
     pub output_tokens: u64,
     /// The run belongs to a session other than the current one(s).
     pub from_prior_session: bool,
@@ -106,6 +117,7 @@ impl RunSummaries {
         self.rows.len()
     }
 
+    /// Whether no run was listed.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

@@ -24,6 +24,7 @@ impl RunId {
         // same millisecond still list in creation order (`ORDER BY created_at, id`).
         RunId(uuid::Uuid::now_v7().hyphenated().to_string())
     }
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -63,16 +64,24 @@ impl fmt::Display for RunId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
+    /// Recorded, not yet given a slot.
     Pending,
+    /// Waiting for a slot (the concurrency limit is reached).
     Queued,
+    /// Running: its steps are being taken.
     Running,
+    /// Ended with an answer.
     Completed,
+    /// Ended with an error.
     Failed,
+    /// Stopped on request (a reason is recorded).
     Cancelled,
+    /// Cut short when its process died (found by the next open).
     Interrupted,
 }
 
 impl RunStatus {
+    /// Every status, in lifecycle order.
     pub const ALL: [RunStatus; 7] = [
         RunStatus::Pending,
         RunStatus::Queued,
@@ -83,6 +92,7 @@ impl RunStatus {
         RunStatus::Interrupted,
     ];
 
+    /// The stored (and printed) name: `pending`, `queued`, ….
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Pending => "pending",
@@ -95,6 +105,7 @@ impl RunStatus {
         }
     }
 
+    /// Whether the status never changes again (completed, failed, cancelled, interrupted).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -141,14 +152,23 @@ impl FromStr for RunStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
+    /// The run was recorded.
     Spawned,
+    /// The run waits for a slot.
     Queued,
+    /// The run got its slot and started.
     Started,
+    /// A model request was sent.
     ModelRequest,
+    /// A model answer came back.
     ModelResponse,
+    /// A tool call started.
     ToolStarted,
+    /// A tool call finished.
     ToolFinished,
+    /// Tokens (and cost) a step was charged.
     Usage,
+    /// A message was queued for the run (delivered at its next step).
     MessageQueued,
     /// Something the session could not give as configured (e.g. a sandbox feature
     /// this kernel lacks), recorded once per session on its first root run.
@@ -156,9 +176,13 @@ pub enum EventKind {
     /// The project instruction files (AGENTS.md …) the session's prompts carry,
     /// recorded once per session on its first root run.
     Instructions,
+    /// The run completed.
     Completed,
+    /// The run failed.
     Failed,
+    /// The run was cancelled.
     Cancelled,
+    /// The run was interrupted.
     Interrupted,
     /// A run that had ended without finishing (interrupted, cancelled, failed) was
     /// reopened to continue under a new boot (`Ledger::reopen`, `brood agents resume`).
@@ -166,6 +190,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every kind.
     pub const ALL: [EventKind; 16] = [
         EventKind::Spawned,
         EventKind::Queued,
@@ -185,6 +210,7 @@ impl EventKind {
         EventKind::Resumed,
     ];
 
+    /// The stored (and printed) name: `spawned`, `model_request`, ….
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Spawned => "spawned",
@@ -259,14 +285,21 @@ pub struct NewRun {
     pub id: Option<RunId>,
     /// The parent run; it must already be recorded (or queued before this one).
     pub parent_id: Option<RunId>,
+    /// A short name for the run.
     pub name: Option<String>,
+    /// Its role (explore, plan, …).
     pub role: Option<String>,
+    /// Its agent type (a definition's name).
     pub agent_type: Option<String>,
+    /// What it was asked to do.
     pub objective: String,
+    /// The model it runs on.
     pub model: Option<String>,
+    /// The provider it talks to.
     pub provider: Option<String>,
     /// The run's working directory; the ledger's workspace when `None`.
     pub workspace: Option<String>,
+    /// The git branch it works on, if any.
     pub git_branch: Option<String>,
     /// Its model has no price: its cost is unknown (`RunRecord::cost_usd` stays
     /// `None`, also while it has made no request).
@@ -274,6 +307,7 @@ pub struct NewRun {
 }
 
 impl NewRun {
+    /// A run with `objective` and nothing else set.
     pub fn new(objective: impl Into<String>) -> Self {
         NewRun {
             objective: objective.into(),
@@ -285,24 +319,36 @@ impl NewRun {
 /// A status change, with what it carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transition {
+    /// Waiting for a slot.
     Queued,
+    /// Started.
     Running,
+    /// Ended with an answer.
     Completed {
+        /// The run's structured result.
         result: Value,
     },
+    /// Ended with an error.
     Failed {
+        /// What went wrong.
         error: String,
+        /// Whatever result it had.
         result: Option<Value>,
     },
+    /// Stopped on request.
     Cancelled {
+        /// Who asked, and why.
         reason: String,
     },
+    /// Cut short by its process's death.
     Interrupted {
+        /// What was found.
         reason: String,
     },
 }
 
 impl Transition {
+    /// The status it leads to.
     pub fn target(&self) -> RunStatus {
         match self {
             Transition::Queued => RunStatus::Queued,
@@ -318,9 +364,13 @@ impl Transition {
 /// Progress to add to a run's counters (all deltas, not totals).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageDelta {
+    /// Model steps.
     pub steps: u64,
+    /// Input tokens.
     pub input_tokens: u64,
+    /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens served from the provider's cache.
     pub cached_input_tokens: u64,
     /// What these steps cost in USD, priced now (when they are recorded); `None`
     /// when they have no price (the model is unpriced or reported no usage), which
@@ -332,28 +382,51 @@ pub struct UsageDelta {
 /// One run as stored (the projection of its events).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// The run's id.
     pub id: RunId,
+    /// Its parent's id (`None`: a root).
     pub parent_id: Option<RunId>,
+    /// The root of its tree.
     pub root_id: RunId,
+    /// How deep it is (a root is 0).
     pub depth: u32,
+    /// The session that recorded it.
     pub session_id: String,
+    /// The boot (process) that ran it.
     pub session_boot_id: String,
+    /// A short name.
     pub name: Option<String>,
+    /// Its role (explore, plan, …).
     pub role: Option<String>,
+    /// Its agent type (a definition's name).
     pub agent_type: Option<String>,
+    /// What it was asked to do.
     pub objective: String,
+    /// The model it ran on.
     pub model: Option<String>,
+    /// The provider it talked to.
     pub provider: Option<String>,
+    /// Its working directory.
     pub workspace: String,
+    /// The git branch it worked on, if any.
     pub git_branch: Option<String>,
+    /// Its status now.
     pub status: RunStatus,
+    /// Why it has that status (a cancel or interrupt reason, an error).
     pub status_reason: Option<String>,
+    /// When it was recorded.
     pub created_at: DateTime<Utc>,
+    /// When it started.
     pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
     pub ended_at: Option<DateTime<Utc>>,
+    /// Model steps it took.
     pub steps: u64,
+    /// Input tokens it was charged.
     pub input_tokens: u64,
+    /// Output tokens it was charged.
     pub output_tokens: u64,
+    /// Input tokens served from the provider's cache.
     pub cached_input_tokens: u64,
     /// What the run's model answers cost in USD, each priced when it was recorded
     /// (a later change of prices does not change it). `None` when some answer had
@@ -365,7 +438,9 @@ pub struct RunRecord {
     /// today's prices (and says so).
     #[serde(default)]
     pub cost_recorded: bool,
+    /// Its result (completed runs, and failed ones that had one).
     pub result: Option<Value>,
+    /// Its error, if it failed.
     pub error: Option<String>,
     /// What the reader could not make sense of in this row (a count stored as a REAL,
     /// a negative or text): that field is shown as 0 and named here, so one odd row
@@ -383,8 +458,9 @@ pub struct Reopened {
     pub from: RunStatus,
     /// Why it had ended (its `status_reason`), if recorded.
     pub reason: Option<String>,
-    /// The session and boot it belonged to before.
+    /// The session it belonged to before.
     pub previous_session_id: String,
+    /// The boot it belonged to before.
     pub previous_boot_id: String,
 }
 
@@ -392,7 +468,9 @@ pub struct Reopened {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ListedRun {
     #[serde(flatten)]
+    /// The run.
     pub run: RunRecord,
+    /// Whether it belongs to an earlier session.
     pub from_prior_session: bool,
 }
 
@@ -400,18 +478,26 @@ pub struct ListedRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDetail {
     #[serde(flatten)]
+    /// The run.
     pub run: RunRecord,
+    /// Whether it belongs to an earlier session.
     pub from_prior_session: bool,
+    /// Its events, in order.
     pub events: Vec<EventRecord>,
 }
 
 /// One event of a run's append-only log. `seq` starts at 0 and has no gaps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
+    /// The run it belongs to.
     pub run_id: RunId,
+    /// Its place in the run's log (0, 1, 2, …).
     pub seq: u64,
+    /// When it was recorded.
     pub at: DateTime<Utc>,
+    /// What it records.
     pub kind: EventKind,
+    /// Its data (JSON; the ledger does not interpret it).
     pub payload: Value,
 }
 
@@ -420,22 +506,32 @@ pub struct EventRecord {
 /// the original size and `spill_path` (relative to the workspace) the full text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptEntry {
+    /// The run it belongs to.
     pub run_id: RunId,
+    /// Its place in the transcript (0, 1, 2, …).
     pub seq: u64,
+    /// When it was recorded.
     pub at: DateTime<Utc>,
+    /// Who spoke (system, user, assistant, tool).
     pub role: String,
+    /// What was said (capped when `truncated`).
     pub content: Value,
+    /// Whether `content` is a capped copy.
     pub truncated: bool,
+    /// The original size in bytes.
     pub full_bytes: u64,
+    /// The file holding the full text, relative to the workspace.
     pub spill_path: Option<String>,
 }
 
 /// A window of a transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptSlice {
+    /// The run.
     pub run_id: RunId,
     /// The first seq asked for.
     pub from: u64,
+    /// The messages, from `from` on.
     pub entries: Vec<TranscriptEntry>,
     /// How many messages the transcript has in all.
     pub total: u64,
@@ -455,16 +551,27 @@ pub struct ListFilter {
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum CancelOutcome {
     /// The owning process is alive; it was asked (a cancel-request row it polls).
-    Requested { run_id: RunId, boot_id: String },
+    Requested {
+        /// The run.
+        run_id: RunId,
+        /// The boot that owns it.
+        boot_id: String,
+    },
     /// The owning process is gone; the run was marked cancelled directly.
-    MarkedCancelled { run_id: RunId },
+    MarkedCancelled {
+        /// The run.
+        run_id: RunId,
+    },
 }
 
 /// What `prune` deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PruneReport {
+    /// Runs deleted.
     pub runs: u64,
+    /// Events deleted.
     pub events: u64,
+    /// Transcript entries deleted.
     pub transcript_entries: u64,
     /// Spill files referenced by the deleted transcript entries (removed after commit).
     pub spill_files: u64,
@@ -488,10 +595,13 @@ pub struct RecoveryReport {
 /// Counters of what this ledger's writer has committed, for benchmarks and health.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerStats {
+    /// Runs recorded.
     pub runs_created: u64,
     /// Every event row written (lifecycle and progress).
     pub events_written: u64,
+    /// Transcript entries written.
     pub transcript_entries_written: u64,
+    /// Status transitions written.
     pub transitions: u64,
     /// Group-commit transactions committed.
     pub batches_committed: u64,
@@ -540,6 +650,7 @@ pub struct LedgerOptions {
     pub session_id: Option<String>,
     /// Transcript contents larger than this many bytes are capped and spilled to a file.
     pub transcript_cap_bytes: usize,
+    /// How hard commits push to disk.
     pub durability: Durability,
     /// How long a write waits for another process's write transaction.
     pub busy_timeout: Duration,
