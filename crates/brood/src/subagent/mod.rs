@@ -20,7 +20,7 @@
 //!   configuration and which provider/model a child runs on.
 //!
 //! The machinery, in the order data flows (each imports only those before it):
-//! - [`board`](board): the registry of runs, their running slots, the heartbeat's
+//! - `board`: the registry of runs, their running slots, the heartbeat's
 //!   progress clocks; `budgets`: a run's and its tree's token, cost and time limits;
 //! - `ctx`: one run while it runs ([`RunCtx`]); [`result`]: what a settled run hands
 //!   back, built in one place ([`ChildResult`]); `record`: what the ledger and the

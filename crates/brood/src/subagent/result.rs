@@ -1,6 +1,6 @@
 //! What a settled run hands back — status, reason, the structured output
 //! contract, usage, and the handle to read its whole transcript — built in one
-//! place ([`ChildResult::settled`]) with one definition of how each ending reads,
+//! place (`ChildResult::settled`) with one definition of how each ending reads,
 //! and rendered in one place for a parent's context ([`render_result`]).
 
 use super::contract::{self, ParsedResult};
