@@ -5,7 +5,7 @@ use super::error::ConfigError;
 use super::file::{check_sections, ConfigFile, ProviderOverride, SandboxConfig};
 use super::layers::{display_value, unflatten, Layers, Source};
 use crate::agent::{ToolChoicePolicy, DEFAULT_MAX_TURNS, DEFAULT_TOOL_CONCURRENCY};
-use crate::model::openai::DEFAULT_MAX_ANSWER_BYTES;
+use crate::model::openai::{clamp_api_timeout, DEFAULT_MAX_ANSWER_BYTES};
 use crate::model::pricing::Pricing;
 use crate::model::{Sampling, ToolChoice};
 use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
@@ -301,11 +301,3 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
 pub const MIN_MAX_ANSWER_BYTES: u64 = 64 * 1024;
 /// The largest accepted `max_answer_bytes`.
 pub const MAX_MAX_ANSWER_BYTES: u64 = 1 << 30;
-
-/// `api_timeout_secs`: default 120, clamped to 1..=1800; 0 or unset means 120.
-pub fn clamp_api_timeout(v: Option<u64>) -> u64 {
-    match v {
-        None | Some(0) => 120,
-        Some(s) => s.clamp(1, 1800),
-    }
-}

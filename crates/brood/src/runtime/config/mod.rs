@@ -10,7 +10,8 @@ mod file;
 mod layers;
 mod load;
 
-pub use effective::{clamp_api_timeout, Config, MAX_MAX_ANSWER_BYTES, MIN_MAX_ANSWER_BYTES};
+pub use crate::model::openai::clamp_api_timeout;
+pub use effective::{Config, MAX_MAX_ANSWER_BYTES, MIN_MAX_ANSWER_BYTES};
 pub use error::ConfigError;
 pub use file::{
     ConfigFile, ProviderOverride, SandboxConfig, USER_ONLY_KEYS, USER_ONLY_SECTION_KEYS,
