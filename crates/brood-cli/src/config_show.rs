@@ -126,6 +126,7 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
     for a in &checked.adjustments {
         outln!("# clamped: {a}");
     }
+    mcp_servers(config);
 
     outln!();
     outln!("# roles: most turns per child");
@@ -175,4 +176,53 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
         outln!("# warning: {d}");
     }
     0
+}
+
+/// `[mcp_servers]` and a trusted `.mcp.json`: each server, its state, how it is
+/// reached and which roles get its tools (`brood mcp list` starts them and names
+/// the tools).
+fn mcp_servers(config: &Config) {
+    if config.mcp_servers.is_empty() {
+        return;
+    }
+    outln!();
+    outln!("# MCP servers (brood mcp list starts them and lists their tools)");
+    for (name, entry) in &config.mcp_servers {
+        let c = &entry.config;
+        let state = if c.is_enabled() {
+            "enabled"
+        } else {
+            "disabled"
+        };
+        let how = match (&c.command, &c.url) {
+            (Some(cmd), _) => {
+                let mut words = vec![cmd.clone()];
+                words.extend(c.args.clone().unwrap_or_default());
+                let env: Vec<&str> = c.env.iter().flatten().map(|(k, _)| k.as_str()).collect();
+                let env = if env.is_empty() {
+                    String::new()
+                } else {
+                    format!(", env {}", env.join(" "))
+                };
+                format!("stdio {:?}{env}", words.join(" "))
+            }
+            (None, Some(url)) => format!("http {url}"),
+            (None, None) => "(no command or url)".into(),
+        };
+        outln!(
+            "# mcp server {name}: {state}, {how}    # {}",
+            origin(config, &Source::File(entry.file.clone()))
+        );
+        let listed = c.read_only_tools.clone().unwrap_or_default();
+        let extra = if listed.is_empty() {
+            String::new()
+        } else {
+            format!(" and read_only_tools {}", listed.join(", "))
+        };
+        outln!("#   general, implementer: every tool mcp__{name}__*");
+        outln!("#   explore, plan, review, verifier: the tools it marks readOnlyHint{extra}");
+        outln!(
+            "#   custom and definitions: the ones they name (mcp__{name}__<tool>, mcp__{name}__*)"
+        );
+    }
 }

@@ -365,6 +365,9 @@ fn load_config(
             if let Some(w) = c.ignored_warning() {
                 errln!("brood: {w}");
             }
+            for n in &c.mcp_notes {
+                errln!("brood: note: {n}");
+            }
             match c.check(&env) {
                 Ok(checked) => Ok((c, env, checked)),
                 Err(e) => {
@@ -449,6 +452,9 @@ async fn one_shot(args: OneShot) -> u8 {
     }
     for w in session.definition_warnings() {
         errln!("brood: warning: agent definition {w}");
+    }
+    for w in session.mcp_warnings() {
+        errln!("brood: warning: {w}");
     }
     let turn = CancellationToken::new();
     let status = status::StatusLine::start(args.json, args.quiet);

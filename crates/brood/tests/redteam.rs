@@ -237,6 +237,7 @@ fn definition_grant(front_matter: &str) -> Permissions {
         model: None,
         fork_context: None,
         read_only_shell_available: true,
+        mcp_read_only: &NO_MCP,
     };
     let grant = grant_for(
         &spec,
@@ -316,3 +317,6 @@ async fn the_sandbox_says_what_each_role_gets() {
     assert!(ro.contains("network none"), "{ro}");
     assert!(w.contains(".git/hooks"), "{w}");
 }
+
+/// No MCP tools are read-only in these grants.
+static NO_MCP: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();

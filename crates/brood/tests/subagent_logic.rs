@@ -104,6 +104,7 @@ fn request<'a>(
         definition_network: None,
         allowed_tools: None,
         read_only_shell_available: ro_shell,
+        mcp_read_only: &NO_MCP,
     }
 }
 
@@ -435,6 +436,7 @@ fn grant_limits_fork_and_prompt() {
         model: None,
         fork_context: None,
         read_only_shell_available: true,
+        mcp_read_only: &NO_MCP,
     };
     let g = grant_for(&spec, &defaults, &quick, ("deepseek", "deepseek-chat")).unwrap();
     assert_eq!(
@@ -529,3 +531,6 @@ fn grant_limits_fork_and_prompt() {
     );
     serde_json::to_string(&g).unwrap();
 }
+
+/// No MCP tools are read-only in these grants.
+static NO_MCP: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();

@@ -457,6 +457,7 @@ fn grant_uses_the_route() {
             model: None,
             fork_context: None,
             read_only_shell_available: true,
+            mcp_read_only: &NO_MCP,
         },
         &s,
         &quick(),
@@ -472,3 +473,6 @@ fn grant_uses_the_route() {
         }
     );
 }
+
+/// No MCP tools are read-only in these grants.
+static NO_MCP: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();

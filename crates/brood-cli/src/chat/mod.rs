@@ -85,6 +85,9 @@ impl Chat {
         for w in session.definition_warnings() {
             notes.push(format!("warning: agent definition {w}"));
         }
+        for w in session.mcp_warnings() {
+            notes.push(format!("warning: {w}"));
+        }
         Ok(Chat {
             session: Arc::new(session),
             approver,

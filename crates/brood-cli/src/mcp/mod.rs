@@ -4,16 +4,18 @@
 //! session's enforced grants, limits, retries and ledger, exactly as under
 //! `brood run`. Over stdio, standard output carries only the protocol; with
 //! `--http ADDR` the same server is offered over streamable HTTP ([`http`]).
-//! Notes go to stderr.
+//! Notes go to stderr. `brood mcp list` checks the MCP servers brood's own runs
+//! use ([`list`]).
 
 mod http;
+mod list;
 mod progress;
 mod resources;
 mod server;
 
 use crate::{load_config, signals, workspace_dir, ProviderArgs};
 use brood::runtime::session::{Session, SessionOptions};
-use clap::Args;
+use clap::{Args, Subcommand};
 use rmcp::ServiceExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,11 +35,23 @@ pub struct McpArgs {
     /// address is printed on stderr).
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+    #[command(subcommand)]
+    command: Option<McpCommand>,
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Start each configured MCP server ([mcp_servers], a trusted .mcp.json), list
+    /// its tools and which roles get them; exit 1 if one does not start.
+    List(list::ListArgs),
 }
 
 /// Serve until the host closes the connection (or a signal arrives); the exit
 /// code as for `brood run`.
 pub async fn run(args: McpArgs) -> u8 {
+    if let Some(McpCommand::List(a)) = args.command {
+        return list::run(a).await;
+    }
     let ws = match workspace_dir(args.workspace) {
         Ok(w) => w,
         Err(c) => return c,
@@ -75,6 +89,9 @@ pub async fn run(args: McpArgs) -> u8 {
     }
     for w in session.definition_warnings() {
         errln!("brood: warning: agent definition {w}");
+    }
+    for w in session.mcp_warnings() {
+        errln!("brood: warning: {w}");
     }
     let host = match session
         .host("mcp-host", "sub-agents for an MCP host (brood mcp)")

@@ -56,6 +56,8 @@ pub struct Session {
     instruction_files: Option<serde_json::Value>,
     /// The tallies of the latest root run, readable while it runs (a status line).
     live: Arc<Mutex<Option<Arc<RootTallies>>>>,
+    /// The session's MCP servers (one connection each, shared by every run).
+    mcp: Arc<tool::mcp::McpServers>,
 }
 
 impl Session {
@@ -75,6 +77,16 @@ impl Session {
     /// Agent definition files this session did not take, one line each (file, why).
     pub fn definition_warnings(&self) -> &[String] {
         &self.definition_warnings
+    }
+
+    /// MCP servers that did not start and MCP tools left out, one line each.
+    pub fn mcp_warnings(&self) -> &[String] {
+        self.mcp.warnings()
+    }
+
+    /// The session's MCP servers and how each one's start went.
+    pub fn mcp_servers(&self) -> &[tool::mcp::ServerReport] {
+        self.mcp.reports()
     }
 
     /// Open the workspace: ledger (recovering dead sessions' runs), providers,
@@ -156,6 +168,17 @@ impl Session {
         let tool_sandbox = sandbox.clone();
         let extra = check_extra_tools(opts.tools)?;
         check_ask_before(&opts.ask_before, &extra)?;
+        let mcp = Arc::new(
+            super::mcp_start::start(
+                checked.mcp_servers,
+                &sandbox_options(&config).env.deny,
+                &env,
+                workspace.root(),
+                &extra,
+            )
+            .await,
+        );
+        let mcp_tools = mcp.clone();
         let gate = Arc::new(ApprovalGate::new(opts.approver));
         let ask = opts.ask_before;
         let tool_gate = gate.clone();
@@ -165,6 +188,7 @@ impl Session {
                 sandbox: Some(tool_sandbox.clone()),
             });
             tools.extend(extra.iter().cloned());
+            tools.extend(mcp_tools.tools().iter().cloned());
             if !ask.is_empty() {
                 for t in &mut tools {
                     if ask.contains(t.name()) {
@@ -197,6 +221,7 @@ impl Session {
             session_id: ledger.session_id().to_string(),
             pricing: Arc::new(config.pricing.clone()),
             project_instructions: Arc::from(instructions.text.as_str()),
+            mcp_read_only: Arc::new(mcp.read_only().clone()),
         };
         let supervisor = match opts.limits {
             Some(l) => Supervisor::with_limits(l, env),
@@ -215,6 +240,7 @@ impl Session {
             definition_warnings,
             instruction_files,
             live: Arc::new(Mutex::new(None)),
+            mcp,
         };
         session.start_cancel_poller();
         Ok(session)
@@ -401,6 +427,9 @@ impl Session {
                     self.definition_warnings.clone().into(),
                 );
             }
+            if !self.mcp.warnings().is_empty() {
+                payload.insert("mcp".into(), self.mcp.warnings().to_vec().into());
+            }
             if !payload.is_empty() {
                 notes.push((
                     crate::ledger::EventKind::Warning,
@@ -438,6 +467,7 @@ impl Session {
     /// Stop every run, wait for their final records, flush the ledger.
     pub async fn close(self) {
         self.supervisor.shutdown().await;
+        self.mcp.stop();
         let _ = self.ledger.flush().await;
     }
 }

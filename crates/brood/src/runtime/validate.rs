@@ -1,5 +1,5 @@
-//! The one validation path for a loaded [`Config`]: the `[subagents]`, `[models]`
-//! and `[memory]` checks and clamps that `Session::open`, `brood config show` and
+//! The one validation path for a loaded [`Config`]: the `[subagents]`, `[models]`,
+//! `[memory]` and `[mcp_servers]` checks and clamps that `Session::open`, `brood config show` and
 //! `brood doctor` all run, so a value one of them refuses the others refuse too —
 //! and every refusal names the key and the file (or variable, or flag) that set it.
 
@@ -21,6 +21,8 @@ pub struct Checked {
     pub memory: bool,
     /// Each value that was clamped rather than refused, naming key, value and range.
     pub adjustments: Vec<String>,
+    /// The enabled MCP servers (`[mcp_servers]`, `.mcp.json`), checked.
+    pub mcp_servers: Vec<crate::tool::mcp::McpServerSpec>,
 }
 
 impl Config {
@@ -37,11 +39,13 @@ impl Config {
             .map_err(|e| self.named(e))?;
         let mut adjustments = self.top_level_adjustments();
         adjustments.extend(settings.adjustments.iter().cloned());
+        let mcp_servers = self.mcp_specs()?;
         Ok(Checked {
             settings,
             quick_models,
             memory,
             adjustments,
+            mcp_servers,
         })
     }
 
@@ -112,4 +116,40 @@ impl Config {
 /// The value quoted in a `BROOD_MEMORY` problem (`'x' is not a switch…`).
 fn env_hint(problem: &str) -> String {
     problem.split('\'').nth(1).unwrap_or_default().to_string()
+}
+
+impl Config {
+    /// The enabled MCP servers, checked; a problem names the file and the key
+    /// (`mcp_servers.<name>.<key>`).
+    pub fn mcp_specs(&self) -> Result<Vec<crate::tool::mcp::McpServerSpec>, ConfigError> {
+        let mut out = Vec::new();
+        for (name, entry) in &self.mcp_servers {
+            let c = &entry.config;
+            let spec = c.check(name).map_err(|p| {
+                let key = if p.key.is_empty() {
+                    format!("mcp_servers.{name}")
+                } else {
+                    format!("mcp_servers.{name}.{}", p.key)
+                };
+                let value = match p.key {
+                    "" => name.clone(),
+                    "command" => format!("{:?}", c.command),
+                    "url" => format!("{:?}", c.url),
+                    "startup_timeout_secs" => format!("{:?}", c.startup_timeout_secs),
+                    "tool_timeout_secs" => format!("{:?}", c.tool_timeout_secs),
+                    _ => "(as written)".into(),
+                };
+                ConfigError::BadValue {
+                    source_name: entry.file.display().to_string(),
+                    key,
+                    value,
+                    detail: p.detail,
+                }
+            })?;
+            if c.is_enabled() {
+                out.push(spec);
+            }
+        }
+        Ok(out)
+    }
 }

@@ -35,7 +35,8 @@
 //! - Claude Code tool names are mapped (`Read`→`read_file`, `Write`→`write_file`,
 //!   `Edit`/`MultiEdit`→`edit_file`, `Glob`→`find_files`, `Grep`→`grep`, `LS`→`list_dir`,
 //!   `Bash`→`bash`, `TodoWrite`→`todo_write`+`todo_read`, `Task`/`Agent`→ the delegation
-//!   tools). Tools brood lacks (`WebFetch`, `mcp__*`, …) and tools with a specifier
+//!   tools); MCP tools keep their names (`mcp__github__get_issue`, `mcp__github__*`:
+//!   see [`super::grant`]). Tools brood lacks (`WebFetch`, …) and tools with a specifier
 //!   brood cannot enforce (`Bash(git:*)`) are dropped with a warning: dropping only
 //!   narrows the grant;
 //! - `model: inherit` is the parent's model; other tools' names (`sonnet`, `opus`,
@@ -476,7 +477,11 @@ pub fn parse_definition(
     }
     if let (Some(list), Some(allowed)) = (&tools, role.posture(true).allowed_tools) {
         if role != Role::Custom {
-            if let Some(t) = list.iter().find(|t| !allowed.contains(*t)) {
+            // MCP tools are granted by the server's read-only marks at spawn.
+            if let Some(t) = list
+                .iter()
+                .find(|t| !allowed.contains(*t) && !crate::tool::mcp::is_mcp_tool(t))
+            {
                 return Err(DefinitionError::ToolOutsideRole {
                     path: path.to_path_buf(),
                     tool: t.clone(),
@@ -648,13 +653,6 @@ fn map_tools(items: &[String], list: ListKind, warnings: &mut Vec<String>) -> Ve
                 // Denying a tool brood does not have changes nothing.
                 if list == ListKind::Allow {
                     warnings.push(format!("tool '{item}' dropped: brood has no equivalent"))
-                }
-            }
-            other if other.starts_with("mcp__") => {
-                if list == ListKind::Allow {
-                    warnings.push(format!(
-                        "tool '{item}' dropped: brood does not connect to MCP servers for sub-agents"
-                    ))
                 }
             }
             other => push(other),

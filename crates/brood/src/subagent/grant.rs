@@ -12,6 +12,13 @@
 //! grant that would get [`ShellPolicy::ReadOnly`] gets [`ShellPolicy::None`] instead
 //! (and loses the Shell capability), whatever the parent had.
 //!
+//! MCP tools (`mcp__<server>__<tool>`, see [`crate::tool::mcp`]): general gets
+//! the parent's, implementer too; the read-only roles (explore, plan, review) and
+//! verifier get only those in [`GrantRequest::mcp_read_only`] (the server's
+//! `readOnlyHint`, or the user's `read_only_tools`); custom gets what it lists. A
+//! list may name all of a server's tools as `mcp__<server>__*` (or `mcp__<server>`):
+//! the pattern stands for the parent's tools of that server, so it narrows too.
+//!
 //! Turn limit: `[subagents] max_turns`, else the role default (20 read-only, 50
 //! otherwise); a definition's `max_turns` may lower it, never raise it. `fork_context`: the call's, else the
 //! definition's, else false.
@@ -20,6 +27,7 @@ use super::catalog::AgentKind;
 use super::config::{QuickModels, SubagentSettings};
 use super::role::{custom_posture, Role, SHELL_TOOL};
 use super::routing::{resolve_route, Route};
+use crate::tool::mcp::{is_mcp_tool, MCP_PREFIX};
 use crate::tool::{Capability, Permissions, ShellPolicy};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -64,10 +72,77 @@ pub struct GrantRequest<'a> {
     pub allowed_tools: Option<&'a [String]>,
     /// Whether a sandboxed read-only shell can be provided.
     pub read_only_shell_available: bool,
+    /// MCP tools the read-only roles may get.
+    pub mcp_read_only: &'a BTreeSet<String>,
+}
+
+/// The roles that get only read-only MCP tools.
+fn mcp_read_only_role(role: Role) -> bool {
+    role.is_read_only() || role == Role::Verifier
+}
+
+/// `list` with each `mcp__<server>__*` (or `mcp__<server>`) replaced by the
+/// parent's tools of that server.
+fn expand_mcp(list: &[String], parent_tools: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in list {
+        match mcp_server_pattern(item) {
+            Some(server) => {
+                let prefix = format!("{MCP_PREFIX}{server}__");
+                for t in parent_tools.iter().filter(|t| t.starts_with(&prefix)) {
+                    if !out.contains(t) {
+                        out.push(t.clone());
+                    }
+                }
+            }
+            None => {
+                if !out.contains(item) {
+                    out.push(item.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The server `item` names all tools of (`mcp__<server>__*` or `mcp__<server>`).
+fn mcp_server_pattern(item: &str) -> Option<&str> {
+    let rest = item.strip_prefix(MCP_PREFIX)?;
+    let server = rest.strip_suffix("__*").unwrap_or(rest);
+    (!server.is_empty() && !server.contains("__") && !server.contains('*')).then_some(server)
+}
+
+/// The posture of a non-custom role with the parent's MCP tools it may have.
+fn with_mcp(mut posture: Permissions, req: &GrantRequest<'_>) -> Permissions {
+    let Some(list) = posture.allowed_tools.as_mut() else {
+        return posture; // general: whatever the parent has
+    };
+    let mut any = false;
+    for t in req.parent_tools.iter().filter(|t| is_mcp_tool(t)) {
+        if !mcp_read_only_role(req.role) || req.mcp_read_only.contains(t) {
+            list.insert(t.clone());
+            any = true;
+        }
+    }
+    if any {
+        posture.capabilities.insert(Capability::Mcp);
+    }
+    posture
 }
 
 /// The child's permissions: the parent's, narrowed by posture and lists.
 pub fn child_permissions(req: &GrantRequest<'_>) -> Result<Permissions, GrantError> {
+    let expanded_allowed = req.allowed_tools.map(|l| expand_mcp(l, req.parent_tools));
+    let expanded_definition = req
+        .definition_tools
+        .map(|l| expand_mcp(l, req.parent_tools));
+    let expanded_disallowed = expand_mcp(req.disallowed_tools, req.parent_tools);
+    let req = &GrantRequest {
+        allowed_tools: expanded_allowed.as_deref(),
+        definition_tools: expanded_definition.as_deref(),
+        disallowed_tools: &expanded_disallowed,
+        ..*req
+    };
     let available = || req.parent_tools.to_vec();
     let check_listed = |list: &[String], origin: &str| -> Result<(), GrantError> {
         match list.iter().find(|t| !req.parent_tools.contains(t)) {
@@ -108,7 +183,7 @@ pub fn child_permissions(req: &GrantRequest<'_>) -> Result<Permissions, GrantErr
             })?;
         custom_posture(list)
     } else {
-        req.role.posture(req.read_only_shell_available)
+        with_mcp(req.role.posture(req.read_only_shell_available), req)
     };
 
     let mut p = req.parent.intersect(&posture);
@@ -186,6 +261,8 @@ pub struct SpawnSpec<'a> {
     /// `fork_context` from the call.
     pub fork_context: Option<bool>,
     pub read_only_shell_available: bool,
+    /// MCP tools the read-only roles may get.
+    pub mcp_read_only: &'a BTreeSet<String>,
 }
 
 /// Build the whole grant of a child. `main` is the session's `(provider, model)`.
@@ -207,6 +284,7 @@ pub fn grant_for(
         definition_network: def.and_then(|d| d.network),
         allowed_tools: spec.allowed_tools,
         read_only_shell_available: spec.read_only_shell_available,
+        mcp_read_only: spec.mcp_read_only,
     })?;
     // A definition (a workspace file, attacker input) may lower the user's limit,
     // never raise it.

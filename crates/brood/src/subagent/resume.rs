@@ -327,6 +327,7 @@ impl Supervisor {
                     model: None,
                     fork_context: None,
                     read_only_shell_available: env.read_only_shell,
+                    mcp_read_only: &env.mcp_read_only,
                 },
                 &env.settings,
                 &env.quick_models,

@@ -154,6 +154,14 @@ pub enum ToolError {
         /// What failed.
         detail: String,
     },
+    /// An MCP server failed, timed out, stopped or reported an error.
+    #[error("MCP server '{server}': {detail}")]
+    Mcp {
+        /// The server's name.
+        server: String,
+        /// What happened.
+        detail: String,
+    },
     /// Anything else, in words (an embedder's tool may use it).
     #[error("{0}")]
     Failed(String),

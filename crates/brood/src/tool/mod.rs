@@ -9,6 +9,7 @@
 //! through the [`Workspace`] jail; every shell runs in the kernel sandbox
 //! ([`sandbox`]), read-only or writer as [`ShellPolicy`] says, with network only
 //! where [`Permissions::network`] and the user's `[sandbox] network` both allow it.
+//! Tools of the user's MCP servers come from [`mcp`].
 
 mod beneath;
 pub mod builtin;
@@ -17,6 +18,7 @@ mod error;
 pub mod fs;
 pub mod jail;
 mod locks;
+pub mod mcp;
 pub mod memory;
 mod protect;
 pub mod sandbox;
@@ -58,17 +60,20 @@ pub enum Capability {
     Delegate,
     /// Talks to the network.
     Network,
+    /// Calls a tool of a user-configured MCP server (an outside process or endpoint).
+    Mcp,
 }
 
 impl Capability {
     /// Every capability.
-    pub const ALL: [Capability; 6] = [
+    pub const ALL: [Capability; 7] = [
         Capability::Read,
         Capability::Write,
         Capability::Shell,
         Capability::Memory,
         Capability::Delegate,
         Capability::Network,
+        Capability::Mcp,
     ];
 }
 

@@ -58,6 +58,10 @@ pub struct Config {
     pub ignored: Vec<(String, String, PathBuf)>,
     /// Each effective leaf key, its value, and where it came from.
     pub provenance: Vec<(String, String, Source)>,
+    /// MCP servers by name (`[mcp_servers]`, a trusted workspace's `.mcp.json`).
+    pub mcp_servers: BTreeMap<String, crate::runtime::mcp_config::McpServerEntry>,
+    /// Parts of a `.mcp.json` not used, one line each.
+    pub mcp_notes: Vec<String>,
 }
 
 impl Config {
@@ -294,6 +298,8 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
         user_dir,
         provenance,
         ignored: Vec::new(),
+        mcp_servers: BTreeMap::new(),
+        mcp_notes: Vec::new(),
     })
 }
 

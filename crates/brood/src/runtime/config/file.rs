@@ -57,6 +57,9 @@ pub struct ConfigFile {
     pub trusted_workspaces: Option<Vec<String>>,
     /// `[pricing."<model>"]`: USD per million tokens (user config only).
     pub pricing: Option<toml::Table>,
+    /// `[mcp_servers.<name>]`: MCP servers whose tools runs may get (a workspace
+    /// config's only when the workspace is trusted).
+    pub mcp_servers: Option<toml::Table>,
 }
 
 /// `[providers.<preset>]`: where a preset's endpoint really is (e.g. children on a
@@ -159,6 +162,12 @@ pub(super) fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), Conf
         Pricing::from_table(t).map_err(|e| ConfigError::Invalid {
             path: origin.to_string(),
             detail: e.to_string(),
+        })?;
+    }
+    if let Some(t) = &file.mcp_servers {
+        crate::runtime::mcp_config::parse_table(t).map_err(|detail| ConfigError::Invalid {
+            path: origin.to_string(),
+            detail,
         })?;
     }
     if let Some(t) = &file.providers {

@@ -7,6 +7,7 @@ use super::error::ConfigError;
 use super::file::{read_file, USER_ONLY_KEYS, USER_ONLY_SECTION_KEYS};
 use super::layers::{display_value, flatten, Layers, Source};
 use crate::model::pricing::Pricing;
+use crate::runtime::mcp_config;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -88,6 +89,7 @@ impl Config {
         let mut ignored = Vec::new();
         let mut trusted = flags.trust_workspace;
         let mut pricing = Pricing::default();
+        let mut mcp_servers = BTreeMap::new();
         if let Some(dir) = &paths.user_dir {
             let path = dir.join("config.toml");
             if let Some(mut table) = read_file(&path)? {
@@ -107,6 +109,7 @@ impl Config {
                         }
                     })?;
                 }
+                mcp_config::take_layer(&mut table, &path, &mut mcp_servers).map_err(invalid_in)?;
                 flatten("", table, &Source::File(path.clone()), &mut layers);
             }
         }
@@ -129,6 +132,16 @@ impl Config {
                              its runs spend; remove the section"
                         .into(),
                 });
+            }
+            if trusted {
+                mcp_config::take_layer(&mut table, &workspace_file, &mut mcp_servers)
+                    .map_err(invalid_in)?;
+            } else if let Some(v) = table.remove("mcp_servers") {
+                ignored.push((
+                    "mcp_servers".into(),
+                    mcp_config::names_of(&v),
+                    workspace_file.clone(),
+                ));
             }
             let mut user_only: Vec<&str> = vec!["trusted_workspaces"];
             if !trusted {
@@ -193,24 +206,70 @@ impl Config {
         if let Some(v) = flags.max_turns {
             flag(&mut layers, "max_turns", "--max-turns", i64::from(v).into());
         }
+        let mut mcp_notes = Vec::new();
+        mcp_config::read_dot_mcp(
+            &paths.workspace,
+            trusted,
+            &mut mcp_servers,
+            &mut ignored,
+            &mut mcp_notes,
+        )
+        .map_err(invalid_in)?;
         let mut config = build(layers, paths.user_dir.clone())?;
         config.ignored = ignored;
         config.pricing = pricing;
+        config.mcp_servers = mcp_servers;
+        config.mcp_notes = mcp_notes;
         Ok(config)
     }
 
-    /// One warning line naming the file and the workspace keys that were ignored,
+    /// One warning line naming the files and the workspace keys that were ignored,
     /// or `None` when nothing was.
     pub fn ignored_warning(&self) -> Option<String> {
-        let (_, _, file) = self.ignored.first()?;
-        let keys: Vec<&str> = self.ignored.iter().map(|(k, _, _)| k.as_str()).collect();
+        if self.ignored.is_empty() {
+            return None;
+        }
+        let mut files: Vec<&Path> = Vec::new();
+        for (_, _, f) in &self.ignored {
+            if !files.contains(&f.as_path()) {
+                files.push(f);
+            }
+        }
+        let parts: Vec<String> = files
+            .iter()
+            .map(|f| {
+                let keys: Vec<&str> = self
+                    .ignored
+                    .iter()
+                    .filter(|(_, _, g)| g == f)
+                    .map(|(k, _, _)| k.as_str())
+                    .collect();
+                format!("{} in {}", keys.join(", "), f.display())
+            })
+            .collect();
+        let mcp = self
+            .ignored
+            .iter()
+            .any(|(k, _, _)| k == "mcp_servers" || k == "mcpServers");
         Some(format!(
-            "warning: ignoring {} in {}: this workspace is not trusted to choose the \
-             endpoint or key; add it to trusted_workspaces in your user config \
+            "warning: ignoring {}: this workspace is not trusted to choose the \
+             endpoint or key{}; add it to trusted_workspaces in your user config \
              (~/.config/brood/config.toml) or pass --trust",
-            keys.join(", "),
-            file.display()
+            parts.join("; "),
+            if mcp {
+                " or MCP servers (commands brood would run)"
+            } else {
+                ""
+            }
         ))
+    }
+}
+
+/// A problem an MCP part of the config found in a file.
+fn invalid_in((path, detail): (PathBuf, String)) -> ConfigError {
+    ConfigError::Invalid {
+        path: path.display().to_string(),
+        detail,
     }
 }
 

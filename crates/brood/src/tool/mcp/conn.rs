@@ -1,0 +1,298 @@
+//! One MCP server's connection, shared by every run of a session: started once
+//! (concurrent first users wait on the same start), its calls multiplexed over
+//! it, and started again on the next use after it died. Every failure is a
+//! [`ToolError::Mcp`] naming the server.
+//!
+//! A stdio server is the user's command run as it is (not in the shell sandbox:
+//! see docs/ARCHITECTURE.md "Decisions"), with the session's environment minus the
+//! provider key variables, plus its own `env`; its stderr is kept (the last
+//! [`STDERR_TAIL_BYTES`]) for the error when it fails to start.
+
+use super::spec::{Launch, McpServerSpec};
+use crate::tool::ToolError;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes of a server's stderr kept for error messages.
+pub const STDERR_TAIL_BYTES: usize = 2048;
+
+type Client = RunningService<RoleClient, ()>;
+type Starting = Shared<BoxFuture<'static, Result<Arc<Client>, String>>>;
+
+enum State {
+    Down,
+    Starting(Starting),
+    Up(Arc<Client>),
+}
+
+/// Where and with what a server's process starts.
+#[derive(Debug, Clone)]
+pub struct LaunchEnv {
+    /// The variables it gets (the session's, provider keys removed).
+    pub env: BTreeMap<String, String>,
+    /// The workspace root (its default working directory).
+    pub root: PathBuf,
+}
+
+/// One configured server and its (possibly absent) connection.
+pub struct Server {
+    spec: McpServerSpec,
+    launch_env: Arc<LaunchEnv>,
+    state: Mutex<State>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// A server not started yet.
+    pub fn new(spec: McpServerSpec, launch_env: Arc<LaunchEnv>) -> Server {
+        Server {
+            spec,
+            launch_env,
+            state: Mutex::new(State::Down),
+            stderr: Arc::new(Mutex::new(String::new())),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Its checked configuration.
+    pub fn spec(&self) -> &McpServerSpec {
+        &self.spec
+    }
+
+    fn error(&self, detail: impl Into<String>) -> ToolError {
+        ToolError::Mcp {
+            server: self.spec.name.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The live connection, started (or restarted) if there is none.
+    async fn client(&self) -> Result<Arc<Client>, String> {
+        let starting = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            match &*state {
+                State::Up(c) if !closed(c) => return Ok(c.clone()),
+                State::Starting(f) => f.clone(),
+                State::Up(_) | State::Down => {
+                    let f = bounded_launch(
+                        self.spec.clone(),
+                        self.launch_env.clone(),
+                        self.stderr.clone(),
+                    )
+                    .boxed()
+                    .shared();
+                    *state = State::Starting(f.clone());
+                    f
+                }
+            }
+        };
+        let r = starting.clone().await;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let State::Starting(f) = &*state {
+            if f.ptr_eq(&starting) {
+                *state = match &r {
+                    Ok(c) => State::Up(c.clone()),
+                    Err(_) => State::Down,
+                };
+            }
+        }
+        r
+    }
+
+    /// Forget `client` if it is still the current connection (it died).
+    fn drop_client(&self, client: &Arc<Client>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let State::Up(c) = &*state {
+            if Arc::ptr_eq(c, client) {
+                *state = State::Down;
+            }
+        }
+    }
+
+    /// Start it (if needed) and list its tools, as JSON objects of MCP's `Tool`
+    /// shape, within the start-up timeout.
+    pub async fn start_and_list(&self) -> Result<Vec<Value>, String> {
+        let secs = self.spec.startup_timeout.as_secs();
+        let listed = tokio::time::timeout(self.spec.startup_timeout, async {
+            let client = self.client().await?;
+            let tools = client
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            Ok::<_, String>(tools)
+        })
+        .await;
+        let tools = match listed {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return Err(self.with_stderr(e)),
+            Err(_) => {
+                self.stop();
+                return Err(self.with_stderr(format!(
+                    "did not start and list its tools within startup_timeout_secs = {secs}"
+                )));
+            }
+        };
+        Ok(tools
+            .into_iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect())
+    }
+
+    /// Drop the connection (its process is killed with it).
+    pub fn stop(&self) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = State::Down;
+    }
+
+    fn with_stderr(&self, detail: String) -> String {
+        let tail = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        let tail = tail.trim();
+        if tail.is_empty() {
+            detail
+        } else {
+            format!("{detail}; its stderr ends: {tail}")
+        }
+    }
+
+    /// Call its tool `tool` with `args`; the result as MCP's `CallToolResult` JSON.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, ToolError> {
+        let client = tokio::select! {
+            c = self.client() => c.map_err(|e| self.error(format!(
+                "is not running and could not be started: {}", self.with_stderr(e)
+            )))?,
+            _ = cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        let arguments = match args {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let secs = self.spec.tool_timeout.as_secs();
+        let answer = tokio::select! {
+            r = tokio::time::timeout(self.spec.tool_timeout, client.call_tool(params)) => r,
+            _ = cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        match answer {
+            Err(_) => Err(self.error(format!(
+                "{tool} did not answer within tool_timeout_secs = {secs}"
+            ))),
+            Ok(Err(e)) if closed(&client) || is_transport_error(&e) => {
+                self.drop_client(&client);
+                Err(self.error(format!(
+                    "stopped during the call of {tool} ({e}); it is started again on the next call"
+                )))
+            }
+            Ok(Err(e)) => Err(self.error(format!("{tool} failed: {e}"))),
+            Ok(Ok(result)) => serde_json::to_value(result)
+                .map_err(|e| self.error(format!("{tool}: unreadable result: {e}"))),
+        }
+    }
+}
+
+fn closed(c: &Client) -> bool {
+    c.is_closed() || c.peer().is_transport_closed()
+}
+
+fn is_transport_error(e: &rmcp::ServiceError) -> bool {
+    matches!(
+        e,
+        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+    )
+}
+
+/// [`launch`] within the server's start-up timeout.
+async fn bounded_launch(
+    spec: McpServerSpec,
+    launch_env: Arc<LaunchEnv>,
+    stderr_tail: Arc<Mutex<String>>,
+) -> Result<Arc<Client>, String> {
+    let limit = spec.startup_timeout;
+    tokio::time::timeout(limit, launch(spec, launch_env, stderr_tail))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "did not answer initialize within startup_timeout_secs = {}",
+                limit.as_secs()
+            ))
+        })
+}
+
+/// Start the server and run MCP's `initialize` handshake.
+async fn launch(
+    spec: McpServerSpec,
+    launch_env: Arc<LaunchEnv>,
+    stderr_tail: Arc<Mutex<String>>,
+) -> Result<Arc<Client>, String> {
+    match &spec.launch {
+        Launch::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args)
+                .env_clear()
+                .envs(&launch_env.env)
+                .envs(env)
+                .current_dir(match cwd {
+                    Some(c) => launch_env.root.join(c),
+                    None => launch_env.root.clone(),
+                })
+                .kill_on_drop(true);
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+            stderr_tail
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear();
+            if let Some(mut stderr) = stderr {
+                let tail = stderr_tail.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = stderr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                        t.push_str(&String::from_utf8_lossy(&buf[..n]));
+                        if t.len() > STDERR_TAIL_BYTES {
+                            let mut cut = t.len() - STDERR_TAIL_BYTES;
+                            while !t.is_char_boundary(cut) {
+                                cut += 1;
+                            }
+                            t.drain(..cut);
+                        }
+                    }
+                });
+            }
+            let client = ()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            Ok(Arc::new(client))
+        }
+        Launch::Http { .. } => Err(
+            "streamable HTTP servers (url) are not supported by this build yet; run the server over stdio (command)".into(),
+        ),
+    }
+}
