@@ -1,0 +1,418 @@
+//! brood as an MCP client, end to end: the real binary, its runs against the
+//! in-process mock model, and a small real stdio MCP server written for these
+//! tests with the official Python SDK (tests/mcp/server.py: `lookup` marked
+//! `readOnlyHint`, `deploy` not, `crash` exits mid-call).
+//!
+//! Interpreters as in tests/mcp.rs: `BROOD_MCP_PYTHON` (`:`-separated), else
+//! `python3`; without the `mcp` package a test is skipped with a note, unless
+//! `BROOD_MCP_REQUIRE=1` (CI), which makes it a failure.
+
+use brood_mock::{MockReply, MockRequest, MockServer};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The interpreters with the Python `mcp` package; empty means skip.
+fn interpreters() -> Vec<String> {
+    let require = std::env::var("BROOD_MCP_REQUIRE").is_ok_and(|v| v == "1");
+    let wanted: Vec<String> = match std::env::var("BROOD_MCP_PYTHON") {
+        Ok(list) if !list.is_empty() => list.split(':').map(str::to_string).collect(),
+        _ => vec!["python3".into()],
+    };
+    let mut usable = Vec::new();
+    for py in wanted {
+        let ok = Command::new(&py)
+            .args(["-c", "import mcp"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            usable.push(py);
+        } else if require {
+            panic!("{py} cannot import the Python `mcp` package and BROOD_MCP_REQUIRE=1");
+        } else {
+            eprintln!(
+                "skipping with {py}: no Python `mcp` package (BROOD_MCP_REQUIRE=1 fails instead)"
+            );
+        }
+    }
+    usable
+}
+
+fn server_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
+}
+
+struct Fixture {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    starts: PathBuf,
+}
+
+/// A workspace and a home whose user config has the test server as `t` (plus `extra`).
+fn fixture(py: &str, extra: &str) -> Fixture {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "alpha\n").unwrap();
+    let starts = home.path().join("starts.txt");
+    let dir = home.path().join(".config/brood");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[mcp_servers.t]\ncommand = {py:?}\nargs = [{:?}]\nenv = {{ BROOD_TEST_STARTS = {:?} }}\n{extra}",
+            server_script().display().to_string(),
+            starts.display().to_string()
+        ),
+    )
+    .unwrap();
+    Fixture { home, ws, starts }
+}
+
+fn brood(f: &Fixture, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_brood"))
+        .current_dir(f.ws.path())
+        .env_clear()
+        .env("HOME", f.home.path())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args)
+        .output()
+        .expect("run brood")
+}
+
+fn run(f: &Fixture, server: &MockServer, extra: &[&str], prompt: &str) -> Output {
+    let base = server.base_url();
+    let mut args = vec![
+        "run",
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    args.push(prompt);
+    brood(f, &args)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Names of the tools a request offered.
+fn offered(req: &MockRequest) -> Vec<String> {
+    req.body()["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The tool results in a request's messages, in order.
+fn tool_results(req: &MockRequest) -> Vec<String> {
+    req.messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+const CONTRACT: &str =
+    "SUMMARY: done\nCHANGES: None.\nEVIDENCE:\n- notes.txt:1-1 alpha\nRISKS: None.\nBLOCKERS: None.";
+
+/// `agents show <id> --json`'s `tool_finished` events as (name, ok).
+fn finished_tools(f: &Fixture, id: &str) -> Vec<(String, bool)> {
+    let out = brood(f, &["agents", "show", id, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let detail: Value = serde_json::from_slice(&out.stdout).unwrap();
+    detail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_finished")
+        .map(|e| {
+            (
+                e["payload"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                e["payload"]["ok"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn ledger_runs(f: &Fixture) -> Vec<Value> {
+    let out = brood(f, &["agents", "list", "--all", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn children_get_the_mcp_tools_their_grant_allows_and_are_refused_the_others() {
+    for py in interpreters() {
+        let f = fixture(&py, "");
+        let server = MockServer::start(|req| {
+            let first = req.first_user_text().unwrap_or_default();
+            let step = req.assistant_turns();
+            if first.contains("EXPLORE-JOB") {
+                return match step {
+                    0 => MockReply::tool_calls([
+                        ("mcp__t__lookup", json!({"key": "k1"})),
+                        ("mcp__t__deploy", json!({"target": "prod"})),
+                    ]),
+                    _ => MockReply::text(CONTRACT),
+                };
+            }
+            if first.contains("GENERAL-JOB") {
+                return match step {
+                    0 => MockReply::tool_call("mcp__t__deploy", json!({"target": "staging"})),
+                    _ => MockReply::text(CONTRACT),
+                };
+            }
+            match step {
+                0 => MockReply::tool_calls([
+                    (
+                        "task",
+                        json!({"description": "EXPLORE-JOB look k1 up", "agent_type": "explore"}),
+                    ),
+                    (
+                        "task",
+                        json!({"description": "GENERAL-JOB deploy staging", "agent_type": "general"}),
+                    ),
+                ]),
+                _ => MockReply::text("PARENT-DONE"),
+            }
+        });
+        let out = run(&f, &server, &[], "parent: use the MCP tools");
+        assert_eq!(out.status.code(), Some(0), "{py}: {}", stderr(&out));
+
+        let reqs = server.captured();
+        let of = |needle: &str, step: usize| {
+            reqs.iter()
+                .find(|r| {
+                    r.first_user_text().unwrap_or_default().contains(needle)
+                        && r.assistant_turns() == step
+                })
+                .unwrap_or_else(|| panic!("{py}: no step {step} request for {needle}"))
+        };
+        // The parent is offered every tool of the server; the explore child only
+        // the one the server marks read-only.
+        let parent_tools = offered(of("parent: use", 0));
+        for t in ["mcp__t__lookup", "mcp__t__deploy", "mcp__t__crash"] {
+            assert!(
+                parent_tools.contains(&t.to_string()),
+                "{py}: {parent_tools:?}"
+            );
+        }
+        let explore_tools = offered(of("EXPLORE-JOB", 0));
+        assert!(
+            explore_tools.contains(&"mcp__t__lookup".to_string()),
+            "{py}: {explore_tools:?}"
+        );
+        assert!(
+            !explore_tools
+                .iter()
+                .any(|t| t == "mcp__t__deploy" || t == "mcp__t__crash"),
+            "{py}: {explore_tools:?}"
+        );
+
+        // At the model: the granted call's real answer, the refused call's error.
+        let explore = tool_results(of("EXPLORE-JOB", 1));
+        assert_eq!(explore.len(), 2, "{py}: {explore:?}");
+        assert!(
+            explore[0].starts_with("LOOKUP k1 from pid "),
+            "{py}: {explore:?}"
+        );
+        assert!(
+            explore[1].contains("mcp__t__deploy") && explore[1].contains("not allowed for explore"),
+            "{py}: {explore:?}"
+        );
+        assert!(
+            !explore[1].contains("DEPLOYED"),
+            "{py}: the refused call ran: {explore:?}"
+        );
+        let general = tool_results(of("GENERAL-JOB", 1));
+        assert_eq!(general, ["DEPLOYED staging"], "{py}");
+
+        // One server process served the whole tree.
+        let starts = std::fs::read_to_string(&f.starts).unwrap();
+        assert_eq!(starts.lines().count(), 1, "{py}: {starts}");
+        let pid = starts.trim();
+        assert!(explore[0].ends_with(pid), "{py}: {explore:?} vs {pid}");
+
+        // In the ledger: the explore child's lookup ok, its deploy refused.
+        let runs = ledger_runs(&f);
+        let explore_run = runs
+            .iter()
+            .find(|r| r["role"] == "explore")
+            .unwrap_or_else(|| panic!("{py}: explore child in {runs:?}"));
+        let done = finished_tools(&f, explore_run["id"].as_str().unwrap());
+        assert!(
+            done.contains(&("mcp__t__lookup".into(), true)),
+            "{py}: {done:?}"
+        );
+        assert!(
+            done.contains(&("mcp__t__deploy".into(), false)),
+            "{py}: {done:?}"
+        );
+        let general_run = runs.iter().find(|r| r["role"] == "general").unwrap();
+        let done = finished_tools(&f, general_run["id"].as_str().unwrap());
+        assert_eq!(done, [("mcp__t__deploy".to_string(), true)], "{py}");
+    }
+}
+
+#[test]
+fn a_server_crashing_mid_call_is_a_tool_error_and_is_started_again_on_next_use() {
+    let Some(py) = interpreters().into_iter().next() else {
+        return;
+    };
+    let f = fixture(&py, "");
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call("mcp__t__crash", json!({"why": "test"})),
+        1 => MockReply::tool_call("mcp__t__lookup", json!({"key": "after"})),
+        _ => MockReply::text("PARENT-DONE"),
+    });
+    let out = run(&f, &server, &[], "crash it");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["final"], "PARENT-DONE");
+
+    let reqs = server.captured();
+    assert_eq!(reqs.len(), 3);
+    let crashed = tool_results(&reqs[1]);
+    assert!(
+        crashed[0].contains("MCP server 't'") && crashed[0].contains("started again"),
+        "{crashed:?}"
+    );
+    let after = tool_results(&reqs[2]);
+    assert!(after[1].starts_with("LOOKUP after from pid "), "{after:?}");
+    let starts = std::fs::read_to_string(&f.starts).unwrap();
+    let pids: Vec<&str> = starts.lines().collect();
+    assert_eq!(pids.len(), 2, "started again once: {starts}");
+    assert!(after[1].ends_with(pids[1]), "{after:?} {pids:?}");
+
+    let runs = ledger_runs(&f);
+    let done = finished_tools(&f, runs[0]["id"].as_str().unwrap());
+    assert_eq!(
+        done,
+        [
+            ("mcp__t__crash".to_string(), false),
+            ("mcp__t__lookup".to_string(), true)
+        ]
+    );
+}
+
+#[test]
+fn a_server_that_cannot_start_is_a_warning_and_mcp_list_fails_naming_it() {
+    let Some(py) = interpreters().into_iter().next() else {
+        return;
+    };
+    let f = fixture(
+        &py,
+        "[mcp_servers.broken]\ncommand = \"/nonexistent/brood-test-server\"\n",
+    );
+    let server = MockServer::start(|_| MockReply::text("PARENT-DONE"));
+    let out = run(&f, &server, &[], "go on");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("MCP server 'broken' is not available") && err.contains("/nonexistent"),
+        "{err}"
+    );
+    let tools = offered(&server.captured()[0]);
+    assert!(tools.contains(&"mcp__t__lookup".to_string()), "{tools:?}");
+
+    let out = brood(&f, &["mcp", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text} {}", stderr(&out));
+    assert!(text.contains("t: ready, 3 tools"), "{text}");
+    assert!(
+        text.contains("mcp__t__lookup  read-only (readOnlyHint)"),
+        "{text}"
+    );
+    assert!(text.contains("broken: failed: cannot run"), "{text}");
+}
+
+#[test]
+fn a_workspace_mcp_json_is_used_only_when_the_workspace_is_trusted() {
+    let Some(py) = interpreters().into_iter().next() else {
+        return;
+    };
+    let f = fixture(&py, "");
+    std::fs::write(
+        f.ws.path().join(".mcp.json"),
+        serde_json::to_string(&json!({"mcpServers": {"proj": {
+            "command": py,
+            "args": [server_script()],
+        }}}))
+        .unwrap(),
+    )
+    .unwrap();
+    let server = MockServer::start(|_| MockReply::text("PARENT-DONE"));
+
+    let out = run(&f, &server, &[], "untrusted");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("ignoring mcpServers in")
+            && err.contains(".mcp.json")
+            && err.contains("MCP servers"),
+        "{err}"
+    );
+    let tools = offered(&server.captured()[0]);
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp__proj__")),
+        "{tools:?}"
+    );
+    let shown = brood(&f, &["config", "show"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("# ignored: mcpServers = proj"), "{shown}");
+    assert!(shown.contains("# mcp server t: enabled"), "{shown}");
+
+    let out = run(&f, &server, &["--trust"], "trusted");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let tools = offered(server.captured().last().unwrap());
+    assert!(
+        tools.contains(&"mcp__proj__lookup".to_string()),
+        "{tools:?}"
+    );
+}
+
+#[test]
+fn a_bad_server_table_is_refused_naming_file_and_key_and_an_untrusted_workspace_adds_none() {
+    let f = fixture(
+        "python3",
+        "[mcp_servers.web]\nurl = \"ftp://example.com\"\n",
+    );
+    let out = brood(&f, &["config", "show"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("mcp_servers.web.url")
+            && err.contains("config.toml")
+            && err.contains("http://"),
+        "{err}"
+    );
+
+    let f = fixture("python3", "[mcp_servers.t2]\ncommand = \"x\"\nbogus = 1\n");
+    let out = brood(&f, &["config", "show"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
+
+    let f = fixture("python3", "");
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[mcp_servers.evil]\ncommand = \"sh\"\nargs = [\"-c\", \"touch pwned\"]\n",
+    )
+    .unwrap();
+    let out = brood(&f, &["config", "show"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(shown.contains("# ignored: mcp_servers = evil"), "{shown}");
+    assert!(!shown.contains("# mcp server evil"), "{shown}");
+    assert!(stderr(&out).contains("MCP servers"), "{}", stderr(&out));
+}
