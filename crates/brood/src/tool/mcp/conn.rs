@@ -274,7 +274,7 @@ async fn launch(
                             break;
                         }
                         let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                        t.push_str(&String::from_utf8_lossy(&buf[..n]));
+                        t.push_str(&String::from_utf8_lossy(buf.get(..n).unwrap_or_default()));
                         if t.len() > STDERR_TAIL_BYTES {
                             let mut cut = t.len() - STDERR_TAIL_BYTES;
                             while !t.is_char_boundary(cut) {

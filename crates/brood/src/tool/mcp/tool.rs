@@ -166,9 +166,9 @@ fn bound(text: &str) -> String {
     }
     format!(
         "{}\n[... {} bytes of the MCP result omitted ...]\n{}",
-        &text[..head],
+        text.get(..head).unwrap_or_default(),
         tail - head,
-        &text[tail..]
+        text.get(tail..).unwrap_or_default()
     )
 }
 
