@@ -113,6 +113,11 @@ fn server(resumed: Arc<AtomicBool>, tool_again: bool) -> MockServer {
                 _ => Answer::text(REPORT).usage(usage(50)).into(),
             };
         }
+        let last = req.last_message().cloned().unwrap_or_default();
+        if last["content"] == "what did we do?" {
+            let saw = req.messages().iter().any(|m| m["content"] == "delegate");
+            return MockReply::text(if saw { "remembered" } else { "forgot" });
+        }
         match req.assistant_turns() {
             0 => MockReply::tool_call(
                 "task",
@@ -389,4 +394,52 @@ fn a_run_recorded_in_another_directory_is_refused_with_the_reason() {
     );
     // Move it back so the temp dir cleans up.
     std::fs::rename(&to, f.ws.path()).unwrap();
+}
+
+/// `brood chat --resume` (plain mode) takes the killed session's conversation —
+/// the next prompt's request carries it — lists what can be resumed, and `/resume
+/// ID` finishes the interrupted child under its id.
+#[test]
+fn chat_resume_reopens_the_conversation_and_finishes_the_child() {
+    use std::io::Write;
+    let f = fixture();
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server(resumed.clone(), false);
+    let (kid, _) = run_and_kill(&f, &server);
+    resumed.store(true, Ordering::SeqCst);
+    let p = provider(&server);
+    let mut child = command(f.home.path(), f.ws.path(), &with(&["chat", "--resume"], &p))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn brood chat");
+    let input = format!("/resume\n/resume {kid}\nwhat did we do?\n");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("resumed session"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("/resume {kid} continues it")),
+        "the unfinished child is named: {stderr}"
+    );
+    assert!(
+        stdout.contains("runs that can be resumed") && stdout.contains(&kid),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("resumed run {kid}")), "{stdout}");
+    assert!(stdout.contains("the second line is beta"), "{stdout}");
+    assert!(
+        stdout.contains("remembered"),
+        "the old conversation goes on: {stdout}"
+    );
+    let shown = show(&f, &kid);
+    assert_eq!(shown["status"], "completed", "{shown}");
 }

@@ -30,18 +30,29 @@ pub struct ChatArgs {
     /// Print every live event and each prompt's report as JSON lines.
     #[arg(long)]
     pub json: bool,
+    /// Continue a recorded chat: SESSION's conversation (default: the most recent
+    /// earlier session of this workspace); its unfinished runs are listed for /resume.
+    #[arg(long, value_name = "SESSION", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
 }
 
 /// Start a chat: the full-screen UI when stdin and stdout are terminals (and no
 /// `--json`), else plain mode, line by line on stdin.
 pub async fn run(args: ChatArgs) -> u8 {
     if !args.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-        return ui::run(&args.session).await;
+        return ui::run(&args.session, args.resume.as_deref()).await;
     }
-    let chat = match Chat::open(&args.session, None).await {
+    let mut chat = match Chat::open(&args.session, None).await {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(session) = &args.resume {
+        if let Err(e) = chat.resume_session(session).await {
+            errln!("brood: {e}");
+            chat.close("the chat could not resume").await;
+            return 1;
+        }
+    }
     plain::run(chat, args.json).await
 }
 
@@ -131,6 +142,101 @@ impl Chat {
         (self.config.provider.clone(), model)
     }
 
+    /// `--resume [SESSION]`: take SESSION's conversation (empty: the latest
+    /// earlier session's) as this chat's, and note its unfinished runs.
+    async fn resume_session(&mut self, session: &str) -> Result<(), String> {
+        let wanted = (!session.is_empty()).then_some(session);
+        let conv = self
+            .session
+            .conversation(wanted)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.notes.push(format!(
+            "resumed session {}: {} messages of conversation",
+            conv.session_id,
+            conv.history.len()
+        ));
+        for run in &conv.unfinished {
+            self.notes.push(format!(
+                "unfinished: {} {} ({}) — /resume {} continues it",
+                run.id,
+                run.name.as_deref().unwrap_or("run"),
+                run.status,
+                run.id
+            ));
+        }
+        self.history = conv.history;
+        Ok(())
+    }
+
+    /// `/resume`: the runs of this workspace that can be resumed, newest first.
+    async fn resumable(&self) -> Result<Vec<String>, String> {
+        use brood::ledger::{ListFilter, RunStatus};
+        let runs = self
+            .session
+            .ledger()
+            .list_runs(ListFilter {
+                include_archived: true,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut lines: Vec<String> = runs
+            .iter()
+            .rev()
+            .filter(|l| {
+                matches!(
+                    l.run.status,
+                    RunStatus::Interrupted | RunStatus::Cancelled | RunStatus::Failed
+                )
+            })
+            .take(20)
+            .map(|l| {
+                let objective: String = l.run.objective.chars().take(60).collect();
+                format!(
+                    "  {} {:<11} {:<12} {objective}",
+                    l.run.id,
+                    l.run.status.to_string(),
+                    l.run.name.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        if lines.is_empty() {
+            return Ok(vec!["no run of this workspace can be resumed".into()]);
+        }
+        lines.insert(0, "runs that can be resumed (/resume ID):".into());
+        Ok(lines)
+    }
+
+    /// `/resume ID`: continue the run in this chat's session; a root of this
+    /// workspace's chats also becomes this chat's conversation.
+    async fn resume_run(&mut self, id: &str) -> Result<Vec<String>, String> {
+        let report = self
+            .session
+            .resume(id, None, tokio_util::sync::CancellationToken::new())
+            .await
+            .map_err(|e| e.to_string())?;
+        self.usage.add(&report.usage);
+        let run = brood::ledger::RunId::from_string(&report.run_id);
+        let is_root = self
+            .session
+            .ledger()
+            .get_run(&run)
+            .await
+            .is_ok_and(|d| d.run.parent_id.is_none());
+        if is_root && !report.messages.is_empty() {
+            self.history = report.messages.clone();
+        }
+        let mut out = vec![format!(
+            "resumed run {} ({} steps in all)",
+            report.run_id, report.turns
+        )];
+        out.extend(report.final_text.lines().map(str::to_string));
+        if let Some(e) = &report.error {
+            out.push(format!("run {} ended: {e}", report.run_id));
+        }
+        Ok(out)
+    }
+
     /// The notes and warnings of opening the session (once).
     fn startup_notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.notes)
@@ -204,6 +310,8 @@ impl Chat {
             }
             Slash::ModelsSubagent => self.models_subagent(),
             Slash::Status => self.status(),
+            Slash::Resume(None) => self.resumable().await?,
+            Slash::Resume(Some(id)) => self.resume_run(&id).await?,
             Slash::Clear => {
                 self.history.clear();
                 self.tree.clear();

@@ -25,6 +25,10 @@ pub const HELP: &[(&str, &str)] = &[
         "provider, model, limits, budgets, running/queued children, tokens and cost, ledger",
     ),
     (
+        "/resume [RUN]",
+        "continue an interrupted, cancelled or failed run under its id; alone: list them",
+    ),
+    (
         "/clear",
         "start a new conversation (the ledger keeps the old one)",
     ),
@@ -40,6 +44,7 @@ pub enum Slash {
     ModelSubagent { role: String, model: String },
     ModelsSubagent,
     Status,
+    Resume(Option<String>),
     Clear,
     Quit,
 }
@@ -89,6 +94,11 @@ pub fn parse(line: &str) -> Result<Slash, String> {
             [m] => Ok(Slash::Model(Some((*m).to_string()))),
             _ => Err("usage: /model [NAME] (one model name)".into()),
         },
+        "/resume" => match args.as_slice() {
+            [] => Ok(Slash::Resume(None)),
+            [id] => Ok(Slash::Resume(Some((*id).to_string()))),
+            _ => Err("usage: /resume [RUN] (one run id or unique prefix)".into()),
+        },
         "/model-subagent" => match args.as_slice() {
             [role, model] => Ok(Slash::ModelSubagent {
                 role: role.to_ascii_lowercase(),
@@ -110,6 +120,12 @@ mod tests {
     #[test]
     fn commands_and_their_errors() {
         assert_eq!(parse("/help"), Ok(Slash::Help));
+        assert_eq!(parse("/resume"), Ok(Slash::Resume(None)));
+        assert_eq!(
+            parse("/resume 0194ab"),
+            Ok(Slash::Resume(Some("0194ab".into())))
+        );
+        assert!(parse("/resume a b").unwrap_err().starts_with("usage:"));
         assert_eq!(parse("/model  x "), Ok(Slash::Model(Some("x".into()))));
         assert_eq!(
             parse("/model-subagent Explore m1"),

@@ -30,6 +30,7 @@ pub use error::SessionError;
 pub use handle::RunHandle;
 pub use mcp_config::McpServerEntry;
 pub use options::SessionOptions;
+pub use resume::SessionConversation;
 pub use root::RunReport;
 pub use session::Session;
 pub use tools::sandbox_options;

@@ -9,7 +9,7 @@ use super::error::SessionError;
 use super::root::RunReport;
 use super::session::Session;
 use crate::agent::{Ending, EventSink};
-use crate::ledger::{EventRecord, LedgerError, LedgerReader, RunRecord, RunStatus};
+use crate::ledger::{EventRecord, LedgerError, LedgerReader, RunId, RunRecord, RunStatus};
 use crate::model::Message;
 use crate::subagent::rebuild::rebuild_messages;
 use crate::subagent::tally::RootTallies;
@@ -159,17 +159,7 @@ fn read_recorded(r: &LedgerReader, prefix: &str) -> Result<Recorded, LedgerError
         lineage.push(r.run(&parent)?);
     }
     lineage.reverse();
-    let slice = r.transcript(&id, 0, usize::MAX)?;
-    let mut transcript = Vec::with_capacity(slice.entries.len());
-    for entry in &slice.entries {
-        let content = match r.read_spill(entry)? {
-            Some(full) if entry.truncated => {
-                serde_json::from_str(&full).unwrap_or(Value::String(full))
-            }
-            _ => entry.content.clone(),
-        };
-        transcript.push((entry.seq, content));
-    }
+    let transcript = full_transcript(r, &id)?;
     Ok(Recorded {
         lineage,
         events: detail.events,
@@ -194,4 +184,121 @@ fn check_workspace(record: &RunRecord, here: &Path) -> Result<(), ResumeError> {
             here: here.display().to_string(),
         })
     }
+}
+
+/// A recorded chat session, read back to be continued (`brood chat --resume`).
+#[derive(Debug, Clone)]
+pub struct SessionConversation {
+    /// The session read.
+    pub session_id: String,
+    /// The parent's conversation: every root run of the session in order, each
+    /// its prompt and every step (tool calls left unanswered get their
+    /// "interrupted" result, as for a resumed run).
+    pub history: Vec<Message>,
+    /// Its runs that ended without finishing (interrupted, cancelled, failed):
+    /// what [`Session::resume`] can continue, oldest first.
+    pub unfinished: Vec<RunRecord>,
+}
+
+impl Session {
+    /// The conversation of session `session_id` (`None`: the most recent session
+    /// other than this one), to continue with [`Session::run_continuing`], and its
+    /// unfinished runs. Nothing is written.
+    pub async fn conversation(
+        &self,
+        session_id: Option<&str>,
+    ) -> Result<SessionConversation, SessionError> {
+        let wanted = session_id.map(str::to_string);
+        let own = self.ledger().session_id().to_string();
+        let read = self
+            .ledger()
+            .read(move |r| read_conversation(r, wanted.as_deref(), &own))
+            .await
+            .map_err(ResumeError::Ledger)?;
+        let (session_id, roots, unfinished) = read;
+        let mut history = Vec::new();
+        for (id, transcript) in roots {
+            let messages = rebuild_messages(&transcript).map_err(|e| ResumeError::Transcript {
+                id,
+                detail: e.to_string(),
+            })?;
+            history.extend(messages);
+        }
+        Ok(SessionConversation {
+            session_id,
+            history,
+            unfinished,
+        })
+    }
+}
+
+/// A session's id, its root runs' transcripts (in order) and its unfinished runs.
+type ReadConversation = (String, Vec<(String, Vec<(u64, Value)>)>, Vec<RunRecord>);
+
+fn read_conversation(
+    r: &LedgerReader,
+    wanted: Option<&str>,
+    own: &str,
+) -> Result<ReadConversation, LedgerError> {
+    let runs: Vec<RunRecord> = r
+        .list_runs(crate::ledger::ListFilter {
+            include_archived: true,
+        })?
+        .into_iter()
+        .map(|l| l.run)
+        .collect();
+    let session = match wanted {
+        Some(s) => s.to_string(),
+        None => runs
+            .iter()
+            .filter(|run| run.session_id != own)
+            .max_by_key(|run| run.created_at)
+            .map(|run| run.session_id.clone())
+            .ok_or_else(|| LedgerError::NotResumable {
+                id: "(latest session)".into(),
+                why: "this workspace has no earlier session to resume".into(),
+            })?,
+    };
+    let mut of_session: Vec<&RunRecord> = runs
+        .iter()
+        .filter(|run| run.session_id == session)
+        .collect();
+    if of_session.is_empty() {
+        return Err(LedgerError::NotResumable {
+            id: session,
+            why: "no run of this workspace belongs to that session; `brood agents list --all --json` shows each run's session_id".into(),
+        });
+    }
+    of_session.sort_by_key(|run| run.created_at);
+    let mut roots = Vec::new();
+    for run in of_session.iter().filter(|run| run.parent_id.is_none()) {
+        roots.push((run.id.to_string(), full_transcript(r, &run.id)?));
+    }
+    let unfinished = of_session
+        .iter()
+        .filter(|run| {
+            matches!(
+                run.status,
+                RunStatus::Interrupted | RunStatus::Cancelled | RunStatus::Failed
+            )
+        })
+        .map(|run| (*run).clone())
+        .collect();
+    Ok((session, roots, unfinished))
+}
+
+/// A run's transcript as `(seq, content)`, each spilled entry read in full.
+fn full_transcript(r: &LedgerReader, id: &RunId) -> Result<Vec<(u64, Value)>, LedgerError> {
+    let slice = r.transcript(id, 0, usize::MAX)?;
+    let mut transcript = Vec::with_capacity(slice.entries.len());
+    for entry in &slice.entries {
+        let content = match r.read_spill(entry)? {
+            Some(full) if entry.truncated => {
+                serde_json::from_str(&full).unwrap_or(Value::String(full))
+            }
+            _ => entry.content.clone(),
+        };
+        transcript.push((entry.seq, content));
+    }
+    Ok(transcript)
 }

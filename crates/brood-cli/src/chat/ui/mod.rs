@@ -24,12 +24,19 @@ use std::time::Duration;
 const TICK: Duration = Duration::from_millis(500);
 
 /// Open the chat's session and run the full-screen UI until the user quits.
-pub async fn run(args: &crate::SessionArgs) -> u8 {
+pub async fn run(args: &crate::SessionArgs, resume: Option<&str>) -> u8 {
     let (approver, mut asks) = approve::channel();
-    let chat = match Chat::open(args, Some(Arc::new(approver))).await {
+    let mut chat = match Chat::open(args, Some(Arc::new(approver))).await {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(session) = resume {
+        if let Err(e) = chat.resume_session(session).await {
+            errln!("brood: {e}");
+            chat.close("the chat could not resume").await;
+            return 1;
+        }
+    }
     let mut screen = match terminal::Screen::enter() {
         Ok(s) => s,
         Err(e) => {
