@@ -429,6 +429,8 @@ async fn one_shot(args: OneShot) -> u8 {
         errln!("brood: note: {a}");
     }
     let mut opts = SessionOptions::new(args.ws.clone(), config);
+    // AGENTS.md files from the workspace root down to where the user is.
+    opts.working_dir = std::env::current_dir().ok();
     opts.env = env;
     opts.models = args.models.clone();
     // Taken over before the session opens, so a signal during the open is not a

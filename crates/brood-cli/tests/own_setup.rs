@@ -319,6 +319,53 @@ fn agents_md_reaches_the_parent_and_every_child_and_is_bounded() {
     );
 }
 
+/// Run from a subdirectory of the workspace, brood reads the `AGENTS.md` of every
+/// directory from the root down to it (root first, the nearest last), and
+/// `instructions_max_bytes` bounds them all (0: none).
+#[test]
+fn nested_agents_md_files_are_read_down_to_the_working_directory_and_bounded_by_config() {
+    let f = fixture("");
+    write(f.ws.path(), "AGENTS.md", "ROOT-CANARY\n");
+    write(f.ws.path(), "svc/CLAUDE.md", "SVC-CANARY\n");
+    write(f.ws.path(), "svc/api/AGENTS.md", "API-CANARY\n");
+    write(f.ws.path(), "other/AGENTS.md", "OTHER-CANARY\n");
+    let server = MockServer::start(|_| Answer::text("ok").into());
+    let out = brood(&f)
+        .current_dir(f.ws.path().join("svc/api"))
+        .args(["run", "--workspace"])
+        .arg(f.ws.path())
+        .args(["--json", "--provider", "local", "--base-url"])
+        .arg(server.base_url())
+        .args(["--model", "main-model", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let sys = system_prompt(&server.captured()[0]);
+    let at = |c: &str| sys.find(c).unwrap_or_else(|| panic!("{c} missing: {sys}"));
+    assert!(at("ROOT-CANARY") < at("SVC-CANARY") && at("SVC-CANARY") < at("API-CANARY"));
+    assert!(
+        !sys.contains("OTHER-CANARY"),
+        "a sibling directory is not on the path"
+    );
+
+    // The bound is the user's to set; 0 reads none.
+    let small = fixture("instructions_max_bytes = 0\n");
+    write(small.ws.path(), "AGENTS.md", "ROOT-CANARY\n");
+    let server = MockServer::start(|_| Answer::text("ok").into());
+    let out = run(&small, &server, "hi");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    assert!(!system_prompt(&server.captured()[0]).contains("ROOT-CANARY"));
+    // Past the largest accepted value: a config error naming the key.
+    let bad = fixture("instructions_max_bytes = 999999999\n");
+    let out = run(&bad, &server, "hi");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("instructions_max_bytes"),
+        "{}",
+        text(&out).1
+    );
+}
+
 #[test]
 fn a_symlinked_agents_md_pointing_outside_is_not_read() {
     let f = fixture("");

@@ -122,6 +122,8 @@ impl Chat {
     async fn reopen(&mut self, config: Config) -> Result<(), String> {
         let checked = config.check(&self.env).map_err(|e| e.to_string())?;
         let mut opts = SessionOptions::new(self.ws.clone(), config.clone());
+        // AGENTS.md files from the workspace root down to where the user is.
+        opts.working_dir = std::env::current_dir().ok();
         opts.env = self.env.clone();
         opts.approver = self.approver.clone();
         // The new session first: if it cannot open, the chat goes on as it was.
@@ -452,6 +454,8 @@ async fn open_session(
     approver: Option<Arc<dyn Approver>>,
 ) -> Result<Session, u8> {
     let mut opts = SessionOptions::new(ws.to_path_buf(), config.clone());
+    // AGENTS.md files from the workspace root down to where the user is.
+    opts.working_dir = std::env::current_dir().ok();
     opts.env = env.clone();
     opts.approver = approver;
     Session::open(opts).await.map_err(|e| {

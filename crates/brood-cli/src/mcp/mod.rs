@@ -75,6 +75,8 @@ pub async fn run(args: McpArgs) -> u8 {
         None => None,
     };
     let mut opts = SessionOptions::new(ws.clone(), config);
+    // AGENTS.md files from the workspace root down to where the user is.
+    opts.working_dir = std::env::current_dir().ok();
     opts.env = env;
     let mut signals = signals::Signals::install().ok();
     let session = match Session::open(opts).await {

@@ -31,6 +31,7 @@ pub struct SessionBuilder {
     tools: Vec<Arc<dyn Tool>>,
     ask_before: BTreeSet<String>,
     approver: Option<Arc<dyn Approver>>,
+    working_dir: Option<PathBuf>,
     overrides: Overrides,
 }
 
@@ -45,6 +46,7 @@ impl Session {
             tools: Vec::new(),
             ask_before: BTreeSet::new(),
             approver: None,
+            working_dir: None,
             overrides: Overrides::default(),
         }
     }
@@ -127,6 +129,13 @@ impl SessionBuilder {
         self
     }
 
+    /// The directory the user works in, inside the workspace: the `AGENTS.md`
+    /// files from the workspace root down to it are read (default: the root's only).
+    pub fn working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.working_dir = Some(dir.into());
+        self
+    }
+
     /// Open the session: load the configuration (unless given), open the ledger,
     /// build the providers and the supervisor.
     pub async fn build(self) -> Result<Session, SessionError> {
@@ -148,6 +157,7 @@ impl SessionBuilder {
         opts.tools = self.tools;
         opts.ask_before = self.ask_before;
         opts.approver = self.approver;
+        opts.working_dir = self.working_dir;
         Session::open(opts).await
     }
 }

@@ -1,11 +1,13 @@
-//! Project instructions: the `AGENTS.md` (else `CLAUDE.md`) of the workspace, and the
-//! user's own `~/.config/brood/AGENTS.md`, given to the parent and to every child.
+//! Project instructions: the `AGENTS.md` (else `CLAUDE.md`) of the workspace — of every
+//! directory from its root down to the directory the user works in, Codex's rule — and
+//! the user's own `~/.config/brood/AGENTS.md`, given to the parent and to every child.
 //!
 //! They are text for the model only: nothing in them widens a grant, sets config or
-//! adds a tool. They are read once per session, bounded ([`DEFAULT_MAX_BYTES`] in all,
-//! cut with a note), and placed at the end of every system prompt, so siblings keep
-//! byte-identical prefixes. A workspace file is workspace input: a symlink, or a file
-//! that is not a plain file inside the workspace, is not read.
+//! adds a tool. They are read once per session, bounded (`instructions_max_bytes`,
+//! [`DEFAULT_MAX_BYTES`] in all, cut with a note), and placed at the end of every
+//! system prompt, so siblings keep byte-identical prefixes. A workspace file is
+//! workspace input: a symlink, or a file that is not a plain file inside the
+//! workspace, is not read.
 
 use serde::Serialize;
 use std::io::Read;
@@ -13,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 /// The most bytes of instructions every request carries (all files together).
 pub const DEFAULT_MAX_BYTES: usize = 32 * 1024;
+
+/// The largest `instructions_max_bytes` accepted.
+pub const MAX_MAX_BYTES: usize = 256 * 1024;
 
 /// The workspace files looked for, first found wins.
 pub const WORKSPACE_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
@@ -31,7 +36,7 @@ pub struct InstructionFile {
 /// The instructions of a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ProjectInstructions {
-    /// The files, in prompt order (user file first, then the workspace's).
+    /// The files, in prompt order (user file first, then the workspace's, root first).
     pub files: Vec<InstructionFile>,
     /// Files found but not read, and why.
     pub refused: Vec<(PathBuf, String)>,
@@ -41,10 +46,20 @@ pub struct ProjectInstructions {
 }
 
 impl ProjectInstructions {
-    /// Read the user's file (if given) and the workspace root's `AGENTS.md`, else its
-    /// `CLAUDE.md`, up to `max_bytes` in all.
-    pub fn load(workspace_root: &Path, user_file: Option<&Path>, max_bytes: usize) -> Self {
+    /// Read the user's file (if given), then in each directory from the workspace
+    /// root down to `working_dir` (when it lies inside the workspace; else the root
+    /// alone) its `AGENTS.md`, else its `CLAUDE.md` — up to `max_bytes` in all, the
+    /// nearer files last (closest to the task). `max_bytes == 0` reads nothing.
+    pub fn load(
+        workspace_root: &Path,
+        working_dir: Option<&Path>,
+        user_file: Option<&Path>,
+        max_bytes: usize,
+    ) -> Self {
         let mut out = ProjectInstructions::default();
+        if max_bytes == 0 {
+            return out;
+        }
         let mut found: Vec<(PathBuf, Vec<u8>, usize)> = Vec::new();
         if let Some(user) = user_file {
             match read_plain(user, None, max_bytes) {
@@ -53,15 +68,17 @@ impl ProjectInstructions {
                 Err(why) => out.refused.push((user.to_path_buf(), why)),
             }
         }
-        for name in WORKSPACE_FILES {
-            let path = workspace_root.join(name);
-            match read_plain(&path, Some(workspace_root), max_bytes) {
-                Ok(Some((body, size))) => {
-                    found.push((path, body, size));
-                    break;
+        for dir in dirs_down_to(workspace_root, working_dir) {
+            for name in WORKSPACE_FILES {
+                let path = dir.join(name);
+                match read_plain(&path, Some(workspace_root), max_bytes) {
+                    Ok(Some((body, size))) => {
+                        found.push((path, body, size));
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(why) => out.refused.push((path, why)),
                 }
-                Ok(None) => {}
-                Err(why) => out.refused.push((path, why)),
             }
         }
         let mut left = max_bytes;
@@ -109,6 +126,28 @@ impl ProjectInstructions {
             format!("{base}\n\n{}", self.text)
         }
     }
+}
+
+/// The workspace root, then each directory below it down to `working_dir` — when
+/// `working_dir` really lies inside the root (both resolved); else the root alone.
+/// At most 32 levels (a deeper path reads its first 32).
+fn dirs_down_to(root: &Path, working_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = vec![root.to_path_buf()];
+    let (Some(here), Ok(real_root)) = (working_dir, std::fs::canonicalize(root)) else {
+        return dirs;
+    };
+    let Ok(real_here) = std::fs::canonicalize(here) else {
+        return dirs;
+    };
+    let Ok(rest) = real_here.strip_prefix(&real_root) else {
+        return dirs;
+    };
+    let mut at = root.to_path_buf();
+    for part in rest.components().take(32) {
+        at.push(part);
+        dirs.push(at.clone());
+    }
+    dirs
 }
 
 /// The bytes of `path` (up to `max` of them) and its size, if it is a plain file;
@@ -185,13 +224,13 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("AGENTS.md"), "use tabs\n").unwrap();
         std::fs::write(ws.path().join("CLAUDE.md"), "use spaces\n").unwrap();
-        let p = ProjectInstructions::load(ws.path(), None, DEFAULT_MAX_BYTES);
+        let p = ProjectInstructions::load(ws.path(), None, None, DEFAULT_MAX_BYTES);
         assert!(p.text.contains("use tabs") && !p.text.contains("use spaces"));
         assert_eq!(p.files.len(), 1);
 
         std::fs::remove_file(ws.path().join("AGENTS.md")).unwrap();
         std::fs::write(ws.path().join("CLAUDE.md"), "x".repeat(100)).unwrap();
-        let p = ProjectInstructions::load(ws.path(), None, 40);
+        let p = ProjectInstructions::load(ws.path(), None, None, 40);
         assert_eq!(p.files[0].used, 40);
         assert_eq!(p.files[0].bytes, 100);
         assert!(p.text.contains("60 more bytes"), "{}", p.text);
@@ -203,8 +242,34 @@ mod tests {
         let secret = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(secret.path(), "SECRET").unwrap();
         std::os::unix::fs::symlink(secret.path(), ws.path().join("AGENTS.md")).unwrap();
-        let p = ProjectInstructions::load(ws.path(), None, DEFAULT_MAX_BYTES);
+        let p = ProjectInstructions::load(ws.path(), None, None, DEFAULT_MAX_BYTES);
         assert!(!p.text.contains("SECRET"));
         assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    }
+
+    #[test]
+    fn nested_agents_md_files_are_read_root_first_down_to_the_working_dir() {
+        let ws = tempfile::tempdir().unwrap();
+        let deep = ws.path().join("crates/core");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(ws.path().join("AGENTS.md"), "ROOT-RULE").unwrap();
+        std::fs::write(ws.path().join("crates/CLAUDE.md"), "CRATES-RULE").unwrap();
+        std::fs::write(deep.join("AGENTS.md"), "CORE-RULE").unwrap();
+        let p = ProjectInstructions::load(ws.path(), Some(&deep), None, DEFAULT_MAX_BYTES);
+        let (a, b, c) = (
+            p.text.find("ROOT-RULE").unwrap(),
+            p.text.find("CRATES-RULE").unwrap(),
+            p.text.find("CORE-RULE").unwrap(),
+        );
+        assert!(a < b && b < c, "{}", p.text);
+        assert_eq!(p.files.len(), 3);
+        // A working directory outside the workspace reads the root's file alone.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("AGENTS.md"), "OUTSIDE").unwrap();
+        let p = ProjectInstructions::load(ws.path(), Some(elsewhere.path()), None, 1024);
+        assert!(p.text.contains("ROOT-RULE") && !p.text.contains("OUTSIDE"));
+        // 0 reads nothing.
+        let p = ProjectInstructions::load(ws.path(), Some(&deep), None, 0);
+        assert!(p.text.is_empty() && p.files.is_empty());
     }
 }

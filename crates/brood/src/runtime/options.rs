@@ -51,6 +51,10 @@ pub struct SessionOptions {
     pub ask_before: std::collections::BTreeSet<String>,
     /// Who decides calls of `ask_before` tools; `None`: they are refused.
     pub approver: Option<Arc<dyn super::approval::Approver>>,
+    /// The directory the user works in. When it lies inside the workspace, the
+    /// `AGENTS.md` (else `CLAUDE.md`) of every directory from the workspace root
+    /// down to it is read (Codex's rule); `None`: the root's only.
+    pub working_dir: Option<PathBuf>,
 }
 
 impl SessionOptions {
@@ -66,6 +70,7 @@ impl SessionOptions {
             tools: Vec::new(),
             ask_before: Default::default(),
             approver: None,
+            working_dir: None,
         }
     }
 }

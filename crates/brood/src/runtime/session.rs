@@ -3,7 +3,7 @@
 
 use super::approval::{ApprovalGate, AskTool};
 use super::config::Config;
-use super::instructions::{self, ProjectInstructions};
+use super::instructions::ProjectInstructions;
 use super::models::build_models;
 use super::provider::ProviderFactory;
 use super::root::{FirstRunNotes, RootRunner};
@@ -139,8 +139,10 @@ impl Session {
         let instructions = {
             let root = workspace.root().to_path_buf();
             let user = config.user_dir.as_ref().map(|d| d.join("AGENTS.md"));
+            let here = opts.working_dir.clone();
+            let max = config.instructions_max_bytes;
             tokio::task::spawn_blocking(move || {
-                ProjectInstructions::load(&root, user.as_deref(), instructions::DEFAULT_MAX_BYTES)
+                ProjectInstructions::load(&root, here.as_deref(), user.as_deref(), max)
             })
             .await
             .map_err(|e| SessionError::TaskFailed {

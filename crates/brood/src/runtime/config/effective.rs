@@ -35,6 +35,8 @@ pub struct Config {
     pub tool_concurrency: usize,
     /// The most bytes one model step's answer may hold (default 8 MiB).
     pub max_answer_bytes: u64,
+    /// The most bytes of project instructions in every request (default 32 KiB; 0: none).
+    pub instructions_max_bytes: usize,
     /// How the model may use tools.
     pub tool_choice: ToolChoicePolicy,
     /// Temperature and the like.
@@ -125,6 +127,11 @@ impl Config {
                 source("max_answer_bytes"),
             ),
             (
+                "instructions_max_bytes".into(),
+                self.instructions_max_bytes.to_string(),
+                source("instructions_max_bytes"),
+            ),
+            (
                 "tool_choice".into(),
                 choice(&self.tool_choice.rest),
                 source("tool_choice"),
@@ -213,6 +220,16 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
             "must be between 65536 (64 KiB) and 1073741824 (1 GiB)",
         ));
     }
+    let instructions_max_bytes = merged
+        .instructions_max_bytes
+        .unwrap_or(crate::runtime::instructions::DEFAULT_MAX_BYTES as u64);
+    if instructions_max_bytes > crate::runtime::instructions::MAX_MAX_BYTES as u64 {
+        return Err(bad(
+            "instructions_max_bytes",
+            instructions_max_bytes.to_string(),
+            "must be between 0 (read none) and 262144 (256 KiB)",
+        ));
+    }
     let choice = |key: &str, v: &Option<String>| -> Result<Option<ToolChoice>, ConfigError> {
         match v {
             None => Ok(None),
@@ -280,6 +297,8 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
         max_turns,
         tool_concurrency: tool_concurrency as usize,
         max_answer_bytes,
+        instructions_max_bytes: usize::try_from(instructions_max_bytes)
+            .unwrap_or(crate::runtime::instructions::MAX_MAX_BYTES),
         tool_choice: ToolChoicePolicy {
             first: choice("first_tool_choice", &merged.first_tool_choice)?,
             rest: choice("tool_choice", &merged.tool_choice)?,

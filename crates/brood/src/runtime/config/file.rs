@@ -34,6 +34,9 @@ pub struct ConfigFile {
     /// The most bytes one model step's answer may hold (content, reasoning and
     /// tool-call arguments); 64 KiB..=1 GiB, default 8 MiB.
     pub max_answer_bytes: Option<u64>,
+    /// The most bytes of project instructions (`AGENTS.md` and the like, all files
+    /// together) every request carries; 0 reads none. 0..=262144, default 32768.
+    pub instructions_max_bytes: Option<u64>,
     /// auto, required, none, or a tool name: applies to every step.
     pub tool_choice: Option<String>,
     /// The same, for the first step only.

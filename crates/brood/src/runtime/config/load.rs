@@ -65,6 +65,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("BROOD_MAX_TURNS", "max_turns"),
     ("BROOD_TOOL_CONCURRENCY", "tool_concurrency"),
     ("BROOD_MAX_ANSWER_BYTES", "max_answer_bytes"),
+    ("BROOD_INSTRUCTIONS_MAX_BYTES", "instructions_max_bytes"),
     ("BROOD_TOOL_CHOICE", "tool_choice"),
     ("BROOD_FIRST_TOOL_CHOICE", "first_tool_choice"),
     ("BROOD_MEMORY", "memory.enabled"),
@@ -319,6 +320,7 @@ fn env_value(var: &str, key: &str, raw: &str) -> Result<toml::Value, ConfigError
         | "max_turns"
         | "tool_concurrency"
         | "max_answer_bytes"
+        | "instructions_max_bytes"
         | "subagents.max_concurrent" => toml::Value::Integer(
             raw_t
                 .parse::<i64>()
