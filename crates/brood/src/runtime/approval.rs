@@ -1,20 +1,24 @@
-//! Approvals as a library hook: an [`Approver`] the session asks before a tool call
-//! that is marked `ask` ([`crate::SessionBuilder::ask_before`]), for the parent and
-//! every child alike — children's requests reach the session's one approver.
+//! Permission rules and approvals: the one decision every tool call of every agent
+//! goes through after its grant allowed it (the toolbox calls the session's
+//! `ApprovalGate`, a [`crate::tool::CallGate`]).
 //!
-//! The marked tools are wrapped when each run's tools are made (`AskTool`); the
-//! wrapper asks the session's `ApprovalGate`, which remembers what was allowed for
-//! the session and asks one question at a time (a person answers them in turn).
-//! Without an approver every marked call is refused with a reason the model reads.
-//! Which calls are marked is the caller's choice here; permission rules that mark
-//! them are later work (issue 14.3).
+//! The gate applies the session's rules (`[permissions]`, `.claude/settings.json`,
+//! the ones added with [`crate::Session::add_rule`]) and the calling run's agent
+//! definitions' rules: a `deny` refuses the call naming the rule; an `ask` — or a
+//! tool the embedder marked with [`crate::SessionBuilder::ask_before`] that no
+//! `allow` rule covers — goes to the session's one [`Approver`], for the parent and
+//! every child alike. Answers `AllowForSession` are remembered (per asking rule, or
+//! per tool for `ask_before`). Calls of several runs waiting at once are each their
+//! own `approve` call, so a UI sees them all and queues them (`brood chat` shows
+//! every asking agent as "Needs input"). Without an approver every such call is
+//! refused with a reason the model reads.
 
 use crate::events::EventBus;
-use crate::tool::{Capability, Tool, ToolContext, ToolError};
+use crate::tool::{RuleKind, RuleSet, ToolContext, ToolError, Verdict};
 use async_trait::async_trait;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::Semaphore;
 
 /// Decides tool calls marked `ask`. Implement it to put a person (or a policy) in
 /// the loop; give it with [`crate::SessionBuilder::approver`].
@@ -38,6 +42,8 @@ use tokio::sync::Semaphore;
 #[async_trait]
 pub trait Approver: Send + Sync {
     /// Answer one call. The run waits for the answer (a cancelled run stops waiting).
+    /// Several runs may be waiting at once, each in its own call: a person-facing
+    /// approver queues them.
     async fn approve(&self, request: &ApprovalRequest) -> Approval;
 }
 
@@ -57,6 +63,9 @@ pub struct ApprovalRequest {
     pub tool: String,
     /// The arguments it gave (model-controlled: show them, never trust them).
     pub arguments: serde_json::Value,
+    /// The `ask` rule that matched, as written, and where it came from (`None`: the
+    /// tool was marked with [`crate::SessionBuilder::ask_before`]).
+    pub rule: Option<(String, String)>,
 }
 
 /// An approver's answer.
@@ -65,8 +74,9 @@ pub struct ApprovalRequest {
 pub enum Approval {
     /// Run this call.
     AllowOnce,
-    /// Run this call and every later call of this tool in the session, by any agent,
-    /// without asking again.
+    /// Run this call and every later call the same rule asks about (or, for an
+    /// `ask_before` tool, every later call of the tool) in the session, by any
+    /// agent, without asking again.
     AllowForSession,
     /// Do not run it; the model reads `reason` as the tool's error.
     Deny {
@@ -75,60 +85,129 @@ pub enum Approval {
     },
 }
 
-/// The session's approvals: its approver, what was allowed for the session, and
-/// who is asking (from the event bus's record of runs).
+/// The session's rules and approvals: its approver, what was allowed for the
+/// session, and who is asking (from the event bus's record of runs).
 pub(crate) struct ApprovalGate {
     approver: Option<Arc<dyn Approver>>,
+    /// The session's rules (changed by `/permissions`: never held across an await).
+    rules: Mutex<RuleSet>,
+    /// Tools the embedder marked `ask`.
+    ask_before: BTreeSet<String>,
+    /// Keys allowed for the session: `rule:<text>` or `tool:<name>`.
     allowed: Mutex<HashSet<String>>,
-    /// One question at a time.
-    turn: Semaphore,
+    /// The workspace root (path rules given absolute paths).
+    root: PathBuf,
     /// Set once the supervisor exists (it owns the bus).
     pub(crate) bus: OnceLock<Arc<EventBus>>,
 }
 
+/// Why a call goes to the approver.
+struct Asking {
+    key: String,
+    rule: Option<(String, String)>,
+}
+
 impl ApprovalGate {
-    pub fn new(approver: Option<Arc<dyn Approver>>) -> Self {
+    pub fn new(
+        approver: Option<Arc<dyn Approver>>,
+        rules: RuleSet,
+        ask_before: BTreeSet<String>,
+        root: PathBuf,
+    ) -> Self {
         ApprovalGate {
             approver,
+            rules: Mutex::new(rules),
+            ask_before,
             allowed: Mutex::new(HashSet::new()),
-            turn: Semaphore::new(1),
+            root,
             bus: OnceLock::new(),
         }
     }
 
-    fn allowed(&self, tool: &str) -> bool {
+    /// The session's rules now.
+    pub fn rules(&self) -> RuleSet {
+        self.rules.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Add a rule for the rest of the session.
+    pub fn add_rule(&self, kind: RuleKind, text: &str) -> Result<(), crate::tool::RuleError> {
+        self.rules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(kind, text, "this session")
+    }
+
+    /// Remove every session rule written `text`; how many.
+    pub fn remove_rule(&self, text: &str) -> usize {
+        self.rules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(text)
+    }
+
+    fn allowed(&self, key: &str) -> bool {
         self.allowed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(tool)
+            .contains(key)
+    }
+
+    /// What the rules say: refuse, ask (why), or run.
+    fn verdict(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+        run_rules: &RuleSet,
+    ) -> Result<Option<Asking>, ToolError> {
+        let mut all = self.rules();
+        all.extend(run_rules);
+        match all.decide(tool, args, &self.root) {
+            Verdict::Deny(r) => Err(ToolError::Denied {
+                tool: tool.to_string(),
+                reason: format!(
+                    "the permission rule deny {:?} ({}) forbids this call; do the work another way or report that it is forbidden",
+                    r.rule.text(),
+                    r.source
+                ),
+            }),
+            Verdict::Ask(r) => Ok(Some(Asking {
+                key: format!("rule:{}", r.rule.text()),
+                rule: Some((r.rule.text().to_string(), r.source.clone())),
+            })),
+            Verdict::Allow(_) => Ok(None),
+            Verdict::None if self.ask_before.contains(tool) => Ok(Some(Asking {
+                key: format!("tool:{tool}"),
+                rule: None,
+            })),
+            Verdict::None => Ok(None),
+        }
     }
 
     /// Ask (unless already allowed for the session); `Err` is what the model reads.
-    async fn check(
+    async fn ask(
         &self,
+        asking: Asking,
         tool: &str,
         args: &serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<(), ToolError> {
-        if self.allowed(tool) {
+        if self.allowed(&asking.key) {
             return Ok(());
         }
         let Some(approver) = &self.approver else {
+            let why = match &asking.rule {
+                Some((rule, source)) => {
+                    format!("the permission rule ask {rule:?} ({source}) requires approval")
+                }
+                None => "this session asks before running it".to_string(),
+            };
             return Err(ToolError::Denied {
                 tool: tool.to_string(),
-                reason: "this session asks before running it and has no approver to ask; \
-                         do the work without it, or report that it needs the user's approval"
-                    .into(),
+                reason: format!(
+                    "{why} and there is no approver to ask; do the work without it, or report that it needs the user's approval"
+                ),
             });
         };
-        let _turn = tokio::select! {
-            permit = self.turn.acquire() => permit.map_err(|_| ToolError::Cancelled)?,
-            _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-        };
-        // Allowed for the session while this call waited for its turn.
-        if self.allowed(tool) {
-            return Ok(());
-        }
         let bus = self.bus.get();
         let meta = bus.and_then(|b| b.meta(&ctx.run_id));
         let request = ApprovalRequest {
@@ -141,6 +220,7 @@ impl ApprovalGate {
             lineage: bus.map(|b| b.lineage(&ctx.run_id)).unwrap_or_default(),
             tool: tool.to_string(),
             arguments: args.clone(),
+            rule: asking.rule.clone(),
         };
         let answer = tokio::select! {
             a = approver.approve(&request) => a,
@@ -152,7 +232,7 @@ impl ApprovalGate {
                 self.allowed
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(tool.to_string());
+                    .insert(asking.key);
                 Ok(())
             }
             Approval::Deny { reason } => Err(ToolError::Denied {
@@ -163,28 +243,18 @@ impl ApprovalGate {
     }
 }
 
-/// A tool marked `ask`: the gate decides each call before the tool runs.
-pub(crate) struct AskTool {
-    pub inner: Arc<dyn Tool>,
-    pub gate: Arc<ApprovalGate>,
-}
-
 #[async_trait]
-impl Tool for AskTool {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-    fn schema(&self) -> serde_json::Value {
-        self.inner.schema()
-    }
-    fn capability(&self) -> Capability {
-        self.inner.capability()
-    }
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        self.gate.check(self.inner.name(), &args, ctx).await?;
-        self.inner.call(args, ctx).await
+impl crate::tool::CallGate for ApprovalGate {
+    async fn check(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+        run_rules: &RuleSet,
+        ctx: &ToolContext,
+    ) -> Result<(), ToolError> {
+        match self.verdict(tool, args, run_rules)? {
+            Some(asking) => self.ask(asking, tool, args, ctx).await,
+            None => Ok(()),
+        }
     }
 }

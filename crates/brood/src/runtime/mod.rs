@@ -16,6 +16,7 @@ pub mod mcp_config;
 pub mod mcp_start;
 mod models;
 mod options;
+pub mod permissions;
 pub mod provider;
 mod resume;
 mod root;

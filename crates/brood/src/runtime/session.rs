@@ -1,7 +1,7 @@
 //! A session on one workspace: the wiring of config, providers, tools, ledger
 //! and supervisor, and the entry point for running a parent agent.
 
-use super::approval::{ApprovalGate, AskTool};
+use super::approval::ApprovalGate;
 use super::config::Config;
 use super::instructions::ProjectInstructions;
 use super::models::build_models;
@@ -58,6 +58,8 @@ pub struct Session {
     live: Arc<Mutex<Option<Arc<RootTallies>>>>,
     /// The session's MCP servers (one connection each, shared by every run).
     mcp: Arc<tool::mcp::McpServers>,
+    /// Permission rules and approvals (every tool call of every run).
+    gate: Arc<ApprovalGate>,
 }
 
 impl Session {
@@ -72,6 +74,25 @@ impl Session {
     /// everything). The CLI prints these once per session.
     pub fn sandbox_degradations(&self) -> Vec<String> {
         self.sandbox.degradations()
+    }
+
+    /// The session's permission rules now, each with where it came from (config
+    /// files, Claude Code settings, [`Session::add_rule`]). Agent definitions'
+    /// rules apply on top of these to their runs.
+    pub fn rules(&self) -> tool::RuleSet {
+        self.gate.rules()
+    }
+
+    /// Add a permission rule for the rest of the session (every run, from its next
+    /// call on). A malformed rule is refused, saying why.
+    pub fn add_rule(&self, kind: tool::RuleKind, rule: &str) -> Result<(), tool::RuleError> {
+        self.gate.add_rule(kind, rule)
+    }
+
+    /// Remove every session rule written `rule` (any list, any source) for the
+    /// rest of the session; how many were removed.
+    pub fn remove_rule(&self, rule: &str) -> usize {
+        self.gate.remove_rule(rule)
     }
 
     /// Agent definition files this session did not take, one line each (file, why).
@@ -181,9 +202,12 @@ impl Session {
             .await,
         );
         let mcp_tools = mcp.clone();
-        let gate = Arc::new(ApprovalGate::new(opts.approver));
-        let ask = opts.ask_before;
-        let tool_gate = gate.clone();
+        let gate = Arc::new(ApprovalGate::new(
+            opts.approver,
+            config.permissions.clone(),
+            opts.ask_before,
+            workspace.root().to_path_buf(),
+        ));
         let tools: ToolFactory = Arc::new(move |_run_id: &str| {
             let mut tools = tool::builtin_tools(&tool::BuiltinOptions {
                 memory: memory_files.clone(),
@@ -191,16 +215,6 @@ impl Session {
             });
             tools.extend(extra.iter().cloned());
             tools.extend(mcp_tools.tools().iter().cloned());
-            if !ask.is_empty() {
-                for t in &mut tools {
-                    if ask.contains(t.name()) {
-                        *t = Arc::new(AskTool {
-                            inner: t.clone(),
-                            gate: tool_gate.clone(),
-                        });
-                    }
-                }
-            }
             tools
         });
         let cancel = CancellationToken::new();
@@ -230,6 +244,7 @@ impl Session {
             None => Supervisor::new(env),
         };
         let _ = gate.bus.set(supervisor.bus().clone());
+        supervisor.set_call_gate(gate.clone());
         let session = Session {
             config,
             workspace,
@@ -243,6 +258,7 @@ impl Session {
             instruction_files,
             live: Arc::new(Mutex::new(None)),
             mcp,
+            gate,
         };
         session.start_cancel_poller();
         Ok(session)

@@ -23,6 +23,9 @@ pub struct RunCtx {
     pub role: Role,
     pub kind_name: String,
     pub permissions: Arc<Permissions>,
+    /// Permission rules of the agent definitions this run and its ancestors were
+    /// opened from (the session's own rules are the gate's).
+    pub rules: Arc<crate::tool::RuleSet>,
     /// Names of the tools this run has (a custom child may only pick among them);
     /// set once its toolbox is built.
     pub tool_names: std::sync::OnceLock<Vec<String>>,

@@ -28,8 +28,11 @@
 //!   specifier (`Bash(rm:*)`) denies the whole tool, since brood cannot deny part of one;
 //! - `permissionMode: plan` makes a definition without `role` take the `plan`
 //!   posture (with an explicit `role`, that role must be read-only); the other modes
-//!   concern interactive approval, which brood does not have, so they only add a
-//!   warning;
+//!   concern Claude Code's approval modes, which brood expresses as permission
+//!   rules instead (the `permissions:` key below), so they only add a warning;
+//! - `permissions: {ask: [...], deny: [...]}` (brood) adds permission rules
+//!   ([`crate::tool::rules`]) to this agent's runs and their children; `allow` is
+//!   ignored with a warning (a file only narrows);
 //! - `skills`, `hooks`, `mcpServers`, `memory`, `background`, `isolation` have no brood
 //!   equivalent: accepted, with a warning in [`AgentDefinition::warnings`];
 //! - Claude Code tool names are mapped (`Read`→`read_file`, `Write`→`write_file`,
@@ -68,7 +71,7 @@ pub const DELEGATION_TOOLS: [&str; 6] = [
 ];
 
 /// Keys brood understands itself.
-const BROOD_KEYS: [&str; 10] = [
+const BROOD_KEYS: [&str; 11] = [
     "name",
     "description",
     "tools",
@@ -79,6 +82,7 @@ const BROOD_KEYS: [&str; 10] = [
     "token_budget",
     "cost_budget_usd",
     "network",
+    "permissions",
 ];
 /// Claude Code keys brood accepts.
 const CLAUDE_KEYS: [&str; 10] = [
@@ -174,9 +178,24 @@ pub struct AgentDefinition {
     pub source: DefinitionSource,
     /// Things accepted but changed or not applied, in words.
     pub warnings: Vec<String>,
+    /// `permissions: {ask: [...], deny: [...]}`: rules for runs of this agent and
+    /// their children, on top of the session's (checked when read; `allow` entries
+    /// are ignored with a warning — a file only narrows).
+    pub permission_rules: Vec<(crate::tool::RuleKind, String)>,
 }
 
 impl AgentDefinition {
+    /// Its permission rules, sourced to its file.
+    pub fn rule_set(&self) -> crate::tool::RuleSet {
+        let mut set = crate::tool::RuleSet::new();
+        let source = format!("agent file {}", self.path.display());
+        for (kind, text) in &self.permission_rules {
+            // Checked when the file was read.
+            let _ = set.add(*kind, text, &source);
+        }
+        set
+    }
+
     /// What this definition's `model` means for routing: `inherit` is the parent's
     /// model; a name in `aliases` (`[subagents.model_aliases]`, lowercase keys) is
     /// its mapping; a quick model's name is that quick model; Claude Code's own names
@@ -344,6 +363,10 @@ pub fn parse_definition(
         }
     }
     let plan_mode = permission_mode.as_deref() == Some("plan");
+    let permission_rules = match fields.get("permissions") {
+        None | Some(serde_yaml::Value::Null) => Vec::new(),
+        Some(v) => permission_rules(v, &mut warnings).map_err(|p| bad("permissions", p))?,
+    };
     let role = match string("role")? {
         Some(r) => {
             let role = Role::parse(&r).map_err(|e| bad("role", e.to_string()))?;
@@ -360,7 +383,7 @@ pub fn parse_definition(
     };
     if let Some(mode) = permission_mode.filter(|m| m != "plan") {
         warnings.push(format!(
-            "permissionMode '{mode}' has no effect: brood has no approval prompts; the role and tools are enforced instead"
+            "permissionMode '{mode}' has no effect: brood has no approval modes; the role, the tools and permission rules (`permissions:` with ask/deny lists) are enforced instead"
         ));
     }
 
@@ -508,7 +531,44 @@ pub fn parse_definition(
         path: path.to_path_buf(),
         source,
         warnings,
+        permission_rules,
     })
+}
+
+/// `permissions: {ask: [...], deny: [...]}` of a definition: every rule checked;
+/// `allow` ignored with a warning (an agent file may narrow, never widen).
+fn permission_rules(
+    v: &serde_yaml::Value,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(crate::tool::RuleKind, String)>, String> {
+    use crate::tool::RuleKind;
+    let serde_yaml::Value::Mapping(map) = v else {
+        return Err(format!(
+            "expected a mapping with `ask` and `deny` lists, found {}",
+            kind_of(v)
+        ));
+    };
+    let mut out = Vec::new();
+    for (k, list) in map {
+        let key = k.as_str().unwrap_or_default();
+        let kind =
+            RuleKind::parse(key).ok_or_else(|| format!("unknown list {key:?}; use ask or deny"))?;
+        let items = tool_list(list)?;
+        if kind == RuleKind::Allow {
+            if !items.is_empty() {
+                warnings.push(format!(
+                    "permissions.allow ({}) is ignored: an agent file may only add ask and deny rules",
+                    items.join(", ")
+                ));
+            }
+            continue;
+        }
+        for item in items {
+            crate::tool::Rule::parse(&item).map_err(|e| e.to_string())?;
+            out.push((kind, item));
+        }
+    }
+    Ok(out)
 }
 
 fn split_front_matter<'a>(

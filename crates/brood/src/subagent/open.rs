@@ -236,6 +236,14 @@ impl Spawner for Supervisor {
             role,
             kind_name: kind_name.clone(),
             permissions: Arc::new(granted.permissions.clone()),
+            rules: {
+                // The parent's definition rules, and this definition's: only added to.
+                let mut rules = (*parent.rules).clone();
+                if let Some(d) = &definition {
+                    rules.extend(&d.rule_set());
+                }
+                Arc::new(rules)
+            },
             tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
@@ -332,6 +340,7 @@ pub(crate) async fn root_ctx(
         kind_name: "parent".into(),
         tool_names: std::sync::OnceLock::new(),
         permissions: Arc::new(env.root_permissions()),
+        rules: Arc::new(crate::tool::RuleSet::new()),
         inbox: RunInbox::new(),
         progress: sup.board().new_progress(),
         board: sup.board().clone(),
@@ -366,7 +375,10 @@ pub(crate) fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Toolbox {
         permissions.capabilities.remove(&Capability::Delegate);
     }
     tools.extend(delegation_tools(sup, ctx));
-    let toolbox = Toolbox::with_cache(tools, permissions, sup.specs());
+    let mut toolbox = Toolbox::with_cache(tools, permissions, sup.specs());
+    if let Some(gate) = sup.call_gate() {
+        toolbox = toolbox.with_gate(gate.clone(), ctx.rules.clone());
+    }
     let _ = ctx.tool_names.set(toolbox.names());
     toolbox
 }

@@ -83,6 +83,9 @@ struct Inner {
     known_models: Mutex<HashMap<String, KnownModels>>,
     /// Prices each provider publishes, once asked (see [`Supervisor::price_for`]).
     published_prices: Mutex<HashMap<String, Arc<Pricing>>>,
+    /// Permission rules and approvals for every call of every run (set once by the
+    /// session; a bare supervisor has none).
+    gate: OnceLock<Arc<dyn crate::tool::CallGate>>,
 }
 
 /// One per session: admits, runs, bounds and records every run.
@@ -111,6 +114,7 @@ impl Supervisor {
                 roots: tokio_util::task::TaskTracker::new(),
                 known_models: Mutex::new(HashMap::new()),
                 published_prices: Mutex::new(HashMap::new()),
+                gate: OnceLock::new(),
             }),
         };
         sup.start_heartbeat();
@@ -155,6 +159,16 @@ impl Supervisor {
     /// Tool specs, derived once per session.
     pub(crate) fn specs(&self) -> &SpecCache {
         &self.inner.specs
+    }
+
+    /// Put every tool call of every run (after its grant checks) to `gate`: the
+    /// session's permission rules and approvals. Set once; later calls are ignored.
+    pub fn set_call_gate(&self, gate: Arc<dyn crate::tool::CallGate>) {
+        let _ = self.inner.gate.set(gate);
+    }
+
+    pub(crate) fn call_gate(&self) -> Option<&Arc<dyn crate::tool::CallGate>> {
+        self.inner.gate.get()
     }
 
     /// The agent types delegating runs are told about (made on first use).

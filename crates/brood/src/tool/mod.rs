@@ -13,6 +13,7 @@
 
 mod beneath;
 pub mod builtin;
+pub mod command_line;
 pub mod edit;
 mod error;
 pub mod fs;
@@ -21,6 +22,7 @@ mod locks;
 pub mod mcp;
 pub mod memory;
 mod protect;
+pub mod rules;
 pub mod sandbox;
 mod schema;
 pub mod search;
@@ -33,9 +35,10 @@ pub use builtin::{builtin_tools, BuiltinOptions};
 pub use error::{clip, ToolError, ECHO_MAX_BYTES};
 pub use jail::Workspace;
 pub use memory::MemoryFiles;
+pub use rules::{Rule, RuleError, RuleKind, RuleSet, SourcedRule, Verdict};
 pub use sandbox::Sandbox;
 pub use schema::{compact_schema, schema_of};
-pub use toolbox::{SpecCache, Toolbox};
+pub use toolbox::{CallGate, SpecCache, Toolbox};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,8 @@
 //! The set of tools one run may call, built from its [`Permissions`] and checked
-//! again at every call.
+//! again at every call — then put to the session's [`CallGate`] (permission rules
+//! and approvals), the one decision point every call of every agent goes through.
 
+use super::rules::RuleSet;
 use super::{Permissions, Tool, ToolContext, ToolError};
 use crate::model::{ToolCall, ToolSpec};
 use futures::FutureExt;
@@ -42,6 +44,22 @@ fn spec_of(tool: &dyn Tool) -> ToolSpec {
     }
 }
 
+/// Decides a call the grant allows, just before it runs: the session's permission
+/// rules and approvals (`runtime/approval.rs`). `run_rules` are the rules of the
+/// calling run's agent definitions (its own and its ancestors'), on top of the
+/// session's.
+#[async_trait::async_trait]
+pub trait CallGate: Send + Sync {
+    /// `Ok` runs the call; `Err` is what the model reads instead.
+    async fn check(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+        run_rules: &RuleSet,
+        ctx: &ToolContext,
+    ) -> Result<(), ToolError>;
+}
+
 /// Tools offered to one run. Only tools its permissions allow are kept.
 #[derive(Clone)]
 pub struct Toolbox {
@@ -52,6 +70,8 @@ pub struct Toolbox {
     /// Candidates the permissions refused, with why (named in call errors).
     refused: Vec<(String, ToolError)>,
     permissions: Arc<Permissions>,
+    /// The session's gate and this run's own rules.
+    gate: Option<(Arc<dyn CallGate>, Arc<RuleSet>)>,
 }
 
 impl Toolbox {
@@ -98,7 +118,14 @@ impl Toolbox {
             specs: Arc::new(specs),
             refused,
             permissions: Arc::new(permissions),
+            gate: None,
         }
+    }
+
+    /// Put every call (after the grant checks) to `gate`, with this run's `rules`.
+    pub fn with_gate(mut self, gate: Arc<dyn CallGate>, rules: Arc<RuleSet>) -> Self {
+        self.gate = Some((gate, rules));
+        self
     }
 
     /// An empty toolbox (a tool-less step).
@@ -160,6 +187,9 @@ impl Toolbox {
         self.permissions.check_tool(tool.as_ref())?;
         ctx.permissions.check_tool(tool.as_ref())?;
         let args = parse_arguments(&call.name, &call.arguments)?;
+        if let Some((gate, rules)) = &self.gate {
+            gate.check(&call.name, &args, rules, ctx).await?;
+        }
         let fut = AssertUnwindSafe(tool.call(args, ctx)).catch_unwind();
         tokio::select! {
             r = fut => r.unwrap_or_else(|panic| Err(ToolError::Panicked {

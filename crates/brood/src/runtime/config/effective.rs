@@ -64,6 +64,12 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, crate::runtime::mcp_config::McpServerEntry>,
     /// Parts of a `.mcp.json` not used, one line each.
     pub mcp_notes: Vec<String>,
+    /// The session's permission rules, each with the file it came from
+    /// (`[permissions]` and Claude Code's settings, see [`crate::runtime::permissions`]).
+    pub permissions: crate::tool::RuleSet,
+    /// Permission rules not taken (a workspace's `allow`, Claude Code rules brood
+    /// cannot translate), one line each: file, rule, why.
+    pub permission_notes: Vec<String>,
 }
 
 impl Config {
@@ -319,6 +325,8 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
         ignored: Vec::new(),
         mcp_servers: BTreeMap::new(),
         mcp_notes: Vec::new(),
+        permissions: crate::tool::RuleSet::new(),
+        permission_notes: Vec::new(),
     })
 }
 

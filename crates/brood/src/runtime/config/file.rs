@@ -63,6 +63,8 @@ pub struct ConfigFile {
     /// `[mcp_servers.<name>]`: MCP servers whose tools runs may get (a workspace
     /// config's only when the workspace is trusted).
     pub mcp_servers: Option<toml::Table>,
+    /// `[permissions] allow/ask/deny`: permission rules (a workspace: ask/deny only).
+    pub permissions: Option<toml::Table>,
 }
 
 /// `[providers.<preset>]`: where a preset's endpoint really is (e.g. children on a
@@ -160,6 +162,11 @@ pub(super) fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), Conf
         toml::Value::Table(t.clone())
             .try_into::<SandboxConfig>()
             .map_err(|e| invalid("sandbox", e.to_string()))?;
+    }
+    if let Some(t) = &file.permissions {
+        toml::Value::Table(t.clone())
+            .try_into::<crate::runtime::permissions::PermissionsTable>()
+            .map_err(|e| invalid("permissions", e.to_string()))?;
     }
     if let Some(t) = &file.pricing {
         Pricing::from_table(t).map_err(|e| ConfigError::Invalid {

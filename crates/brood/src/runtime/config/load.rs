@@ -91,9 +91,27 @@ impl Config {
         let mut trusted = flags.trust_workspace;
         let mut pricing = Pricing::default();
         let mut mcp_servers = BTreeMap::new();
+        let mut rules = crate::tool::RuleSet::new();
+        let mut rule_notes = Vec::new();
+        let permissions = |v: toml::Value,
+                           file: &std::path::Path,
+                           workspace: bool,
+                           rules: &mut crate::tool::RuleSet,
+                           notes: &mut Vec<String>| {
+            crate::runtime::permissions::add_table(v, file, workspace, rules, notes).map_err(
+                |detail| ConfigError::Invalid {
+                    path: file.display().to_string(),
+                    detail,
+                },
+            )
+        };
         if let Some(dir) = &paths.user_dir {
             let path = dir.join("config.toml");
             if let Some(mut table) = read_file(&path)? {
+                // Rules add up across files (never overwritten key by key).
+                if let Some(v) = table.remove("permissions") {
+                    permissions(v, &path, false, &mut rules, &mut rule_notes)?;
+                }
                 // Model ids hold dots (`gpt-4.1`): the table is read whole, not
                 // flattened into dotted keys like the rest.
                 if let Some(toml::Value::Table(t)) = table.remove("pricing") {
@@ -143,6 +161,9 @@ impl Config {
                     mcp_config::names_of(&v),
                     workspace_file.clone(),
                 ));
+            }
+            if let Some(v) = table.remove("permissions") {
+                permissions(v, &workspace_file, true, &mut rules, &mut rule_notes)?;
             }
             let mut user_only: Vec<&str> = vec!["trusted_workspaces"];
             if !trusted {
@@ -221,6 +242,14 @@ impl Config {
         config.pricing = pricing;
         config.mcp_servers = mcp_servers;
         config.mcp_notes = mcp_notes;
+        crate::runtime::permissions::add_claude_settings(
+            env,
+            &paths.workspace,
+            &mut rules,
+            &mut rule_notes,
+        );
+        config.permissions = rules;
+        config.permission_notes = rule_notes;
         Ok(config)
     }
 
