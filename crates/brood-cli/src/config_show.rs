@@ -128,6 +128,19 @@ pub fn print(config: &Config, checked: &Checked, ws: &Path) -> u8 {
     }
     mcp_servers(config);
 
+    // Permission rules: every list, with the file each rule came from.
+    outln!();
+    outln!("# permission rules (deny beats ask beats allow)");
+    if config.permissions.is_empty() {
+        outln!("# (none)");
+    }
+    for r in config.permissions.rules() {
+        outln!("# {} {}    # {}", r.kind.as_str(), r.rule, r.source);
+    }
+    for n in &config.permission_notes {
+        outln!("# ignored: {n}");
+    }
+
     outln!();
     outln!("# roles: most turns per child");
     for role in Role::ALL {

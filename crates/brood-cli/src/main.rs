@@ -12,6 +12,7 @@ mod out;
 
 mod agents;
 mod agents_check;
+mod allow;
 mod chat;
 mod config_show;
 mod doctor;
@@ -164,6 +165,10 @@ struct RunArgs {
     /// Answer model requests from a recording instead of the network.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
+    /// Approve the calls a permission `ask` rule stops: the asking rule itself, or
+    /// a rule covering the whole call (repeatable). Without it they are refused.
+    #[arg(long = "allow", value_name = "RULE")]
+    allow: Vec<String>,
     /// What to do.
     prompt: String,
 }
@@ -206,6 +211,8 @@ struct OneShot {
     quiet: bool,
     models: ModelSource,
     start: Start,
+    /// `--allow` rules: the calls an `ask` rule stops that may run.
+    allow: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -300,6 +307,7 @@ async fn dispatch(cli: Cli) -> u8 {
                         quiet: a.quiet,
                         models: ModelSource::Live,
                         start: Start::Resume(a.id),
+                        allow: Vec::new(),
                     })
                     .await
                 }
@@ -413,6 +421,7 @@ async fn run(args: RunArgs) -> u8 {
         quiet: args.quiet,
         models,
         start: Start::Prompt(args.prompt),
+        allow: args.allow,
     })
     .await
 }
@@ -428,11 +437,22 @@ async fn one_shot(args: OneShot) -> u8 {
     for a in &checked.adjustments {
         errln!("brood: note: {a}");
     }
+    let approver = match allow::FlagApprover::new(&args.allow, args.ws.clone()) {
+        Ok(a) => a,
+        Err(e) => {
+            errln!("brood: {e}");
+            return 2;
+        }
+    };
+    for n in &config.permission_notes {
+        errln!("brood: note: {n}");
+    }
     let mut opts = SessionOptions::new(args.ws.clone(), config);
     // AGENTS.md files from the workspace root down to where the user is.
     opts.working_dir = std::env::current_dir().ok();
     opts.env = env;
     opts.models = args.models.clone();
+    opts.approver = Some(std::sync::Arc::new(approver));
     // Taken over before the session opens, so a signal during the open is not a
     // silent death either: it cancels the run as soon as it starts.
     let mut signals = match signals::Signals::install() {

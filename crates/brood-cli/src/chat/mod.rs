@@ -89,6 +89,7 @@ impl Chat {
             .iter()
             .map(|a| format!("note: {a}"))
             .collect();
+        notes.extend(config.permission_notes.iter().map(|n| format!("note: {n}")));
         let session = open_session(&ws, &config, &env, approver.clone()).await?;
         for d in session.sandbox_degradations() {
             notes.push(format!("warning: shell sandbox: {d}"));
@@ -119,8 +120,10 @@ impl Chat {
     /// `/model-subagent`); the old one is closed once the new one is open (its
     /// background children are stopped and recorded). The conversation and the
     /// tree are kept.
-    async fn reopen(&mut self, config: Config) -> Result<(), String> {
+    async fn reopen(&mut self, mut config: Config) -> Result<(), String> {
         let checked = config.check(&self.env).map_err(|e| e.to_string())?;
+        // Rules added or removed with /permissions stay for the chat.
+        config.permissions = self.session.rules();
         let mut opts = SessionOptions::new(self.ws.clone(), config.clone());
         // AGENTS.md files from the workspace root down to where the user is.
         opts.working_dir = std::env::current_dir().ok();
@@ -311,6 +314,7 @@ impl Chat {
                 )]
             }
             Slash::ModelsSubagent => self.models_subagent(),
+            Slash::Permissions(change) => self.permissions(change)?,
             Slash::Status => self.status(),
             Slash::Resume(None) => self.resumable().await?,
             Slash::Resume(Some(id)) => self.resume_run(&id).await?,
@@ -321,6 +325,49 @@ impl Chat {
             }
             Slash::Quit => Vec::new(),
         })
+    }
+
+    /// `/permissions`: list the session's rules with their sources, or add or
+    /// remove one for the rest of this chat.
+    fn permissions(&mut self, change: Option<(String, String)>) -> Result<Vec<String>, String> {
+        use brood::tool::RuleKind;
+        if let Some((action, rule)) = change {
+            if action == "remove" {
+                return match self.session.remove_rule(&rule) {
+                    0 => Err(format!(
+                        "no rule is written {rule:?} (/permissions lists them as written)"
+                    )),
+                    n => Ok(vec![format!(
+                        "removed {rule} for this session ({n} {})",
+                        if n == 1 { "rule" } else { "rules" }
+                    )]),
+                };
+            }
+            let kind = RuleKind::parse(&action).ok_or_else(|| format!("unknown list {action}"))?;
+            self.session
+                .add_rule(kind, &rule)
+                .map_err(|e| e.to_string())?;
+            return Ok(vec![format!("added {action} {rule} for this session")]);
+        }
+        let rules = self.session.rules();
+        let mut out = vec![
+            "permission rules (deny beats ask beats allow; agent files add their own):".to_string(),
+        ];
+        if rules.is_empty() {
+            out.push("  (none)".into());
+        }
+        for r in rules.rules() {
+            out.push(format!(
+                "  {:<5} {:<32} {}",
+                r.kind.as_str(),
+                r.rule.text(),
+                r.source
+            ));
+        }
+        for n in &self.config.permission_notes {
+            out.push(format!("  ignored: {n}"));
+        }
+        Ok(out)
     }
 
     /// `/models-subagent`: each role's route and the row that chose it.

@@ -21,6 +21,10 @@ pub const HELP: &[(&str, &str)] = &[
         "each role's model and where it comes from",
     ),
     (
+        "/permissions [allow|ask|deny|remove RULE]",
+        "the permission rules and where each comes from; add or remove one for this session",
+    ),
+    (
         "/status",
         "provider, model, limits, budgets, running/queued children, tokens and cost, ledger",
     ),
@@ -41,8 +45,13 @@ pub enum Slash {
     Help,
     Agents,
     Model(Option<String>),
-    ModelSubagent { role: String, model: String },
+    ModelSubagent {
+        role: String,
+        model: String,
+    },
     ModelsSubagent,
+    /// `/permissions` (list), or an action (`allow`, `ask`, `deny`, `remove`) and a rule.
+    Permissions(Option<(String, String)>),
     Status,
     Resume(Option<String>),
     Clear,
@@ -89,6 +98,18 @@ pub fn parse(line: &str) -> Result<Slash, String> {
         "/status" => none(Slash::Status),
         "/clear" => none(Slash::Clear),
         "/quit" | "/exit" => none(Slash::Quit),
+        "/permissions" => match args.split_first() {
+            None => Ok(Slash::Permissions(None)),
+            Some((action, rule))
+                if matches!(*action, "allow" | "ask" | "deny" | "remove") && !rule.is_empty() =>
+            {
+                Ok(Slash::Permissions(Some((action.to_string(), rule.join(" ")))))
+            }
+            _ => Err(
+                "usage: /permissions [allow|ask|deny|remove RULE] (e.g. /permissions deny bash(git push:*))"
+                    .into(),
+            ),
+        },
         "/model" => match args.as_slice() {
             [] => Ok(Slash::Model(None)),
             [m] => Ok(Slash::Model(Some((*m).to_string()))),
@@ -140,6 +161,16 @@ mod tests {
             "{e}"
         );
         assert!(parse("/model-subagent explore")
+            .unwrap_err()
+            .starts_with("usage:"));
+        assert_eq!(
+            parse("/permissions deny bash(git push:*)"),
+            Ok(Slash::Permissions(Some((
+                "deny".into(),
+                "bash(git push:*)".into()
+            ))))
+        );
+        assert!(parse("/permissions grant x")
             .unwrap_err()
             .starts_with("usage:"));
         assert!(parse("/quit now")

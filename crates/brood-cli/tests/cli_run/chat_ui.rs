@@ -456,3 +456,80 @@ fn tui_sigterm_restores_the_terminal_and_records_every_run() {
     assert_eq!(runs.len(), 4, "{runs:?}");
     assert!(runs.iter().all(|r| r["status"] == "cancelled"), "{runs:?}");
 }
+
+/// An `ask` rule in the workspace config; two children ask at once. Both queue
+/// as "Needs input"; the prompt names the asking agent and the rule; allow once
+/// runs the first child's command, deny sends its reason to the second child's
+/// model (checked at the mock).
+#[test]
+fn tui_approval_prompt_names_the_agent_and_both_answers_behave() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[permissions]\nask = [\"bash(touch:*)\"]\n",
+    )
+    .unwrap();
+    let server = MockServer::start(|req| {
+        let first = req.first_user_text().unwrap_or_default().to_string();
+        if let Some(file) = first.strip_prefix("child touch ") {
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call("bash", json!({ "command": format!("touch {file}") })),
+                _ => MockReply::text("SUMMARY: tried"),
+            };
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call(
+                "task",
+                json!({"prompts": ["child touch first.txt", "child touch second.txt"]}),
+            ),
+            _ => MockReply::text("both children reported"),
+        }
+    });
+    let mut tui = Tui::spawn(&f, &server, 50, 160);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+    tui.line("touch two files");
+    let s = tui.wait_for("two children asking", |s| {
+        s.contains("approval needed")
+            && s.contains("1 more waiting")
+            && s.contains("Needs input (2)")
+    });
+    assert!(
+        s.contains("wants to run bash") && s.contains("asked by the rule ask bash(touch:*)"),
+        "the prompt names the agent, the tool and the rule: {s}"
+    );
+    // The prompt shows the call's arguments (the tree shows each child's task).
+    let asked = |file: &str| format!("\"command\":\"touch {file}\"");
+    let (allowed, denied) = if s.contains(&asked("first.txt")) {
+        ("first.txt", "second.txt")
+    } else {
+        ("second.txt", "first.txt")
+    };
+    tui.keys("a");
+    let s = tui.wait_for("the second question", |s| {
+        s.contains(&asked(denied)) && !s.contains("more waiting")
+    });
+    assert!(s.contains("approval needed"), "{s}");
+    tui.keys("d");
+    tui.keys("not this one, says the user");
+    tui.keys("\r");
+    tui.wait_for("the turn's answer", |s| {
+        s.contains("both children reported")
+    });
+    assert!(
+        f.ws.path().join(allowed).exists(),
+        "allow once ran the command"
+    );
+    assert!(!f.ws.path().join(denied).exists(), "deny did not");
+    let told = server.captured().iter().any(|r| {
+        r.first_user_text() == Some(&format!("child touch {denied}"))
+            && r.last_message()
+                .and_then(|m| m["content"].as_str())
+                .is_some_and(|c| {
+                    c.contains("the user denied this call: not this one, says the user")
+                })
+    });
+    assert!(told, "the denial's reason reached the child's model");
+    tui.line("/quit");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+}

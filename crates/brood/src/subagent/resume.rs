@@ -96,6 +96,8 @@ struct Plan {
     limits: RunLimits,
     route: Option<super::routing::Route>,
     warnings: Vec<String>,
+    /// The permission rules of the definitions down its lineage.
+    rules: crate::tool::RuleSet,
 }
 
 impl Supervisor {
@@ -203,6 +205,7 @@ impl Supervisor {
             role: plan.role,
             kind_name: plan.kind_name.clone(),
             permissions: Arc::new(plan.permissions.clone()),
+            rules: Arc::new(plan.rules.clone()),
             tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
@@ -299,11 +302,13 @@ impl Supervisor {
                 limits: RunLimits::default(),
                 route: None,
                 warnings: Vec::new(),
+                rules: crate::tool::RuleSet::new(),
             });
         }
         let parent_tools = parent.tool_names();
         let mut permissions = env.root_permissions();
         let mut last = None;
+        let mut rules = crate::tool::RuleSet::new();
         for run in req.lineage.iter().filter(|r| r.parent_id.is_some()) {
             let agent_type = run
                 .agent_type
@@ -338,6 +343,9 @@ impl Supervisor {
                 detail: e.to_string(),
             })?;
             permissions = granted.permissions.clone();
+            if let Some(d) = kind.definition() {
+                rules.extend(&d.rule_set());
+            }
             last = Some((kind, granted));
         }
         let Some((kind, granted)) = last else {
@@ -362,6 +370,7 @@ impl Supervisor {
             },
             route: Some(granted.route),
             warnings: granted.adjustments,
+            rules,
         })
     }
 }

@@ -167,9 +167,29 @@ impl App {
     /// Answer the approval shown (the first queued).
     pub fn answer(&mut self, approval: brood::Approval) {
         self.deny_reason = None;
-        if let Some(asking) = self.approvals.pop_front() {
-            let run = asking.request.run_id.clone();
-            asking.answer(approval);
+        let Some(asking) = self.approvals.pop_front() else {
+            return;
+        };
+        let mut answered = vec![asking.request.run_id.clone()];
+        // Allowed for the session: the queued questions of the same rule (or the
+        // same marked tool) are answered with it.
+        if approval == brood::Approval::AllowForSession {
+            let key = |r: &brood::ApprovalRequest| match &r.rule {
+                Some((rule, _)) => format!("rule:{rule}"),
+                None => format!("tool:{}", r.tool),
+            };
+            let same = key(&asking.request);
+            let (covered, rest): (Vec<Asking>, Vec<Asking>) = std::mem::take(&mut self.approvals)
+                .into_iter()
+                .partition(|a| key(&a.request) == same);
+            self.approvals = rest.into();
+            for a in covered {
+                answered.push(a.request.run_id.clone());
+                a.answer(brood::Approval::AllowOnce);
+            }
+        }
+        asking.answer(approval);
+        for run in answered {
             if !self.approvals.iter().any(|a| a.request.run_id == run) {
                 self.chat.tree.mark_waiting(&run, false);
             }

@@ -312,11 +312,11 @@ fn draw_approval(f: &mut Frame, screen: Rect, app: &App) {
         return;
     };
     let r = &asking.request;
-    let who = app
-        .chat
-        .tree
-        .get(&r.run_id)
-        .map_or_else(|| r.run_id.clone(), |n| n.name.clone());
+    let who = match app.chat.tree.get(&r.run_id) {
+        Some(n) => n.name.clone(),
+        None if r.lineage.is_empty() => "parent".to_string(),
+        None => r.run_id.clone(),
+    };
     let mut lines = vec![
         Line::from(vec![
             who.bold(),
@@ -324,8 +324,13 @@ fn draw_approval(f: &mut Frame, screen: Rect, app: &App) {
             r.tool.clone().magenta().bold(),
         ]),
         Line::from(one_line(&r.arguments.to_string(), 200).dark_gray()),
-        Line::default(),
     ];
+    if let Some((rule, source)) = &r.rule {
+        lines.push(Line::from(
+            one_line(&format!("asked by the rule ask {rule} ({source})"), 200).dark_gray(),
+        ));
+    }
+    lines.push(Line::default());
     match &app.deny_reason {
         Some(reason) => lines.push(Line::from(vec![
             "deny — why (the model reads it), Enter: ".into(),
