@@ -148,9 +148,9 @@ fn add_claude_file(file: &Path, workspace: bool, rules: &mut RuleSet, notes: &mu
 /// or why it cannot be.
 pub fn translate(rule: &str) -> Result<Vec<String>, String> {
     let rule = rule.trim();
-    let (name, spec) = match rule.find('(') {
-        Some(i) => match rule[i + 1..].strip_suffix(')') {
-            Some(inner) => (&rule[..i], Some(inner.trim())),
+    let (name, spec) = match rule.split_once('(') {
+        Some((name, rest)) => match rest.strip_suffix(')') {
+            Some(inner) => (name, Some(inner.trim())),
             None => return Err("unbalanced parentheses".into()),
         },
         None => (rule, None),

@@ -81,14 +81,18 @@ fn parse(src: &str, depth: u32, out: &mut Vec<Vec<String>>) -> Result<(), Unsure
     Ok(())
 }
 
+/// The characters `a..b` of `c` as text (empty when out of range).
+fn text_of(c: &[char], a: usize, b: usize) -> String {
+    c.get(a..b).unwrap_or_default().iter().collect()
+}
+
 /// Tokens of `c`; commands inside substitutions are parsed into `out` on the way.
 fn lex(c: &[char], depth: u32, out: &mut Vec<Vec<String>>) -> Result<Vec<Token>, Unsure> {
     let mut tokens = Vec::new();
     let mut i = 0;
     // After a redirection operator, the next word is its target, not an argument.
     let mut skip_next_word = false;
-    while i < c.len() {
-        let ch = c[i];
+    while let Some(&ch) = c.get(i) {
         match ch {
             ' ' | '\t' => i += 1,
             '\\' if c.get(i + 1) == Some(&'\n') => i += 2,
@@ -105,7 +109,7 @@ fn lex(c: &[char], depth: u32, out: &mut Vec<Vec<String>>) -> Result<Vec<Token>,
                 }
                 tokens.push(Token::Separator);
                 i += 1;
-                while i < c.len() && matches!(c[i], '&' | '|') {
+                while matches!(c.get(i), Some('&' | '|')) {
                     i += 1;
                 }
             }
@@ -113,8 +117,7 @@ fn lex(c: &[char], depth: u32, out: &mut Vec<Vec<String>>) -> Result<Vec<Token>,
                 if c.get(i + 1) == Some(&'(') {
                     // Process substitution: its commands run.
                     let end = closing_paren(c, i + 2)?;
-                    let inner: String = c[i + 2..end].iter().collect();
-                    parse(&inner, depth + 1, out)?;
+                    parse(&text_of(c, i + 2, end), depth + 1, out)?;
                     i = end + 1;
                     continue;
                 }
@@ -122,7 +125,7 @@ fn lex(c: &[char], depth: u32, out: &mut Vec<Vec<String>>) -> Result<Vec<Token>,
                 skip_next_word = true;
             }
             '#' => {
-                while i < c.len() && c[i] != '\n' {
+                while c.get(i).is_some_and(|&x| x != '\n') {
                     i += 1;
                 }
             }
@@ -150,10 +153,10 @@ fn lex(c: &[char], depth: u32, out: &mut Vec<Vec<String>>) -> Result<Vec<Token>,
 /// Past the redirection operator at `i` (`>`, `>>`, `>|`, `>&`, `<`, `<>`, `<<<`).
 /// A here-document (`<<`) is not read: unsure.
 fn redirection(c: &[char], mut i: usize) -> Result<usize, Unsure> {
-    if c[i] == '<' && c.get(i + 1) == Some(&'<') && c.get(i + 2) != Some(&'<') {
+    if c.get(i) == Some(&'<') && c.get(i + 1) == Some(&'<') && c.get(i + 2) != Some(&'<') {
         return Err(Unsure);
     }
-    while i < c.len() && matches!(c[i], '<' | '>' | '|' | '&') {
+    while matches!(c.get(i), Some('<' | '>' | '|' | '&')) {
         i += 1;
     }
     Ok(i)
@@ -163,19 +166,22 @@ fn redirection(c: &[char], mut i: usize) -> Result<usize, Unsure> {
 /// quotes and nested parentheses.
 fn closing_paren(c: &[char], mut i: usize) -> Result<usize, Unsure> {
     let mut level = 1;
-    while i < c.len() {
-        match c[i] {
+    while let Some(&ch) = c.get(i) {
+        match ch {
             '\\' => i += 1,
             '\'' => {
                 i += 1;
-                while i < c.len() && c[i] != '\'' {
+                while c.get(i).is_some_and(|&x| x != '\'') {
                     i += 1;
                 }
             }
             '"' => {
                 i += 1;
-                while i < c.len() && c[i] != '"' {
-                    if c[i] == '\\' {
+                while let Some(&x) = c.get(i) {
+                    if x == '"' {
+                        break;
+                    }
+                    if x == '\\' {
                         i += 1;
                     }
                     i += 1;
@@ -197,8 +203,8 @@ fn closing_paren(c: &[char], mut i: usize) -> Result<usize, Unsure> {
 
 /// The backtick closing one opened before `i`.
 fn closing_backtick(c: &[char], mut i: usize) -> Result<usize, Unsure> {
-    while i < c.len() {
-        match c[i] {
+    while let Some(&ch) = c.get(i) {
+        match ch {
             '\\' => i += 1,
             '`' => return Ok(i),
             _ => {}
@@ -227,36 +233,34 @@ fn dollar(
         }
         Some('(') => {
             let end = closing_paren(c, i + 2)?;
-            let inner: String = c[i + 2..end].iter().collect();
-            parse(&inner, depth + 1, out)?;
+            parse(&text_of(c, i + 2, end), depth + 1, out)?;
             Ok(Some(end + 1))
         }
         Some('{') => {
             let mut j = i + 2;
-            while j < c.len() && c[j] != '}' {
-                // `${X:-$(cmd)}` and the like: not read.
-                if matches!(c[j], '$' | '`' | '(') {
-                    return Err(Unsure);
+            loop {
+                match c.get(j) {
+                    None => return Err(Unsure),
+                    Some('}') => return Ok(Some(j + 1)),
+                    // `${X:-$(cmd)}` and the like: not read.
+                    Some('$' | '`' | '(') => return Err(Unsure),
+                    Some(_) => j += 1,
                 }
-                j += 1;
             }
-            if j >= c.len() {
-                return Err(Unsure);
-            }
-            Ok(Some(j + 1))
         }
         Some('\'') => Err(Unsure),
-        Some(ch)
+        Some(&ch)
             if ch.is_ascii_alphanumeric()
                 || matches!(ch, '_' | '@' | '*' | '#' | '?' | '-' | '$' | '!') =>
         {
-            let mut j = i + 1;
-            if c[j].is_ascii_alphabetic() || c[j] == '_' {
-                while j < c.len() && (c[j].is_ascii_alphanumeric() || c[j] == '_') {
+            let mut j = i + 2;
+            if ch.is_ascii_alphabetic() || ch == '_' {
+                while c
+                    .get(j)
+                    .is_some_and(|x| x.is_ascii_alphanumeric() || *x == '_')
+                {
                     j += 1;
                 }
-            } else {
-                j += 1;
             }
             Ok(Some(j))
         }
@@ -273,27 +277,26 @@ fn word(
 ) -> Result<(Word, usize), Unsure> {
     let mut text = String::new();
     let mut dynamic = false;
-    while i < c.len() {
-        match c[i] {
+    while let Some(&ch) = c.get(i) {
+        match ch {
             ' ' | '\t' | '\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>' => break,
             '\\' => {
                 match c.get(i + 1) {
-                    Some('\n') => {}
+                    Some('\n') | None => {}
                     Some(&n) => text.push(n),
-                    None => {}
                 }
                 i += 2;
             }
             '\'' => {
                 let start = i + 1;
                 let mut j = start;
-                while j < c.len() && c[j] != '\'' {
+                while c.get(j).is_some_and(|&x| x != '\'') {
                     j += 1;
                 }
                 if j >= c.len() {
                     return Err(Unsure);
                 }
-                text.extend(&c[start..j]);
+                text.push_str(&text_of(c, start, j));
                 i = j + 1;
             }
             '"' => {
@@ -329,8 +332,7 @@ fn word(
                         },
                         Some('`') => {
                             let end = closing_backtick(c, i + 1)?;
-                            let inner: String = c[i + 1..end].iter().collect();
-                            parse(&inner, depth + 1, out)?;
+                            parse(&text_of(c, i + 1, end), depth + 1, out)?;
                             dynamic = true;
                             i = end + 1;
                         }
@@ -353,8 +355,7 @@ fn word(
             },
             '`' => {
                 let end = closing_backtick(c, i + 1)?;
-                let inner: String = c[i + 1..end].iter().collect();
-                parse(&inner, depth + 1, out)?;
+                parse(&text_of(c, i + 1, end), depth + 1, out)?;
                 dynamic = true;
                 i = end + 1;
             }
@@ -388,12 +389,9 @@ fn simple(words: Vec<Word>, depth: u32, out: &mut Vec<Vec<String>>) -> Result<()
             return Err(Unsure);
         }
         let name = first.text.as_str();
-        if KEYWORDS.contains(&name) {
-            w = &w[1..];
-            continue;
-        }
-        if is_assignment(name) {
-            w = &w[1..];
+        let rest = w.get(1..).unwrap_or_default();
+        if KEYWORDS.contains(&name) || is_assignment(name) {
+            w = rest;
             continue;
         }
         match name {
@@ -408,15 +406,15 @@ fn simple(words: Vec<Word>, depth: u32, out: &mut Vec<Vec<String>>) -> Result<()
         if base.is_empty() {
             return Err(Unsure);
         }
-        if let Some(rest) = unwrap(base, &w[1..])? {
-            w = rest;
+        if let Some(inner) = unwrap(base, rest)? {
+            w = inner;
             continue;
         }
         let mut cmd: Vec<String> = Vec::with_capacity(w.len());
         cmd.push(base.to_string());
-        cmd.extend(w[1..].iter().map(|x| x.text.clone()));
+        cmd.extend(rest.iter().map(|x| x.text.clone()));
         if SHELLS.contains(&base) {
-            if let Some(script) = shell_script(&w[1..])? {
+            if let Some(script) = shell_script(rest)? {
                 out.push(cmd);
                 return parse(&script, depth + 1, out);
             }
@@ -470,8 +468,7 @@ fn unwrap<'a>(name: &str, args: &'a [Word]) -> Result<Option<&'a [Word]>, Unsure
         _ => return Ok(None),
     };
     let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
+    while let Some(a) = args.get(i) {
         if a.dynamic {
             return Err(Unsure);
         }
@@ -493,10 +490,10 @@ fn unwrap<'a>(name: &str, args: &'a [Word]) -> Result<Option<&'a [Word]>, Unsure
         }
         break;
     }
-    let mut rest = &args[i.min(args.len())..];
+    let mut rest = args.get(i..).unwrap_or_default();
     // `timeout 5 cmd`: the duration comes first.
-    if name == "timeout" && !rest.is_empty() {
-        rest = &rest[1..];
+    if name == "timeout" {
+        rest = rest.get(1..).unwrap_or_default();
     }
     Ok(Some(rest))
 }
@@ -506,9 +503,9 @@ fn unwrap<'a>(name: &str, args: &'a [Word]) -> Result<Option<&'a [Word]>, Unsure
 fn shell_script(args: &[Word]) -> Result<Option<String>, Unsure> {
     let mut has_c = false;
     let mut i = 0;
-    while i < args.len() {
-        let t = args[i].text.as_str();
-        if args[i].dynamic {
+    while let Some(a) = args.get(i) {
+        let t = a.text.as_str();
+        if a.dynamic {
             return Err(Unsure);
         }
         if t == "--" {

@@ -158,9 +158,9 @@ impl Rule {
                 "empty rule; write a tool name, e.g. `bash(git push:*)`".into(),
             ));
         }
-        let (name, spec) = match t.find('(') {
-            Some(open) => {
-                let Some(inner) = t[open + 1..].strip_suffix(')') else {
+        let (name, spec) = match t.split_once('(') {
+            Some((name, rest)) => {
+                let Some(inner) = rest.strip_suffix(')') else {
                     return Err(err(
                         "unbalanced parentheses; write `tool(pattern)` with the pattern inside one pair".into(),
                     ));
@@ -172,7 +172,7 @@ impl Rule {
                             .into(),
                     ));
                 }
-                (t[..open].trim(), Some(inner))
+                (name.trim(), Some(inner))
             }
             None => {
                 if t.contains(')') {
@@ -349,7 +349,7 @@ fn parse_spec(tool: &str, s: &str) -> Result<Spec, String> {
 impl CommandPattern {
     fn matches(&self, cmd: &[String]) -> bool {
         match self {
-            CommandPattern::Prefix(p) => cmd.len() >= p.len() && cmd[..p.len()] == p[..],
+            CommandPattern::Prefix(p) => cmd.get(..p.len()) == Some(p.as_slice()),
             CommandPattern::Exact(p) => cmd == p.as_slice(),
             CommandPattern::Wild(p) => wildcard(p, &cmd.join(" ")),
         }
@@ -368,22 +368,23 @@ impl PathPattern {
 
 /// `*` matches any text (spaces included); everything else is literal.
 fn wildcard(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
         return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
+    };
+    let mut parts: Vec<&str> = parts.collect();
+    let Some(last) = parts.pop() else {
+        // No `*`: the whole text.
+        return rest.is_empty();
+    };
+    for mid in parts {
         match rest.find(mid) {
-            Some(i) => rest = &rest[i + mid.len()..],
+            Some(i) => rest = rest.get(i + mid.len()..).unwrap_or_default(),
             None => return false,
         }
     }
-    true
+    rest.ends_with(last)
 }
 
 /// `raw` as a path relative to the workspace root, normalized (`.` and `..`
