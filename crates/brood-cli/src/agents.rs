@@ -2,7 +2,8 @@
 //!
 //! Reading commands (`list`, `show`, `transcript`, `export`) open the ledger
 //! read-only and register no boot, so they never mark anything; `cancel` and `prune`
-//! write one short transaction each. Exit codes: 0 ok, 1 failure, 2 usage error.
+//! write one short transaction each; `merge`, `close --discard` and `prune` act on
+//! isolated runs' git worktrees (`crate::worktrees`). Exit codes: 0 ok, 1 failure, 2 usage error.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -73,11 +74,27 @@ pub enum AgentsCmd {
     /// Check the agent definitions (workspace and user): source, tools, model and
     /// every problem with the files; exit 1 if there is one.
     Check,
-    /// Delete runs (with events, transcripts and spill files) that finished before the
-    /// given age, e.g. `--older-than 7d` (units: s, m, h, d).
+    /// Remove orphaned worktrees (of runs killed before they settled them; their
+    /// changes are kept on their branch); with `--older-than`, also delete runs
+    /// (with events, transcripts and spill files) that finished before that age,
+    /// e.g. `--older-than 7d` (units: s, m, h, d).
     Prune {
         #[arg(long, value_parser = parse_age)]
-        older_than: Duration,
+        older_than: Option<Duration>,
+    },
+    /// Merge an isolated run's branch `brood/ID` into the branch checked out where
+    /// it was opened: a fast-forward, or a merge commit when git finds no conflict;
+    /// conflicts are reported and nothing is changed. Its worktree is then removed.
+    Merge {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close an isolated run's worktree: `--discard` deletes it and its branch.
+    Close {
+        id: String,
+        #[arg(long)]
+        discard: bool,
     },
 }
 
@@ -130,6 +147,8 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
 #[derive(Debug)]
 enum Failure {
     Ledger(LedgerError),
+    /// A worktree command refused or failed (the message says why and what to do).
+    Worktree(String),
     /// `cancel` of a run that already reached a terminal status.
     AlreadyFinished {
         run: String,
@@ -147,6 +166,7 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Ledger(e) => e.fmt(f),
+            Failure::Worktree(e) => f.write_str(e),
             Failure::AlreadyFinished { run, status } => {
                 write!(
                     f,
@@ -181,11 +201,27 @@ fn execute(cmd: &AgentsCmd, ws: &Path, out: &mut String, err: &mut String) -> i3
             }
             export(ws, out)
         }
-        AgentsCmd::Prune { older_than } => prune(ws, *older_than, out),
         // Opens a session: dispatched by main before it gets here.
         AgentsCmd::Resume(_) => {
             let _ = writeln!(err, "brood agents resume: not handled here");
             return 2;
+        }
+        AgentsCmd::Prune { older_than } => crate::worktrees::prune_orphans(ws, out)
+            .map_err(Failure::Worktree)
+            .and_then(|()| match older_than {
+                Some(age) => prune(ws, *age, out),
+                None => {
+                    if out.is_empty() {
+                        out.push_str("no orphaned worktrees; nothing to prune (pass --older-than AGE to delete old runs)\n");
+                    }
+                    Ok(())
+                }
+            }),
+        AgentsCmd::Merge { id, json } => {
+            crate::worktrees::merge(ws, id, *json, out).map_err(Failure::Worktree)
+        }
+        AgentsCmd::Close { id, discard } => {
+            crate::worktrees::close(ws, id, *discard, out).map_err(Failure::Worktree)
         }
     };
     match result {

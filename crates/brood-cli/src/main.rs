@@ -22,6 +22,7 @@ mod signals;
 mod status;
 mod table;
 mod words;
+mod worktrees;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::runtime::session::{ModelSource, Session, SessionOptions};
@@ -476,6 +477,9 @@ async fn one_shot(args: OneShot) -> u8 {
         errln!("brood: warning: agent definition {w}");
     }
     for w in session.mcp_warnings() {
+        errln!("brood: warning: {w}");
+    }
+    for w in session.orphaned_worktrees() {
         errln!("brood: warning: {w}");
     }
     let turn = CancellationToken::new();

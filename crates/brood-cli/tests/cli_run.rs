@@ -24,6 +24,9 @@ mod trust;
 #[path = "cli_run/config_show.rs"]
 mod config_show;
 
+#[path = "cli_run/worktree.rs"]
+mod worktree;
+
 /// Run the brood binary with a clean, isolated environment.
 fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
     let mut cmd = brood_command(&[], home, ws);

@@ -245,7 +245,7 @@ async fn show_transcript_cancel_export_and_prune() {
     // Only the prior run's tree is finished; the planner tree has a running child.
     let (code, out, _) = exec(
         AgentsCmd::Prune {
-            older_than: Duration::ZERO,
+            older_than: Some(Duration::ZERO),
         },
         ws.path(),
     );

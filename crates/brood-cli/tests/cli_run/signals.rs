@@ -4,7 +4,7 @@
 use super::*;
 
 /// `brood run ARGS…` against `server`, started (not waited for), stdout and stderr piped.
-fn spawn_local(f: &Fixture, server: &MockServer, args: &[&str]) -> std::process::Child {
+pub(crate) fn spawn_local(f: &Fixture, server: &MockServer, args: &[&str]) -> std::process::Child {
     let base = server.base_url();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
     cmd.args([
@@ -29,7 +29,7 @@ fn spawn_local(f: &Fixture, server: &MockServer, args: &[&str]) -> std::process:
 
 /// Block until the mock has received `n` requests (a condition, not a delay); fails
 /// the test after a minute.
-fn wait_for_requests(server: &MockServer, n: usize) {
+pub(crate) fn wait_for_requests(server: &MockServer, n: usize) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

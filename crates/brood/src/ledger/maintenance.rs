@@ -14,7 +14,9 @@ use super::error::{LedgerError, SqlContext};
 use super::ops;
 use super::spill;
 use super::store::{self, now_ms, LedgerPaths};
-use super::types::{CancelOutcome, Durability, PruneReport, RunId, RunStatus, Transition};
+use super::types::{
+    CancelOutcome, Durability, EventKind, PruneReport, RunId, RunStatus, Transition,
+};
 
 /// Reason written when a run of a dead process is cancelled on request.
 const CANCEL_DEAD_REASON: &str = "cancelled on request; its process had already exited";
@@ -204,5 +206,30 @@ impl LedgerMaintenance {
         tx.commit().ctx("committing a prune")?;
         remove_spill_files(&files);
         Ok(report)
+    }
+
+    /// Append one progress event to `run` (what `brood agents merge`, `close
+    /// --discard` and `prune` did to its worktree). Lifecycle kinds are refused
+    /// as in [`Ledger::append_event`](super::Ledger::append_event).
+    pub fn append_event(
+        &mut self,
+        run: &RunId,
+        kind: EventKind,
+        payload: &serde_json::Value,
+    ) -> Result<(), LedgerError> {
+        if kind.is_lifecycle() {
+            return Err(LedgerError::ReservedEventKind {
+                kind: kind.as_str().to_string(),
+            });
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx("starting an event")?;
+        ops::status_of(&tx, run.as_str())?;
+        let seq = ops::next_seq(&tx, ops::Numbered::Events, run.as_str())?;
+        ops::insert_event_value(&tx, run.as_str(), seq, kind, payload, now_ms())?;
+        tx.commit().ctx("committing an event")?;
+        Ok(())
     }
 }

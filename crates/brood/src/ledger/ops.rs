@@ -490,7 +490,7 @@ pub(crate) fn interrupt_boot(
 
 /// The tables whose rows are numbered per run.
 #[derive(Clone, Copy)]
-enum Numbered {
+pub(crate) enum Numbered {
     Events,
     Transcripts,
 }
@@ -502,7 +502,7 @@ fn clamp_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn next_seq(conn: &Connection, table: Numbered, run: &str) -> Result<u64, LedgerError> {
+pub(crate) fn next_seq(conn: &Connection, table: Numbered, run: &str) -> Result<u64, LedgerError> {
     let sql = match table {
         Numbered::Events => "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1",
         Numbered::Transcripts => {

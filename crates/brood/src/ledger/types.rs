@@ -176,6 +176,9 @@ pub enum EventKind {
     /// The project instruction files (AGENTS.md …) the session's prompts carry,
     /// recorded once per session on its first root run.
     Instructions,
+    /// A run's git worktree (`isolation = "worktree"`): created, settled, merged,
+    /// discarded, orphaned or pruned (see docs/LEDGER.md).
+    Worktree,
     /// The run completed.
     Completed,
     /// The run failed.
@@ -191,7 +194,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::Spawned,
         EventKind::Queued,
         EventKind::Started,
@@ -203,6 +206,7 @@ impl EventKind {
         EventKind::MessageQueued,
         EventKind::Warning,
         EventKind::Instructions,
+        EventKind::Worktree,
         EventKind::Completed,
         EventKind::Failed,
         EventKind::Cancelled,
@@ -224,6 +228,7 @@ impl EventKind {
             EventKind::MessageQueued => "message_queued",
             EventKind::Warning => "warning",
             EventKind::Instructions => "instructions",
+            EventKind::Worktree => "worktree",
             EventKind::Completed => "completed",
             EventKind::Failed => "failed",
             EventKind::Cancelled => "cancelled",

@@ -52,6 +52,7 @@ pub struct Session {
     sandbox: Arc<tool::Sandbox>,
     session_warned: std::sync::atomic::AtomicBool,
     definition_warnings: Vec<String>,
+    orphaned_worktrees: Vec<String>,
     /// The project instruction files in the prompts, for the ledger (`None`: none).
     instruction_files: Option<serde_json::Value>,
     /// The tallies of the latest root run, readable while it runs (a status line).
@@ -110,6 +111,12 @@ impl Session {
         self.mcp.reports()
     }
 
+    /// Worktrees of runs that never settled them (a killed session's), found at
+    /// start and listed in the ledger; `brood agents prune` removes them.
+    pub fn orphaned_worktrees(&self) -> &[String] {
+        &self.orphaned_worktrees
+    }
+
     /// Open the workspace: ledger (recovering dead sessions' runs), providers,
     /// agent definitions, supervisor.
     pub async fn open(opts: SessionOptions) -> Result<Session, SessionError> {
@@ -139,6 +146,13 @@ impl Session {
                     detail: e.to_string(),
                 })??;
         let ledger = Arc::new(ledger);
+        // Worktrees a killed session left behind are listed in the ledger.
+        let orphaned_worktrees = {
+            let ledger = ledger.clone();
+            tokio::task::spawn_blocking(move || crate::subagent::worktrees::record_orphans(&ledger))
+                .await
+                .unwrap_or_default()
+        };
         // The user's definitions are in `~/.config/brood/agents/` (as documented),
         // not beside config.toml.
         // ~/.claude/agents/ holds the user's personal Claude Code agents.
@@ -255,6 +269,7 @@ impl Session {
             sandbox,
             session_warned: std::sync::atomic::AtomicBool::new(false),
             definition_warnings,
+            orphaned_worktrees,
             instruction_files,
             live: Arc::new(Mutex::new(None)),
             mcp,

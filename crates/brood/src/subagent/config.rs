@@ -24,10 +24,12 @@
 //! | `context_cap_bytes` | 4096 | 256..=1048576, else error |
 //! | `*_model`, `models.*`, `subagent_model`, `subagent_provider` | none | non-empty |
 //! | `tool_choice`, `first_tool_choice` | the session's | auto, required, none or a tool name; children only |
+//! | `isolation` | none | none or worktree; writers get their own git worktree; a later layer cannot turn `worktree` off |
 //!
 //! Clamps are not errors, but each one is written to [`SubagentSettings::adjustments`]
 //! so the runtime can show it.
 
+use super::worktree::Isolation;
 use crate::agent::ToolChoicePolicy;
 use crate::model::ToolChoice;
 use serde::{Deserialize, Serialize};
@@ -94,6 +96,9 @@ pub struct SubagentsConfig {
     /// Children's `tool_choice` for their first step, instead of the session's
     /// (e.g. force `read_file` on a small local model while the parent runs free).
     pub first_tool_choice: Option<String>,
+    /// `worktree`: every writer child runs in its own git worktree (see
+    /// [`super::worktree`]); `none` (default): in the workspace.
+    pub isolation: Option<String>,
 }
 
 /// One `[models.<alias>]` quick model.
@@ -212,6 +217,8 @@ pub struct SubagentSettings {
     pub tool_choice: Option<ToolChoice>,
     /// Children's tool choice for their first step, over the session's.
     pub first_tool_choice: Option<ToolChoice>,
+    /// Whether writer children run in their own git worktree.
+    pub isolation: Isolation,
     /// Values that were clamped, in words (e.g. for a startup notice).
     pub adjustments: Vec<String>,
 }
@@ -252,6 +259,7 @@ impl Default for SubagentSettings {
             models: ModelOverrides::default(),
             tool_choice: None,
             first_tool_choice: None,
+            isolation: Isolation::None,
             adjustments: Vec::new(),
         }
     }
@@ -364,6 +372,11 @@ impl SubagentsConfig {
             subagent_provider: pick(&self.subagent_provider, &over.subagent_provider),
             tool_choice: pick(&self.tool_choice, &over.tool_choice),
             first_tool_choice: pick(&self.first_tool_choice, &over.first_tool_choice),
+            // Isolation only tightens: a later layer cannot turn `worktree` off.
+            isolation: match (&self.isolation, &over.isolation) {
+                (Some(a), _) if a.trim().eq_ignore_ascii_case("worktree") => Some(a.clone()),
+                (a, b) => pick(a, b),
+            },
         }
     }
 
@@ -535,6 +548,12 @@ impl SubagentsConfig {
             models,
             tool_choice: tool_choice_value("tool_choice", &self.tool_choice)?,
             first_tool_choice: tool_choice_value("first_tool_choice", &self.first_tool_choice)?,
+            isolation: match &self.isolation {
+                None => Isolation::None,
+                Some(v) => {
+                    Isolation::parse(v).map_err(|p| ConfigError::new("subagents.isolation", p))?
+                }
+            },
             adjustments,
         })
     }

@@ -7,8 +7,9 @@ use super::budgets::Budgets;
 use super::inbox::RunInbox;
 use super::result::Who;
 use super::role::Role;
+use super::worktree::Worktree;
 use crate::model::{Model, ModelRequest};
-use crate::tool::Permissions;
+use crate::tool::{Permissions, Workspace};
 use std::sync::{Arc, Mutex};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,10 @@ pub struct RunCtx {
     /// Permission rules of the agent definitions this run and its ancestors were
     /// opened from (the session's own rules are the gate's).
     pub rules: Arc<crate::tool::RuleSet>,
+    /// The workspace its tools work in: the session's, or its own worktree's.
+    pub workspace: Arc<Workspace>,
+    /// Its git worktree when it runs isolated (settled when it ends).
+    pub worktree: Option<Arc<Worktree>>,
     /// Names of the tools this run has (a custom child may only pick among them);
     /// set once its toolbox is built.
     pub tool_names: std::sync::OnceLock<Vec<String>>,

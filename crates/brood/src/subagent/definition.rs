@@ -33,7 +33,10 @@
 //! - `permissions: {ask: [...], deny: [...]}` (brood) adds permission rules
 //!   ([`crate::tool::rules`]) to this agent's runs and their children; `allow` is
 //!   ignored with a warning (a file only narrows);
-//! - `skills`, `hooks`, `mcpServers`, `memory`, `background`, `isolation` have no brood
+//! - `isolation: worktree` (Claude Code's key and value) runs the agent, when it
+//!   writes, in its own git worktree (see [`super::worktree`]); `none` cannot turn
+//!   off the user's `[subagents] isolation = "worktree"`;
+//! - `skills`, `hooks`, `mcpServers`, `memory`, `background` have no brood
 //!   equivalent: accepted, with a warning in [`AgentDefinition::warnings`];
 //! - Claude Code tool names are mapped (`Read`→`read_file`, `Write`→`write_file`,
 //!   `Edit`/`MultiEdit`→`edit_file`, `Glob`→`find_files`, `Grep`→`grep`, `LS`→`list_dir`,
@@ -55,6 +58,7 @@
 use super::config::QuickModels;
 use super::front_matter;
 use super::role::Role;
+use super::worktree::Isolation;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,9 +87,10 @@ const BROOD_KEYS: [&str; 11] = [
     "cost_budget_usd",
     "network",
     "permissions",
+    "isolation",
 ];
 /// Claude Code keys brood accepts.
-const CLAUDE_KEYS: [&str; 10] = [
+const CLAUDE_KEYS: [&str; 9] = [
     "color",
     "maxTurns",
     "disallowedTools",
@@ -95,7 +100,6 @@ const CLAUDE_KEYS: [&str; 10] = [
     "mcpServers",
     "memory",
     "background",
-    "isolation",
 ];
 const CLAUDE_PERMISSION_MODES: [&str; 6] = [
     "default",
@@ -170,6 +174,9 @@ pub struct AgentDefinition {
     /// `network: false` keeps this agent's shells off the network even where the
     /// user's `[sandbox] network` allows it; `true` cannot turn it on (narrowing only).
     pub network: Option<bool>,
+    /// `isolation: worktree`: a writer of this type runs in its own git worktree.
+    /// Only tightens (`none` does not undo the user's config).
+    pub isolation: Option<Isolation>,
     /// Display hint from Claude Code files.
     pub color: Option<String>,
     /// The body: the child's system prompt.
@@ -460,6 +467,18 @@ pub fn parse_definition(
     };
     let fork_context = flag("fork_context")?;
     let network = flag("network")?;
+    let isolation = match fields.get("isolation") {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::String(v)) => {
+            Some(Isolation::parse(v).map_err(|p| bad("isolation", p))?)
+        }
+        Some(other) => {
+            return Err(bad(
+                "isolation",
+                format!("expected none or worktree, found {}", kind_of(other)),
+            ))
+        }
+    };
 
     let tools = match fields.get("tools") {
         None | Some(serde_yaml::Value::Null) => None,
@@ -477,14 +496,7 @@ pub fn parse_definition(
             &mut warnings,
         ),
     };
-    for key in [
-        "skills",
-        "hooks",
-        "mcpServers",
-        "memory",
-        "background",
-        "isolation",
-    ] {
+    for key in ["skills", "hooks", "mcpServers", "memory", "background"] {
         if fields.contains_key(key) {
             warnings.push(format!(
                 "`{key}` is a Claude Code feature brood does not have; it is ignored"
@@ -526,6 +538,7 @@ pub fn parse_definition(
         cost_budget_usd,
         fork_context,
         network,
+        isolation,
         color,
         prompt: body.trim().to_string(),
         path: path.to_path_buf(),

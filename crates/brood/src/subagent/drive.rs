@@ -22,6 +22,7 @@ use super::record::SpawnRecord;
 use super::report;
 use super::result::{render_result, ChildResult, Settled};
 use super::supervisor::Supervisor;
+use super::worktree::{Worktree, WorktreeReport};
 use crate::agent::{self, AgentSpec, ToolChoicePolicy};
 use crate::model::{Message, ModelRequest};
 use crate::tool::Toolbox;
@@ -129,7 +130,7 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "panic".into());
             let result = delivery.result(&sup, Settled::Crashed { detail });
-            finish(&sup, &delivery, result);
+            finish(&sup, &delivery, result).await;
         }
     });
 }
@@ -165,7 +166,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             return;
         }
         let result = delivery.result(&sup, Settled::Cancelled { reason: None });
-        finish(&sup, &delivery, result);
+        finish(&sup, &delivery, result).await;
         return;
     };
     // The first context and the toolbox are built while the spawn record commits.
@@ -187,7 +188,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         drop(permit);
         let reason = Some(spent.to_string());
         let result = delivery.result(&sup, Settled::Cancelled { reason });
-        finish(&sup, &delivery, result);
+        finish(&sup, &delivery, result).await;
         return;
     }
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
@@ -225,7 +226,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
             }
         },
         toolbox,
-        workspace: env.workspace.clone(),
+        workspace: ctx.workspace.clone(),
         max_turns,
         offered_tools: offered,
         tool_concurrency: env.tool_concurrency,
@@ -242,7 +243,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
     };
     let mut result = delivery.result(&sup, how);
     result.report = report;
-    finish(&sup, &delivery, result);
+    finish(&sup, &delivery, result).await;
 }
 
 /// Wait for the spawn record; `true` when the child may run. A spawn whose `open`
@@ -264,7 +265,7 @@ async fn spawn_on_disk(sup: &Supervisor, delivery: &Delivery, gate: &mut SpawnGa
                 background: false,
                 ..delivery.clone()
             };
-            finish(sup, &unannounced, result);
+            finish(sup, &unannounced, result).await;
             false
         }
     }
@@ -273,7 +274,10 @@ async fn spawn_on_disk(sup: &Supervisor, delivery: &Delivery, gate: &mut SpawnGa
 /// Record the end (queued to the ledger, ordered before anything recorded after
 /// it), then publish it; a background child's result is pushed into its parent's
 /// next step unless someone claimed it first.
-fn finish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
+async fn finish(sup: &Supervisor, d: &Delivery, mut result: ChildResult) {
+    if let Some(tree) = d.ctx.worktree.clone() {
+        result.worktree = Some(settle_worktree(sup, &d.ctx.run_id, &d.ctx.name, tree).await);
+    }
     let Delivery {
         ctx,
         background,
@@ -296,4 +300,39 @@ fn finish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
         parent_inbox.push_completion(&ctx.run_id, Message::user(text), claim.clone());
     }
     let _ = result_tx.send(Some(result));
+}
+
+/// Commit what an isolated child left in its worktree and keep or remove it (see
+/// [`Worktree::settle`]); recorded as the run's `worktree` event before its end.
+async fn settle_worktree(
+    sup: &Supervisor,
+    id: &str,
+    name: &str,
+    tree: Arc<Worktree>,
+) -> WorktreeReport {
+    let message = format!("brood: {name} (run {id})");
+    let settled = tokio::task::spawn_blocking(move || tree.settle(&message)).await;
+    let report = match settled {
+        Ok(r) => r,
+        Err(e) => {
+            // The settle panicked: the worktree is untouched and kept.
+            let dir = crate::subagent::worktree::dir_of(sup.env().workspace.root(), id);
+            WorktreeReport {
+                branch: crate::subagent::worktree::branch_of(id),
+                path: dir,
+                base: String::new(),
+                commits: Vec::new(),
+                diff_stat: String::new(),
+                kept: true,
+                error: Some(format!("settling the worktree failed: {e}")),
+            }
+        }
+    };
+    sup.recorder().worktree(
+        id,
+        serde_json::to_value(&report)
+            .map(|v| serde_json::json!({ "settled": v }))
+            .unwrap_or_default(),
+    );
+    report
 }

@@ -51,6 +51,10 @@ pub enum SpawnError {
     /// The ledger refused the spawn record.
     #[error("the ledger could not record the run: {0}")]
     Ledger(#[from] crate::ledger::LedgerError),
+    /// `isolation = "worktree"` asked for a worktree that could not be made (not a
+    /// git repository, no commit yet, git missing or refusing).
+    #[error(transparent)]
+    Worktree(#[from] super::worktree::WorktreeError),
     /// The session is shutting down.
     #[error("the session is shutting down")]
     Closed,

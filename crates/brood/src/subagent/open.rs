@@ -19,9 +19,10 @@ use super::spawn::{Opened, RootRequest, SpawnMode, SpawnRequest, Spawner};
 use super::supervisor::{new_run_id, Supervisor};
 use super::tally::RootTallies;
 use super::tools::delegation_tools;
+use super::worktree::{self, Isolation, Worktree, WorktreeError};
 use crate::agent::AgentOutcome;
 use crate::model::Model;
-use crate::tool::{Capability, Tool, Toolbox};
+use crate::tool::{Capability, ShellPolicy, Tool, Toolbox, Workspace};
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -198,6 +199,35 @@ impl Spawner for Supervisor {
         let kind_name = kind.name().to_string();
         let name = req.name.clone().unwrap_or_else(|| kind_name.clone());
         let id = new_run_id();
+        // Isolation: the strictest of config, definition and call; a writer only.
+        let isolation = self
+            .env()
+            .settings
+            .isolation
+            .strictest(
+                definition
+                    .as_ref()
+                    .and_then(|d| d.isolation)
+                    .unwrap_or_default(),
+            )
+            .strictest(req.isolation.unwrap_or_default());
+        let writes = granted
+            .permissions
+            .capabilities
+            .contains(&Capability::Write)
+            || granted.permissions.shell == ShellPolicy::Full;
+        let (workspace, worktree) = if isolation == Isolation::Worktree && writes {
+            let (tree, workspace) = self.make_worktree(parent, &id).await?;
+            warnings.extend(tree.warnings.iter().cloned());
+            (workspace, Some(tree))
+        } else {
+            (parent.workspace.clone(), None)
+        };
+        let abandon = |tree: &Option<Arc<Worktree>>| {
+            if let Some(t) = tree.clone() {
+                tokio::task::spawn_blocking(move || t.abandon());
+            }
+        };
         let cancel = match &req.mode {
             SpawnMode::Task { turn_cancel } => turn_cancel.child_token(),
             SpawnMode::Background => self.env().session_cancel.child_token(),
@@ -209,7 +239,7 @@ impl Spawner for Supervisor {
         let progress = self.board().new_progress();
         let transcript_handle = format!("transcript:{id}");
         let (settle_spawn, spawned) = SpawnGate::new();
-        let (id, name) = self.board().admit(
+        let admitted = self.board().admit(
             Entry {
                 id: id.clone(),
                 name,
@@ -227,7 +257,14 @@ impl Spawner for Supervisor {
                 transcript_handle: transcript_handle.clone(),
             },
             background,
-        )?;
+        );
+        let (id, name) = match admitted {
+            Ok(v) => v,
+            Err(e) => {
+                abandon(&worktree);
+                return Err(e);
+            }
+        };
         let ctx = Arc::new(RunCtx {
             run_id: id.clone(),
             root_id: parent.root_id.clone(),
@@ -244,6 +281,8 @@ impl Spawner for Supervisor {
                 }
                 Arc::new(rules)
             },
+            workspace,
+            worktree: worktree.clone(),
             tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
@@ -294,9 +333,21 @@ impl Spawner for Supervisor {
         }
         drive::start_child(self.clone(), plan);
         if let Err(e) = durable.await {
+            abandon(&worktree);
             let _ = settle_spawn.send(Some(false));
             self.board().set_status(&id, LiveStatus::Failed);
             return Err(e);
+        }
+        if let Some(t) = &worktree {
+            self.recorder().worktree(
+                &id,
+                serde_json::json!({ "created": {
+                    "branch": t.branch,
+                    "path": t.path,
+                    "base": t.base,
+                    "target": t.target,
+                }}),
+            );
         }
         if background {
             parent.inbox.expect_child(&id);
@@ -309,8 +360,40 @@ impl Spawner for Supervisor {
             transcript_handle,
             role: kind_name,
             model: format!("{provider_name}/{model_id}"),
+            branch: worktree.as_ref().map(|t| t.branch.clone()),
             warnings,
         })
+    }
+}
+
+impl Supervisor {
+    /// Make run `id`'s worktree from `parent`'s workspace, and the jail rooted
+    /// in it.
+    async fn make_worktree(
+        &self,
+        parent: &RunCtx,
+        id: &str,
+    ) -> Result<(Arc<Worktree>, Arc<Workspace>), SpawnError> {
+        let session_ws = self.env().workspace.root().to_path_buf();
+        let parent_ws = parent.workspace.root().to_path_buf();
+        let run = id.to_string();
+        let made = tokio::task::spawn_blocking(move || {
+            let tree = worktree::create(&session_ws, &parent_ws, &run)?;
+            match Workspace::open(&tree.workspace) {
+                Ok(ws) => Ok((Arc::new(tree), Arc::new(ws))),
+                Err(e) => {
+                    let _ = tree.abandon();
+                    Err(WorktreeError::Io {
+                        what: "opening the worktree as the child's workspace",
+                        path: tree.workspace.clone(),
+                        detail: e.to_string(),
+                    })
+                }
+            }
+        })
+        .await
+        .map_err(|_| SpawnError::Closed)?;
+        Ok(made?)
     }
 }
 
@@ -341,6 +424,8 @@ pub(crate) async fn root_ctx(
         tool_names: std::sync::OnceLock::new(),
         permissions: Arc::new(env.root_permissions()),
         rules: Arc::new(crate::tool::RuleSet::new()),
+        workspace: env.workspace.clone(),
+        worktree: None,
         inbox: RunInbox::new(),
         progress: sup.board().new_progress(),
         board: sup.board().clone(),

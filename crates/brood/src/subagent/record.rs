@@ -253,6 +253,11 @@ impl Recorder {
         self.progress(id, EventKind::Warning, payload);
     }
 
+    /// What happened to a run's worktree (`{"created": …}`, `{"settled": …}`).
+    pub fn worktree(&self, id: &str, payload: Value) {
+        self.progress(id, EventKind::Worktree, payload);
+    }
+
     fn progress(&self, id: &str, kind: EventKind, payload: Value) {
         if self
             .ledger

@@ -5,6 +5,7 @@
 
 use super::contract::{self, ParsedResult};
 use super::tally::Tally;
+use super::worktree::WorktreeReport;
 use crate::agent::{AgentOutcome, Ending};
 use crate::ledger::RunStatus;
 use crate::model::Usage;
@@ -54,6 +55,10 @@ pub struct ChildResult {
     /// What was accepted but changed at spawn (limits lowered, the route, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Its git worktree, when it ran isolated: the branch, its commits, the diff
+    /// stat, and whether it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeReport>,
 }
 
 /// Who a settled run is, as its result names it.
@@ -148,6 +153,7 @@ impl ChildResult {
             tree_usage: who.tree_usage,
             model: who.model,
             warnings: who.warnings,
+            worktree: None,
         }
     }
 }
@@ -160,12 +166,33 @@ pub fn render_result(r: &ChildResult, cap: usize) -> String {
         head.push_str(&format!(" ({reason})"));
     }
     head.push('\n');
+    if let Some(w) = &r.worktree {
+        head.push_str(&worktree_line(w, &r.agent_id));
+    }
     let room = cap.saturating_sub(head.len()).max(128);
     let body = match &r.report {
         Some(report) => contract::render_for_parent(report, room, &r.transcript_handle),
         None => cap_text(&r.final_text, room, &r.transcript_handle),
     };
     format!("{head}{body}")
+}
+
+/// One line (two with a stat) on a worktree, for a parent's context.
+fn worktree_line(w: &WorktreeReport, id: &str) -> String {
+    if let Some(e) = &w.error {
+        return format!("worktree: {} kept as it was ({e})\n", w.path.display());
+    }
+    if !w.kept {
+        return "worktree: no changes; removed\n".to_string();
+    }
+    let stat = w.diff_stat.lines().last().unwrap_or("").trim();
+    format!(
+        "worktree: branch {} with {} commit{} ({stat}); the user merges it with \
+         `brood agents merge {id}`\n",
+        w.branch,
+        w.commits.len(),
+        if w.commits.len() == 1 { "" } else { "s" },
+    )
 }
 
 /// `text` cut to at most `cap` bytes on a character boundary, pointing at the

@@ -197,6 +197,17 @@ impl Supervisor {
                 false,
             )?;
         }
+        // An isolated run resumes in the worktree it left (its branch keeps what
+        // it writes; the worktree is then settled by `brood agents prune`).
+        let workspace = {
+            let dir = crate::subagent::worktree::dir_of(self.env().workspace.root(), &id);
+            match dir.join(".git").exists() {
+                true => crate::tool::Workspace::open(&dir)
+                    .map(Arc::new)
+                    .unwrap_or_else(|_| self.env().workspace.clone()),
+                false => self.env().workspace.clone(),
+            }
+        };
         let ctx = Arc::new(RunCtx {
             run_id: id.clone(),
             root_id: record.root_id.as_str().to_string(),
@@ -206,6 +217,8 @@ impl Supervisor {
             kind_name: plan.kind_name.clone(),
             permissions: Arc::new(plan.permissions.clone()),
             rules: Arc::new(plan.rules.clone()),
+            workspace: workspace.clone(),
+            worktree: None,
             tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
@@ -248,7 +261,7 @@ impl Supervisor {
                 env.tool_choice.clone()
             },
             toolbox,
-            workspace: env.workspace.clone(),
+            workspace: workspace.clone(),
             max_turns: plan.max_turns,
             offered_tools: None,
             tool_concurrency: env.tool_concurrency,

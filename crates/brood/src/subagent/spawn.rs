@@ -7,6 +7,7 @@ use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
 use super::tally::RootTallies;
+use super::worktree::Isolation;
 use crate::agent::EventSink;
 use crate::model::{Message, ModelRequest};
 use async_trait::async_trait;
@@ -32,6 +33,9 @@ pub struct SpawnRequest {
     /// When set, the child continues from this parent request (`fork_context`).
     pub fork_from: Option<Arc<ModelRequest>>,
     pub allowed_tools: Option<Vec<String>>,
+    /// The call's `isolation` (it can only ask for a worktree; config and the
+    /// definition may require one regardless).
+    pub isolation: Option<Isolation>,
     pub mode: SpawnMode,
 }
 
@@ -62,6 +66,9 @@ pub struct Opened {
     pub transcript_handle: String,
     pub role: String,
     pub model: String,
+    /// The worktree branch it works on (`isolation = "worktree"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

@@ -13,6 +13,7 @@ use super::ctx::RunCtx;
 use super::result::{render_result, ChildResult};
 use super::spawn::{SpawnMode, SpawnRequest, Spawner};
 use super::supervisor::Supervisor;
+use super::worktree::Isolation;
 use crate::tool::{parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -116,6 +117,26 @@ struct TaskArgs {
     agent_type: Option<String>,
     /// true: children continue from your conversation.
     fork_context: Option<bool>,
+    /// worktree: each writer works in its own git worktree and branch.
+    isolation: Option<IsolationArg>,
+}
+
+/// What a call may ask for: a worktree, or nothing more than config says
+/// (`none` never turns off what config or the agent's definition require).
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum IsolationArg {
+    None,
+    Worktree,
+}
+
+impl IsolationArg {
+    fn asked(a: Option<IsolationArg>) -> Option<Isolation> {
+        match a {
+            Some(IsolationArg::Worktree) => Some(Isolation::Worktree),
+            _ => None,
+        }
+    }
 }
 
 const TASK_DESCRIPTION: &str = "Run sub-agents in parallel and wait for their reports \
@@ -172,6 +193,7 @@ impl Tool for TaskTool {
                 model: None,
                 fork_from: fork_from.clone(),
                 allowed_tools: None,
+                isolation: IsolationArg::asked(a.isolation),
                 mode: SpawnMode::Task {
                     turn_cancel: ctx.cancel.clone(),
                 },
@@ -229,6 +251,8 @@ struct OpenArgs {
     fork_context: Option<bool>,
     /// For custom: the tools it may use.
     allowed_tools: Option<Vec<String>>,
+    /// As in task.
+    isolation: Option<IsolationArg>,
 }
 
 struct OpenTool(Bound);
@@ -261,6 +285,7 @@ impl Tool for OpenTool {
                 None
             },
             allowed_tools: a.allowed_tools,
+            isolation: IsolationArg::asked(a.isolation),
             mode: SpawnMode::Background,
         };
         let opened = b

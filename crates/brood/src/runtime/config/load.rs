@@ -11,6 +11,9 @@ use crate::runtime::mcp_config;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// `[subagents] isolation`, which later layers may tighten but not loosen.
+const ISOLATION_KEY: &str = "subagents.isolation";
+
 /// Values given on the command line (the last layer).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -192,12 +195,24 @@ impl Config {
                     }
                 }
             }
+            // Isolation only tightens: a workspace cannot turn off the user's
+            // `isolation = "worktree"`.
+            let user_isolation = layers
+                .get(ISOLATION_KEY)
+                .filter(|(v, _)| {
+                    v.as_str()
+                        .is_some_and(|s| s.trim().eq_ignore_ascii_case("worktree"))
+                })
+                .cloned();
             flatten(
                 "",
                 table,
                 &Source::File(workspace_file.clone()),
                 &mut layers,
             );
+            if let Some(kept) = user_isolation {
+                layers.insert(ISOLATION_KEY.to_string(), kept);
+            }
         }
         for (var, key) in ENV_KEYS {
             if let Some(raw) = env.get(*var) {
