@@ -75,7 +75,7 @@ pub const DELEGATION_TOOLS: [&str; 6] = [
 ];
 
 /// Keys brood understands itself.
-const BROOD_KEYS: [&str; 11] = [
+const BROOD_KEYS: [&str; 12] = [
     "name",
     "description",
     "tools",
