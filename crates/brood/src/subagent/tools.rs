@@ -121,8 +121,9 @@ struct TaskArgs {
     isolation: Option<IsolationArg>,
 }
 
-/// What a call may ask for: a worktree, or nothing more than config says
-/// (`none` never turns off what config or the agent's definition require).
+// What a call may ask for: a worktree, or nothing more than config says (`none`
+// never turns off what config or the agent's definition require). A plain comment,
+// not a doc comment: schemars would put it in every request's tool schema.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum IsolationArg {
