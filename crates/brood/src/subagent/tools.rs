@@ -112,12 +112,12 @@ struct TaskArgs {
     prompts: Option<Vec<String>>,
     /// Or one task.
     description: Option<String>,
-    /// A role or defined agent (default general).
+    /// A role or defined agent.
     #[serde(alias = "type")]
     agent_type: Option<String>,
-    /// true: children continue from your conversation.
+    /// true: children continue your conversation.
     fork_context: Option<bool>,
-    /// worktree: each writer works in its own git worktree and branch.
+    /// Writers get a git worktree each.
     isolation: Option<IsolationArg>,
 }
 
@@ -141,7 +141,7 @@ impl IsolationArg {
 }
 
 const TASK_DESCRIPTION: &str = "Run sub-agents in parallel and wait for their reports \
-(in order; one failing does not affect the others): `prompts` (one self-contained task \
+(in order; a failure spares the others): `prompts` (one self-contained task \
 each) or one `description`.";
 
 /// `task`; its description ends with the agent types (see `agent_types`).
@@ -252,7 +252,7 @@ struct OpenArgs {
     fork_context: Option<bool>,
     /// For custom: the tools it may use.
     allowed_tools: Option<Vec<String>>,
-    /// As in task.
+    // As in task (no doc comment: it would ride in every request's schema).
     isolation: Option<IsolationArg>,
 }
 
