@@ -140,8 +140,8 @@ impl IsolationArg {
     }
 }
 
-const TASK_DESCRIPTION: &str = "Run sub-agents in parallel and wait for their reports \
-(in order; a failure spares the others): `prompts` (one self-contained task \
+const TASK_DESCRIPTION: &str = "Run sub-agents in parallel and await their reports \
+(in order; a failure spares the rest): `prompts` (one self-contained task \
 each) or one `description`.";
 
 /// `task`; its description ends with the agent types (see `agent_types`).
