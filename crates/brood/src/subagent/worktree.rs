@@ -10,7 +10,7 @@
 //! diff stat, until [`merge`] (a fast-forward, or a merge commit when git finds no
 //! conflict; conflicts are reported and nothing is changed — never forced) or
 //! [`discard`]. A worktree whose run never settled (brood was killed) is an
-//! orphan: [`orphans`] finds them, [`prune`] saves what they hold on their branch
+//! orphan: [`super::worktrees::record_orphans`] finds them, [`prune`] saves what they hold on their branch
 //! and removes them.
 //!
 //! Every git call is hardened against the repository's own configuration

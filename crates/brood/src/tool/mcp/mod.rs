@@ -9,7 +9,7 @@
 //! without its tools. The servers' connections belong to the session: every run
 //! of the tree calls the same [`McpTool`] objects, so a server has one connection
 //! (one process) per session, its calls multiplexed over it; one that dies is
-//! started again on its next call ([`conn`]).
+//! started again on its next call (the `conn` module).
 //!
 //! Which runs get which tools is the grant's business (`subagent::grant`): a tool
 //! is read-only — offered to the read-only roles — when the server marks it
