@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use brood::ledger::{
-    CancelOutcome, EventKind, Ledger, LedgerError, NewRun, RunId, RunStatus, EXPORT_SCHEMA,
+    CancelOutcome, EventKind, Ledger, LedgerError, LedgerOptions, NewRun, RunId, RunStatus,
+    EXPORT_SCHEMA,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -281,4 +282,91 @@ async fn prune_and_read_spill_refuse_spill_paths_outside_the_spill_directory() {
     assert!(report.refused_spill_paths[0].contains(id.as_str()));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
     assert_eq!(std::fs::read_to_string(&inside_victim).unwrap(), "keep");
+}
+
+/// 21.3: a result whose long strings are already in the run's spill file (its final
+/// answer is its last assistant message) is stored once — the row refers to the
+/// spill file — and reads back whole. A crafted row that refers outside the spill
+/// directory, or a result that is not JSON, reads with a placeholder or nothing and
+/// a note, never a failed read; a result that merely looks like the stored form
+/// reads back as itself.
+#[tokio::test]
+async fn a_result_refers_to_its_spilled_answer_and_reads_back_whole() {
+    let ws = TempDir::new().unwrap();
+    let opts = LedgerOptions {
+        transcript_cap_bytes: 1024,
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::open(ws.path(), opts).unwrap();
+    let id = ledger.create_run(named("big")).await.unwrap();
+    ledger.mark_running(&id).await.unwrap();
+    // Quotes, newlines and non-ASCII: the spill file holds the JSON-escaped text.
+    let answer = "SUMMARY: a \"quoted\" line — é\n".repeat(400);
+    ledger
+        .append_message(
+            &id,
+            "assistant",
+            json!({"role": "assistant", "content": answer}),
+        )
+        .unwrap();
+    let result = json!({
+        "final_text": answer,
+        "report": {"summary": answer.trim_end(), "changes": ["short"]},
+        "turns": 3,
+    });
+    ledger.complete(&id, result.clone()).await.unwrap();
+    let db = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    let stored = |id: &RunId| -> String {
+        db.query_row(
+            "SELECT result FROM run_results WHERE run_id = ?1",
+            [id.as_str()],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let row = stored(&id);
+    assert!(
+        row.len() < 1024,
+        "the answer was stored again: {} B",
+        row.len()
+    );
+    let reader = ledger.reader().unwrap();
+    let run = reader.run(&id).unwrap();
+    assert_eq!(run.result.as_ref(), Some(&result));
+    assert!(run.notes.is_empty(), "{:?}", run.notes);
+
+    // A crafted reference outside the spill directory is not followed.
+    let crafted = row.replace(".brood/state/spill/", ".brood/state/spill/../../");
+    db.execute(
+        "UPDATE run_results SET result = ?2 WHERE run_id = ?1",
+        [id.as_str(), crafted.as_str()],
+    )
+    .unwrap();
+    let run = reader.run(&id).unwrap();
+    let shown = run.result.unwrap();
+    let text = shown["final_text"].as_str().unwrap();
+    assert!(text.starts_with("[brood: text not readable"), "{text}");
+    assert_eq!(shown["report"]["changes"], json!(["short"]));
+    assert!(
+        run.notes.iter().any(|n| n.contains("/final_text")),
+        "{:?}",
+        run.notes
+    );
+
+    // A result that is not JSON: the run reads, the note says so.
+    db.execute(
+        "UPDATE run_results SET result = 'not json' WHERE run_id = ?1",
+        [id.as_str()],
+    )
+    .unwrap();
+    let run = reader.run(&id).unwrap();
+    assert_eq!(run.result, None);
+    assert!(run.notes.iter().any(|n| n.contains("result unreadable")));
+
+    // A result of its own with the marker key reads back as given.
+    let lookalike = json!({"$brood_stored": 7, "value": "mine", "refs": "none"});
+    let other = ledger.create_run(named("lookalike")).await.unwrap();
+    ledger.mark_running(&other).await.unwrap();
+    ledger.complete(&other, lookalike.clone()).await.unwrap();
+    assert_eq!(reader.run(&other).unwrap().result, Some(lookalike));
 }

@@ -59,7 +59,7 @@ pub(crate) fn request_cancel(
         let change = Transition::Cancelled {
             reason: CANCEL_DEAD_REASON.to_string(),
         };
-        ops::transition(conn, run, &change, at, None)?;
+        ops::transition(conn, None, run, &change, at, None)?;
         Ok(CancelOutcome::MarkedCancelled {
             run_id: RunId::from_string(run),
         })

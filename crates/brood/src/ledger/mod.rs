@@ -29,6 +29,7 @@ mod queue;
 mod reader;
 mod reopen;
 mod schema;
+mod shared;
 mod spill;
 mod store;
 mod summary;

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::error::{LedgerError, SqlContext};
 use super::memo::RunFacts;
+use super::shared::{self, SpillDir};
 use super::spill;
 use super::store::LedgerPaths;
 use super::types::{EventKind, NewRun, RunId, RunStatus, Transition, UsageDelta};
@@ -193,8 +194,11 @@ fn facts_of(
 }
 
 /// Validate `change` against the run's current status, apply it and append its event.
+/// With `spill`, a result's long strings already in the run's last spill file are
+/// stored as references to it ([`shared`]).
 pub(crate) fn transition(
     conn: &Connection,
+    spill: Option<&SpillDir<'_>>,
     run: &str,
     change: &Transition,
     at: i64,
@@ -221,9 +225,7 @@ pub(crate) fn transition(
     // The result is encoded once, for its row; the event only says it has one (21.3:
     // a child's answer stored once, not again inside its `completed` event).
     let result_text = match result {
-        Some(v) => Some(
-            serde_json::to_string(v).map_err(|e| LedgerError::json("encoding a run result", e))?,
-        ),
+        Some(v) => Some(shared::store(conn, spill, run, v)?),
         None => None,
     };
     let payload = transition_payload(from, change, result_text.as_deref())?;

@@ -9,6 +9,7 @@ use super::boot::{self, Liveness};
 use super::columns::count_column;
 use super::error::{LedgerError, SqlContext};
 use super::ops::validate_id;
+use super::shared;
 use super::store::{to_time, LedgerPaths};
 use super::summary::{RunSummaries, SummaryBuilder, SUMMARY_COLUMNS, SUMMARY_COLUMNS_WITH_SESSION};
 use super::types::{
@@ -404,7 +405,14 @@ impl LedgerReader {
     ) -> Result<Vec<RunRecord>, LedgerError> {
         let mut st = self.conn.prepare_cached(sql).ctx("reading runs")?;
         let rows = st.query_map(params, run_from_row).ctx("reading runs")?;
-        rows.collect::<Result<Vec<_>, _>>().ctx("reading runs")
+        let mut runs = rows.collect::<Result<Vec<_>, _>>().ctx("reading runs")?;
+        // A result's long strings may be references to the run's spill file.
+        for run in &mut runs {
+            if let Some(stored) = run.result.take() {
+                run.result = Some(shared::load(&self.paths, stored, &mut run.notes));
+            }
+        }
+        Ok(runs)
     }
 }
 
@@ -427,6 +435,11 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
     let output_tokens = count_column(row, 21, "output_tokens", &mut notes)?;
     let cached_input_tokens = count_column(row, 22, "cached_input_tokens", &mut notes)?;
     let (cost_usd, cost_recorded) = cost_columns(row, 25, steps, &mut notes)?;
+    // A result that is not JSON is named, not a failed read of every run around it.
+    let result = json_column(row, 23).unwrap_or_else(|e| {
+        notes.push(format!("result unreadable ({e})"));
+        None
+    });
     Ok(RunRecord {
         id: RunId::from_string(row.get::<_, String>(0)?),
         parent_id: row.get::<_, Option<String>>(1)?.map(RunId::from_string),
@@ -453,7 +466,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         cached_input_tokens,
         cost_usd,
         cost_recorded,
-        result: json_column(row, 23)?,
+        result,
         error: row.get(24)?,
         notes,
     })

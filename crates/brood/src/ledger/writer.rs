@@ -28,6 +28,7 @@ use super::memo::{Memo, RunFacts};
 use super::ops::{self, Author};
 use super::queue::{CloseOnDrop, Gauge};
 use super::reopen;
+use super::shared::SpillDir;
 use super::store::{now_ms, LedgerPaths};
 use super::types::{
     CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, Reopened, RunId, Transition,
@@ -465,7 +466,11 @@ impl ApplyCtx<'_> {
                 reply,
             } => {
                 let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
-                    ops::transition(c, run.as_str(), &change, at, known)
+                    let spill = SpillDir {
+                        paths: self.paths,
+                        cap_bytes: self.cap_bytes,
+                    };
+                    ops::transition(c, Some(&spill), run.as_str(), &change, at, known)
                 });
                 count(tally, &r, |t| {
                     t.transitions += 1;
