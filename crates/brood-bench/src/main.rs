@@ -4,12 +4,14 @@
 //! memory per running child, ledger throughput/listing/recovery, fork prefix, cap
 //! fidelity, the shell sandbox's cost per call, request bytes and time to a fan-out's
 //! last child (requests), a 1,000-child tree with its connections over HTTP/1.1 and
-//! HTTP/2 and a TLS handshake's cost (scale). Prints a table (each figure with its goal and pass/MISS) and writes
+//! HTTP/2 and a TLS handshake's cost (scale), a real `brood`'s peak memory and disk for
+//! big answers (answers). Prints a table (each figure with its goal and pass/MISS) and writes
 //! JSON. Figures are reported, never asserted: the exit code is 0 whenever every
 //! scenario ran, missed goals included; 1 when a scenario could not run.
 //!
 //! See BENCHMARKS.md at the repository root for what each figure means.
 
+mod answers;
 mod cap;
 mod fanout;
 mod fork;
@@ -70,12 +72,13 @@ enum Scenario {
     Sandbox,
     Requests,
     Scale,
+    Answers,
 }
 
 impl Scenario {
     /// In running order: memory first, while the process's heap holds nothing freed
     /// by earlier scenarios that its children could reuse (that would flatter it).
-    const ALL: [Scenario; 9] = [
+    const ALL: [Scenario; 10] = [
         Scenario::Memory,
         Scenario::Fanout,
         Scenario::Spawn,
@@ -85,6 +88,7 @@ impl Scenario {
         Scenario::Sandbox,
         Scenario::Requests,
         Scenario::Scale,
+        Scenario::Answers,
     ];
     fn name(self) -> &'static str {
         match self {
@@ -97,6 +101,7 @@ impl Scenario {
             Scenario::Sandbox => "sandbox",
             Scenario::Requests => "requests",
             Scenario::Scale => "scale",
+            Scenario::Answers => "answers",
         }
     }
 }
@@ -178,6 +183,9 @@ fn main() -> ExitCode {
                 Some(n) => exit(memory::serve_hold(n)),
                 None => exit_usage("__mock-hold N"),
             }
+        }
+        Some("__peak-rss") => {
+            return exit(answers::serve_peak_rss(raw.get(2..).unwrap_or_default()))
         }
         Some("__dead-boot") => {
             return match (raw.get(2), n_arg(3)) {
@@ -265,6 +273,7 @@ async fn run(args: Args) -> ExitCode {
                 requests::scenario(plan.requests_fan_out.0, plan.requests_fan_out.1).await
             }
             Scenario::Scale => scale::scenario(&plan.scale).await,
+            Scenario::Answers => answers::scenario().await,
         };
         eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
         match outcome {

@@ -526,9 +526,11 @@ fn run_measuring_peak(mut cmd: Command) -> (Option<i32>, String, String, u64) {
 /// streams in, never held whole: the `brood` process's peak memory stays under
 /// 200 MiB for one child answering 50 MB (the issue measured 790 MB), and three
 /// children answering 50 MB at once stay under the sum of three such bounds — here
-/// 400 MiB (the issue measured 1.38 GB); the parent goes on to its answer. (A debug
-/// build, beside the other tests: ~55 MiB and ~170–225 MiB; release figures are in
-/// BENCHMARKS.md.)
+/// 400 MiB (the issue measured 1.38 GB); the parent goes on to its answer. The
+/// figure is an upper bound: a process started from this one carries this process's
+/// high-water mark (its answers, the mock's buffers) into `ru_maxrss` across `exec`
+/// (a debug build here reads ~55 and ~170–225 MiB; brood's own, measured from a small
+/// helper process, is ~50 and ~85 MB: BENCHMARKS.md scenario 10).
 #[test]
 fn a_huge_answer_keeps_peak_memory_bounded() {
     const HUGE: usize = 50_000_000;
