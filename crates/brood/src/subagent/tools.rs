@@ -112,12 +112,12 @@ struct TaskArgs {
     prompts: Option<Vec<String>>,
     /// Or one task.
     description: Option<String>,
-    /// A role or defined agent.
+    /// Role or defined agent.
     #[serde(alias = "type")]
     agent_type: Option<String>,
-    /// true: children continue your conversation.
+    /// true: children fork your conversation.
     fork_context: Option<bool>,
-    /// Writers get a git worktree each.
+    /// A git worktree per writer.
     isolation: Option<IsolationArg>,
 }
 
@@ -140,8 +140,8 @@ impl IsolationArg {
     }
 }
 
-const TASK_DESCRIPTION: &str = "Run sub-agents in parallel and await their reports \
-(in order; a failure spares the rest): `prompts` (one self-contained task \
+const TASK_DESCRIPTION: &str = "Run sub-agents in parallel; await their reports \
+(in order; failures spare the rest): `prompts` (one self-contained task \
 each) or one `description`.";
 
 /// `task`; its description ends with the agent types (see `agent_types`).
