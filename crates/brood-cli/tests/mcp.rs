@@ -13,32 +13,9 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-/// The interpreters to run the client with; an empty list means skip.
-fn interpreters() -> Vec<String> {
-    let require = std::env::var("BROOD_MCP_REQUIRE").is_ok_and(|v| v == "1");
-    let wanted: Vec<String> = match std::env::var("BROOD_MCP_PYTHON") {
-        Ok(list) if !list.is_empty() => list.split(':').map(str::to_string).collect(),
-        _ => vec!["python3".into()],
-    };
-    let mut usable = Vec::new();
-    for py in wanted {
-        let ok = Command::new(&py)
-            .args(["-c", "import mcp"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            usable.push(py);
-        } else if require {
-            panic!(
-                "{py} cannot import the Python `mcp` package and BROOD_MCP_REQUIRE=1; \
-                 install it (`python3 -m venv v && v/bin/pip install mcp`) and set BROOD_MCP_PYTHON"
-            );
-        } else {
-            eprintln!("skipping with {py}: no Python `mcp` package (set BROOD_MCP_REQUIRE=1 to fail instead)");
-        }
-    }
-    usable
-}
+#[path = "mcp/python.rs"]
+mod python;
+use python::interpreters;
 
 /// Children answer with the output contract naming their prompt, each answer
 /// 1000 input and 100 output tokens; a prompt starting with HANG never gets an

@@ -12,31 +12,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The interpreters with the Python `mcp` package; empty means skip.
-fn interpreters() -> Vec<String> {
-    let require = std::env::var("BROOD_MCP_REQUIRE").is_ok_and(|v| v == "1");
-    let wanted: Vec<String> = match std::env::var("BROOD_MCP_PYTHON") {
-        Ok(list) if !list.is_empty() => list.split(':').map(str::to_string).collect(),
-        _ => vec!["python3".into()],
-    };
-    let mut usable = Vec::new();
-    for py in wanted {
-        let ok = Command::new(&py)
-            .args(["-c", "import mcp"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            usable.push(py);
-        } else if require {
-            panic!("{py} cannot import the Python `mcp` package and BROOD_MCP_REQUIRE=1");
-        } else {
-            eprintln!(
-                "skipping with {py}: no Python `mcp` package (BROOD_MCP_REQUIRE=1 fails instead)"
-            );
-        }
-    }
-    usable
-}
+#[path = "mcp/python.rs"]
+mod python;
+use python::interpreters;
 
 fn server_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
