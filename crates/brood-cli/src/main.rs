@@ -470,16 +470,7 @@ async fn one_shot(args: OneShot) -> u8 {
             return if e.is_usage() { 2 } else { 1 };
         }
     };
-    for d in session.sandbox_degradations() {
-        errln!("brood: warning: shell sandbox: {d}");
-    }
-    for w in session.definition_warnings() {
-        errln!("brood: warning: agent definition {w}");
-    }
-    for w in session.mcp_warnings() {
-        errln!("brood: warning: {w}");
-    }
-    for w in session.orphaned_worktrees() {
+    for w in session.startup_warnings() {
         errln!("brood: warning: {w}");
     }
     let turn = CancellationToken::new();

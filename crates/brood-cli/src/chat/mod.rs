@@ -91,15 +91,12 @@ impl Chat {
             .collect();
         notes.extend(config.permission_notes.iter().map(|n| format!("note: {n}")));
         let session = open_session(&ws, &config, &env, approver.clone()).await?;
-        for d in session.sandbox_degradations() {
-            notes.push(format!("warning: shell sandbox: {d}"));
-        }
-        for w in session.definition_warnings() {
-            notes.push(format!("warning: agent definition {w}"));
-        }
-        for w in session.mcp_warnings() {
-            notes.push(format!("warning: {w}"));
-        }
+        notes.extend(
+            session
+                .startup_warnings()
+                .into_iter()
+                .map(|w| format!("warning: {w}")),
+        );
         Ok(Chat {
             session: Arc::new(session),
             approver,

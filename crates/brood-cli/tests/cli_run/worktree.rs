@@ -307,6 +307,27 @@ fn an_orphaned_worktree_is_listed_and_pruned() {
     );
     let events = shown(&f, &id)["events"].to_string();
     assert!(events.contains("\"orphaned\""), "{events}");
+    // `chat` (plain: stdin is closed) and `mcp` (the host hangs up at once) open
+    // the same session and say the same thing, until the orphan is pruned.
+    let base = server.base_url();
+    for front in ["chat", "mcp"] {
+        let args = [
+            front,
+            "--provider",
+            "local",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+        ];
+        let out = brood(f.home.path(), ws, &args, &[]);
+        let (stdout, stderr) = text(&out);
+        let said = format!("{stdout}{stderr}");
+        assert!(
+            said.contains(&id) && said.contains("brood agents prune"),
+            "{front}: {said}"
+        );
+    }
 
     let out = brood(f.home.path(), ws, &["agents", "prune"], &[]);
     let (stdout, stderr) = text(&out);

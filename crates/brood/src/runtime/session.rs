@@ -117,6 +117,26 @@ impl Session {
         &self.orphaned_worktrees
     }
 
+    /// Everything the session found wrong at start that a person should be told, one
+    /// line each, in one order: shell sandbox degradations, skipped or partial agent
+    /// definitions, MCP servers that did not start, orphaned worktrees. Every front
+    /// end (`run`, `chat`, `mcp`) prints these, so none of them can forget one.
+    pub fn startup_warnings(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .sandbox_degradations()
+            .into_iter()
+            .map(|d| format!("shell sandbox: {d}"))
+            .collect();
+        lines.extend(
+            self.definition_warnings
+                .iter()
+                .map(|w| format!("agent definition {w}")),
+        );
+        lines.extend(self.mcp_warnings().iter().cloned());
+        lines.extend(self.orphaned_worktrees.iter().cloned());
+        lines
+    }
+
     /// Open the workspace: ledger (recovering dead sessions' runs), providers,
     /// agent definitions, supervisor.
     pub async fn open(opts: SessionOptions) -> Result<Session, SessionError> {
