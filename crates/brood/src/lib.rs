@@ -20,7 +20,7 @@
 //! ```
 
 // Every public item is documented (`missing_docs`).
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 // No unwrap/expect and no indexing or slicing that can panic on anything outside
 // our control (issue 22.2); tests may.
 #![cfg_attr(
@@ -35,7 +35,6 @@ mod import_graph;
 pub mod ledger;
 pub mod model;
 pub mod runtime;
-#[allow(missing_docs)] // left to document (issue 14.6)
 pub mod subagent;
 pub mod tool;
 

@@ -19,10 +19,15 @@ use tokio_util::sync::CancellationToken;
 /// Limits the supervisor enforces (resolved from `[subagents]`).
 #[derive(Debug, Clone)]
 pub struct Limits {
+    /// Running children at once across the session (`max_concurrent`).
     pub max_concurrent: usize,
+    /// Children started at once; the rest wait in `queued` (`launch_concurrency`).
     pub launch_concurrency: usize,
+    /// How deep the tree may grow; agents at the limit get no delegation tools (`max_depth`).
     pub max_depth: u32,
+    /// Spawns per session (`max_total`).
     pub max_total: usize,
+    /// No progress for this long cancels a run (`heartbeat_timeout_secs`).
     pub heartbeat: Duration,
 }
 
@@ -104,13 +109,21 @@ pub(crate) struct Entry {
 /// A copy of one entry, for listings (never blocks the runs).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunSnapshot {
+    /// The run's id.
     pub agent_id: String,
+    /// Its name, unique among the live runs.
     pub name: String,
+    /// The run that opened it (`None` for a root).
     pub parent_id: Option<String>,
+    /// 0 for a root, 1 for its children, and so on.
     pub depth: u32,
+    /// The agent type it runs as (definition or role name).
     pub role: String,
+    /// Opened with `agent_open` (belongs to the session) rather than `task`.
     pub background: bool,
+    /// Where it is in its lifecycle.
     pub status: LiveStatus,
+    /// The handle `handle_read` takes to read its transcript.
     pub transcript_handle: String,
 }
 

@@ -37,13 +37,15 @@ pub struct Skipped {
     /// The agent name the file defines, as far as it can be told (its `name:` line,
     /// else the file stem), lowercase.
     pub name: String,
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
+    /// Why it was not used.
     pub error: DefinitionError,
 }
 
 /// An `agent_type` that names no definition, role or alias.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub struct UnknownAgentType {
+    /// The `agent_type` as given.
     pub given: String,
     /// Canonical role names.
     pub roles: Vec<String>,
@@ -83,7 +85,13 @@ impl fmt::Display for UnknownAgentType {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentKind {
     /// A built-in role; `name_used` is the spelling given (trimmed, lowercase).
-    Role { role: Role, name_used: String },
+    /// A built-in role.
+    Role {
+        /// The role.
+        role: Role,
+        /// The spelling given (trimmed, lowercase).
+        name_used: String,
+    },
     /// A user definition.
     Definition(Arc<AgentDefinition>),
 }
@@ -113,6 +121,7 @@ impl AgentKind {
         }
     }
 
+    /// The definition, when this kind is one (`None` for a built-in role).
     pub fn definition(&self) -> Option<&AgentDefinition> {
         match self {
             AgentKind::Role { .. } => None,
@@ -134,8 +143,11 @@ impl AgentKind {
 /// A definition hidden by a higher-precedence one of the same name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Shadowed {
+    /// The agent name both files define.
     pub name: String,
+    /// The file not used.
     pub path: PathBuf,
+    /// The file used instead.
     pub by: PathBuf,
 }
 
@@ -153,8 +165,11 @@ pub struct AgentCatalog {
 /// say "explore"; asking for that name gets the built-in role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
+    /// The name the file asks for (a built-in role's or alias's).
     pub name: String,
+    /// The file.
     pub path: PathBuf,
+    /// Why it was not taken, in words.
     pub why: String,
 }
 
@@ -244,6 +259,7 @@ impl AgentCatalog {
         &self.definitions
     }
 
+    /// Definitions hidden by a higher-precedence one of the same name.
     pub fn shadowed(&self) -> &[Shadowed] {
         &self.shadowed
     }

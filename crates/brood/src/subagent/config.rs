@@ -60,26 +60,45 @@ impl ConfigError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubagentsConfig {
+    /// `false` removes the delegation tools.
     pub enabled: Option<bool>,
+    /// Running children at once (1..=1024).
     pub max_concurrent: Option<u64>,
+    /// Children started at once; the rest wait in `queued`.
     pub launch_concurrency: Option<u64>,
+    /// How deep the tree may grow (1..=8).
     pub max_depth: Option<u64>,
+    /// Spawns per session.
     pub max_total: Option<u64>,
+    /// Turns per child (the role's default when unset).
     pub max_turns: Option<u64>,
+    /// Seconds one child may run.
     pub wall_time_secs: Option<u64>,
+    /// Tokens (input + output) one child may use.
     pub token_budget: Option<u64>,
+    /// Tokens the whole tree (the parent and every descendant) may use.
     pub tree_token_budget: Option<u64>,
     /// USD per child / per tree (needs `[pricing]` for the models used).
     pub cost_budget_usd: Option<f64>,
+    /// USD the whole tree may spend (needs `[pricing]`).
     pub tree_cost_budget_usd: Option<f64>,
+    /// The model-step bound children's heartbeat is measured against (0 = 120).
     pub api_timeout_secs: Option<u64>,
+    /// Seconds without model progress before a child is cancelled.
     pub heartbeat_timeout_secs: Option<u64>,
+    /// How many bytes of a child's result enter the parent's context.
     pub context_cap_bytes: Option<u64>,
+    /// Model for children when no role key or definition names one.
     pub default_model: Option<String>,
+    /// Model for `general`, `implementer` and `verifier` children.
     pub worker_model: Option<String>,
+    /// Model for `explore` children.
     pub explorer_model: Option<String>,
+    /// Model for `plan` children.
     pub awaiter_model: Option<String>,
+    /// Model for `review` children.
     pub review_model: Option<String>,
+    /// Model for `custom` children.
     pub custom_model: Option<String>,
     /// Role, alias or definition name → model (keys case-insensitive).
     pub models: Option<BTreeMap<String, String>>,
@@ -105,7 +124,9 @@ pub struct SubagentsConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuickModelConfig {
+    /// The provider preset it runs on.
     pub provider: String,
+    /// The model id at that provider.
     pub model: String,
 }
 
@@ -113,6 +134,7 @@ pub struct QuickModelConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryConfig {
+    /// `true` turns on memory files and the memory tools (default off).
     pub enabled: Option<bool>,
 }
 
@@ -166,10 +188,6 @@ impl QuickModels {
         self.by_alias.get(&alias.trim().to_ascii_lowercase())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.by_alias.is_empty()
-    }
-
     /// Aliases (lowercase), sorted.
     pub fn aliases(&self) -> Vec<&str> {
         self.by_alias.keys().map(String::as_str).collect()
@@ -179,39 +197,52 @@ impl QuickModels {
 /// Model overrides from `[subagents]`, validated; map keys lowercased.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ModelOverrides {
-    pub default_model: Option<String>,
-    pub worker_model: Option<String>,
-    pub explorer_model: Option<String>,
-    pub awaiter_model: Option<String>,
-    pub review_model: Option<String>,
-    pub custom_model: Option<String>,
+    pub(crate) default_model: Option<String>,
+    pub(crate) worker_model: Option<String>,
+    pub(crate) explorer_model: Option<String>,
+    pub(crate) awaiter_model: Option<String>,
+    pub(crate) review_model: Option<String>,
+    pub(crate) custom_model: Option<String>,
     /// `[subagents.models]` with lowercase keys.
     pub map: BTreeMap<String, String>,
     /// `[subagents.model_aliases]` with lowercase keys.
     pub aliases: BTreeMap<String, String>,
-    pub subagent_model: Option<String>,
-    pub subagent_provider: Option<String>,
+    pub(crate) subagent_model: Option<String>,
+    pub(crate) subagent_provider: Option<String>,
 }
 
 /// `[subagents]` after defaults, checks and clamps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SubagentSettings {
+    /// Whether children can be opened at all.
     pub enabled: bool,
+    /// Running children at once.
     pub max_concurrent: usize,
+    /// Children started at once; the rest wait in `queued`.
     pub launch_concurrency: usize,
+    /// How deep the tree may grow.
     pub max_depth: u32,
+    /// Spawns per session.
     pub max_total: u64,
     /// Overrides the per-role default when set.
     pub max_turns: Option<u32>,
+    /// How long one child may run.
     pub wall_time: Duration,
+    /// Tokens one child may use, if bounded.
     pub token_budget: Option<u64>,
+    /// Tokens the whole tree may use, if bounded.
     pub tree_token_budget: Option<u64>,
     /// USD per child / per tree (needs `[pricing]` for the models used).
     pub cost_budget_usd: Option<f64>,
+    /// USD the whole tree may spend, if bounded.
     pub tree_cost_budget_usd: Option<f64>,
+    /// The model-step bound children's heartbeat is measured against.
     pub api_timeout: Duration,
+    /// No model progress for this long cancels a child.
     pub heartbeat_timeout: Duration,
+    /// How many bytes of a child's result enter the parent's context.
     pub context_cap_bytes: usize,
+    /// Which model each role, alias or definition runs on.
     pub models: ModelOverrides,
     /// Children's tool choice for every step, over the session's (`None`: inherit).
     pub tool_choice: Option<ToolChoice>,
@@ -265,22 +296,22 @@ impl Default for SubagentSettings {
     }
 }
 
-pub const DEFAULT_MAX_CONCURRENT: u64 = 10;
-pub const MAX_CONCURRENT_LIMIT: u64 = 1024;
-pub const DEFAULT_MAX_DEPTH: u64 = 3;
-pub const MAX_DEPTH_LIMIT: u64 = 8;
-pub const DEFAULT_MAX_TOTAL: u64 = 100;
-pub const MAX_TURNS_LIMIT: u64 = 1000;
-pub const DEFAULT_WALL_TIME_SECS: u64 = 1800;
-pub const WALL_TIME_LIMIT_SECS: u64 = 86_400;
-pub const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
-pub const API_TIMEOUT_RANGE: (u64, u64) = (1, 1800);
-pub const DEFAULT_HEARTBEAT_SECS: u64 = 300;
-pub const HEARTBEAT_RANGE: (u64, u64) = (30, 3600);
+pub(crate) const DEFAULT_MAX_CONCURRENT: u64 = 10;
+pub(crate) const MAX_CONCURRENT_LIMIT: u64 = 1024;
+pub(crate) const DEFAULT_MAX_DEPTH: u64 = 3;
+pub(crate) const MAX_DEPTH_LIMIT: u64 = 8;
+pub(crate) const DEFAULT_MAX_TOTAL: u64 = 100;
+pub(crate) const MAX_TURNS_LIMIT: u64 = 1000;
+pub(crate) const DEFAULT_WALL_TIME_SECS: u64 = 1800;
+pub(crate) const WALL_TIME_LIMIT_SECS: u64 = 86_400;
+pub(crate) const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
+pub(crate) const API_TIMEOUT_RANGE: (u64, u64) = (1, 1800);
+pub(crate) const DEFAULT_HEARTBEAT_SECS: u64 = 300;
+pub(crate) const HEARTBEAT_RANGE: (u64, u64) = (30, 3600);
 /// The heartbeat is kept at least this much above the API timeout.
 pub const HEARTBEAT_MARGIN_SECS: u64 = 30;
-pub const DEFAULT_CONTEXT_CAP: u64 = 4096;
-pub const CONTEXT_CAP_RANGE: (u64, u64) = (256, 1_048_576);
+pub(crate) const DEFAULT_CONTEXT_CAP: u64 = 4096;
+pub(crate) const CONTEXT_CAP_RANGE: (u64, u64) = (256, 1_048_576);
 
 fn in_range(key: &str, v: u64, lo: u64, hi: u64, hint: &str) -> Result<u64, ConfigError> {
     if (lo..=hi).contains(&v) {

@@ -21,14 +21,20 @@ use std::path::Path;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Section {
+    /// What the child did, in a few sentences.
     Summary,
+    /// The changes it made, one per item.
     Changes,
+    /// `path:line-range` citations backing its claims.
     Evidence,
+    /// What could be wrong or was not checked.
     Risks,
+    /// What stopped it.
     Blockers,
 }
 
 impl Section {
+    /// The five sections, in the order the contract lists them.
     pub const ALL: [Section; 5] = [
         Section::Summary,
         Section::Changes,
@@ -59,10 +65,15 @@ impl fmt::Display for Section {
 /// stored in the ledger as JSON.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParsedResult {
+    /// The SUMMARY text.
     pub summary: String,
+    /// The CHANGES items.
     pub changes: Vec<String>,
+    /// The EVIDENCE items, with their citations.
     pub evidence: Vec<Evidence>,
+    /// The RISKS items.
     pub risks: Vec<String>,
+    /// The BLOCKERS items.
     pub blockers: Vec<String>,
     /// Sections that did not appear at all (a section saying "None." is not missing).
     pub missing: Vec<Section>,

@@ -16,14 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 /// What a run's own tools need to know about it (its delegation tools open
 /// children of it).
-pub struct RunCtx {
-    pub run_id: String,
-    pub root_id: String,
-    pub name: String,
-    pub depth: u32,
-    pub role: Role,
-    pub kind_name: String,
-    pub permissions: Arc<Permissions>,
+pub(crate) struct RunCtx {
+    pub(crate) run_id: String,
+    pub(crate) root_id: String,
+    pub(crate) name: String,
+    pub(crate) depth: u32,
+    pub(crate) role: Role,
+    pub(crate) kind_name: String,
+    pub(crate) permissions: Arc<Permissions>,
     /// Permission rules of the agent definitions this run and its ancestors were
     /// opened from (the session's own rules are the gate's).
     pub rules: Arc<crate::tool::RuleSet>,
@@ -34,14 +34,14 @@ pub struct RunCtx {
     /// Names of the tools this run has (a custom child may only pick among them);
     /// set once its toolbox is built.
     pub tool_names: std::sync::OnceLock<Vec<String>>,
-    pub inbox: Arc<RunInbox>,
-    pub progress: Arc<Progress>,
+    pub(crate) inbox: Arc<RunInbox>,
+    pub(crate) progress: Arc<Progress>,
     /// The registry and slots this run's slot comes from.
     pub(crate) board: Board,
-    pub budgets: Budgets,
-    pub provider_name: String,
-    pub model_id: String,
-    pub model: Arc<dyn Model>,
+    pub(crate) budgets: Budgets,
+    pub(crate) provider_name: String,
+    pub(crate) model_id: String,
+    pub(crate) model: Arc<dyn Model>,
     /// The running slot this run holds (children only); yielded while it waits.
     pub(crate) slot: Mutex<Option<OwnedSemaphorePermit>>,
     pub(crate) last_request: Mutex<Option<Arc<ModelRequest>>>,

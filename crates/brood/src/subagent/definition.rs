@@ -155,7 +155,9 @@ pub enum ModelChoice<'a> {
 /// A named agent type from a definition file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentDefinition {
+    /// The agent type's name (lowercase).
     pub name: String,
+    /// When to use it; shown to the parent model.
     pub description: String,
     /// Allowed brood tool names (after mapping); `None` = whatever the posture allows.
     pub tools: Option<Vec<String>>,
@@ -165,11 +167,13 @@ pub struct AgentDefinition {
     pub model: Option<String>,
     /// The posture.
     pub role: Role,
+    /// Turns one child of this type may take; only lowers `[subagents] max_turns`.
     pub max_turns: Option<u32>,
     /// Tokens / USD one child of this type may use; they only lower the user's
     /// `[subagents]` budgets, never raise them.
     pub token_budget: Option<u64>,
-    pub cost_budget_usd: Option<f64>,
+    pub(crate) cost_budget_usd: Option<f64>,
+    /// Whether children of this type start from the parent's context by default.
     pub fork_context: Option<bool>,
     /// `network: false` keeps this agent's shells off the network even where the
     /// user's `[sandbox] network` allows it; `true` cannot turn it on (narrowing only).
@@ -181,7 +185,9 @@ pub struct AgentDefinition {
     pub color: Option<String>,
     /// The body: the child's system prompt.
     pub prompt: String,
+    /// The file it was read from.
     pub path: PathBuf,
+    /// Which directory it came from (decides precedence).
     pub source: DefinitionSource,
     /// Things accepted but changed or not applied, in words.
     pub warnings: Vec<String>,
@@ -239,36 +245,78 @@ pub fn is_foreign_model(m: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum DefinitionError {
+    /// The file could not be read.
     #[error("{path}: cannot read: {detail}")]
-    Io { path: PathBuf, detail: String },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        detail: String,
+    },
+    /// The file does not start with a `---` line.
     #[error("{path}: no YAML front matter; start the file with a `---` line, then the keys, then another `---` line")]
-    NoFrontMatter { path: PathBuf },
+    NoFrontMatter {
+        /// The file.
+        path: PathBuf,
+    },
+    /// No `---` line closes the front matter.
     #[error("{path}: the front matter is not closed; add a `---` line after the keys")]
-    UnclosedFrontMatter { path: PathBuf },
+    UnclosedFrontMatter {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The front matter is neither YAML nor readable line by line.
     #[error("{path}: the front matter is not valid YAML: {detail}")]
-    Yaml { path: PathBuf, detail: String },
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        detail: String,
+    },
+    /// The front matter is not a mapping of keys to values.
     #[error("{path}: the front matter must be a mapping of keys to values")]
-    NotAMapping { path: PathBuf },
+    NotAMapping {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A key has a value brood cannot use.
     #[error("{path}: bad value for `{key}`: {problem}")]
     BadValue {
+        /// The file.
         path: PathBuf,
+        /// The key.
         key: String,
+        /// What is wrong with its value and what is accepted.
         problem: String,
     },
+    /// A required key is absent.
     #[error("{path}: missing required key `{key}`")]
-    MissingKey { path: PathBuf, key: String },
+    MissingKey {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+    },
+    /// Two files in one directory define the same name.
     #[error(
         "agent name '{name}' is defined twice in one directory: {first} and {second}; rename one"
     )]
     DuplicateName {
+        /// The name.
         name: String,
+        /// The first file.
         first: PathBuf,
+        /// The second file.
         second: PathBuf,
     },
+    /// `tools` lists a tool the definition's role never grants.
     #[error("{path}: `tools` lists '{tool}', which the {role} role never grants; remove it or change `role`")]
     ToolOutsideRole {
+        /// The file.
         path: PathBuf,
+        /// The tool listed.
         tool: String,
+        /// The role that never grants it.
         role: Role,
     },
 }

@@ -61,7 +61,9 @@ impl Evidence {
 pub struct EvidenceCheck {
     /// Items with a citation.
     pub checked: usize,
+    /// Citations that matched the workspace.
     pub verified: usize,
+    /// Citations that did not (missing file, lines out of range, outside the workspace).
     pub failed: usize,
 }
 

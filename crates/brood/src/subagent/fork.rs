@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 /// What a forked child is told about where it stands. It holds no run ids or
 /// times, so the same fork replays byte-identically (`--replay`).
 pub struct StateSnapshot<'a> {
-    pub role: &'a str,
-    pub depth: u32,
+    pub(crate) role: &'a str,
+    pub(crate) depth: u32,
     /// Messages in the parent's conversation at the fork.
     pub parent_messages: usize,
     /// The child's allowed tools, when its grant names them.

@@ -19,7 +19,7 @@ use serde_yaml::{Mapping, Value};
 pub struct LenientError {
     /// 1-based line in the file (the opening `---` is line 1).
     pub line: usize,
-    pub problem: String,
+    pub(crate) problem: String,
     /// The text is valid YAML, but a list or a lone value instead of keys.
     pub not_a_mapping: bool,
 }
@@ -30,7 +30,12 @@ pub enum Parsed {
     /// Strict YAML.
     Yaml(Mapping),
     /// Not strict YAML; read line by line. `yaml_error` says why YAML refused it.
-    Lines { map: Mapping, yaml_error: String },
+    Lines {
+        /// The keys read line by line.
+        map: Mapping,
+        /// Why strict YAML refused the text.
+        yaml_error: String,
+    },
 }
 
 /// Keys whose line-form value is read as a YAML scalar (a number or a boolean)

@@ -62,12 +62,18 @@ const CLEARED_ENV: [&str; 10] = [
 pub enum GitError {
     /// `git` could not be started.
     #[error("cannot run git ({detail}); install git, or set isolation = \"none\"")]
-    Missing { detail: String },
+    Missing {
+        /// Why it could not start.
+        detail: String,
+    },
     /// `git` ran and refused.
     #[error("git {args} (in {dir}) failed: {stderr}")]
     Failed {
+        /// The arguments, as one line.
         args: String,
+        /// The directory it ran in.
         dir: PathBuf,
+        /// What git wrote to stderr.
         stderr: String,
     },
 }

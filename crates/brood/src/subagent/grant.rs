@@ -38,16 +38,28 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum GrantError {
+    /// `custom` was asked for without `allowed_tools`.
     #[error("agent_type custom needs a non-empty allowed_tools list naming the tools the child may use; available: {}", available.join(", "))]
-    CustomNeedsTools { available: Vec<String> },
+    CustomNeedsTools {
+        /// The tools the parent could pass on.
+        available: Vec<String>,
+    },
+    /// `allowed_tools` is an empty list.
     #[error("allowed_tools is empty; leave it out, or list the tools the child may use; available: {}", available.join(", "))]
-    EmptyAllowedTools { available: Vec<String> },
+    EmptyAllowedTools {
+        /// The tools the parent could pass on.
+        available: Vec<String>,
+    },
+    /// A tool was asked for that the parent does not have.
     #[error("{origin} names tool '{tool}', which the parent does not have, so {agent} cannot get it; available: {}", available.join(", "))]
     ToolNotAvailable {
+        /// The tool asked for.
         tool: String,
         /// `allowed_tools` or `the definition of <name>`.
         origin: String,
+        /// The child (definition or role name).
         agent: String,
+        /// The tools the parent could pass on.
         available: Vec<String>,
     },
 }
@@ -55,9 +67,11 @@ pub enum GrantError {
 /// The inputs of [`child_permissions`].
 #[derive(Debug, Clone, Copy)]
 pub struct GrantRequest<'a> {
+    /// The parent's permissions; the child's are never wider.
     pub parent: &'a Permissions,
     /// Names of the tools the parent's toolbox holds.
     pub parent_tools: &'a [String],
+    /// The child's role (its posture).
     pub role: Role,
     /// Who the child is (definition or role name), for messages and `holder`.
     pub agent: &'a str,
@@ -232,15 +246,21 @@ fn only_tools(list: &[String]) -> Permissions {
 pub struct Grant {
     /// Definition or role name.
     pub agent: String,
+    /// The child's role (its posture).
     pub role: Role,
+    /// What the child may do: capabilities, tools, paths, shell policy.
     pub permissions: Permissions,
+    /// Turns it may take.
     pub max_turns: u32,
+    /// How long it may run.
     pub wall_time: Duration,
     /// Tokens this child may use (input + output), if bounded.
     pub token_budget: Option<u64>,
     /// USD this child may spend, if bounded.
     pub cost_budget_usd: Option<f64>,
+    /// Where its model calls go.
     pub route: Route,
+    /// Whether it starts from the parent's context.
     pub fork_context: bool,
     /// The role's stance (or the definition's body) followed by the output contract.
     pub system_prompt: String,
@@ -252,14 +272,19 @@ pub struct Grant {
 /// What the spawn call and its parent bring to [`grant_for`].
 #[derive(Debug, Clone, Copy)]
 pub struct SpawnSpec<'a> {
+    /// The resolved agent type.
     pub kind: &'a AgentKind,
+    /// The parent's permissions.
     pub parent: &'a Permissions,
+    /// Names of the tools the parent's toolbox holds.
     pub parent_tools: &'a [String],
+    /// `allowed_tools` from the call, if given.
     pub allowed_tools: Option<&'a [String]>,
     /// `model` from the call.
     pub model: Option<&'a str>,
     /// `fork_context` from the call.
     pub fork_context: Option<bool>,
+    /// Whether read-only shells can be sandboxed here (landlock); without it read-only roles get no shell.
     pub read_only_shell_available: bool,
     /// MCP tools the read-only roles may get.
     pub mcp_read_only: &'a BTreeSet<String>,

@@ -24,7 +24,7 @@ impl Claim {
     pub fn take(&self) -> bool {
         !self.0.swap(true, Ordering::AcqRel)
     }
-    pub fn is_taken(&self) -> bool {
+    pub(crate) fn is_taken(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
 }
@@ -53,7 +53,7 @@ pub struct RunInbox {
 }
 
 impl RunInbox {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(RunInbox::default())
     }
 

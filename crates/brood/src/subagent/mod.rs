@@ -22,7 +22,7 @@
 //! The machinery, in the order data flows (each imports only those before it):
 //! - `board`: the registry of runs, their running slots, the heartbeat's
 //!   progress clocks; `budgets`: a run's and its tree's token, cost and time limits;
-//! - `ctx`: one run while it runs ([`RunCtx`]); [`result`]: what a settled run hands
+//! - `ctx`: one run while it runs (`RunCtx`); [`result`]: what a settled run hands
 //!   back, built in one place ([`ChildResult`]); `record`: what the ledger and the
 //!   live bus hear about runs;
 //! - [`Supervisor`] (`supervisor`): one per session; what every run shares, and its
@@ -83,7 +83,6 @@ pub use config::{
     SubagentSettings, SubagentsConfig,
 };
 pub use contract::{ParsedResult, Section};
-pub use ctx::RunCtx;
 pub use definition::{AgentDefinition, DefinitionError, DefinitionSource, ModelChoice};
 pub use error::SpawnError;
 pub use evidence::{Evidence, EvidenceCheck};
@@ -93,6 +92,6 @@ pub use result::ChildResult;
 pub use resume::{ResumeError, ResumeRequest};
 pub use role::{Role, UnknownRole};
 pub use routing::{resolve_route, Route};
-pub use spawn::{Opened, RootRequest, SpawnMode, SpawnRequest};
+pub use spawn::RootRequest;
 pub use supervisor::{new_run_id, RouteBuilder, Supervisor, SupervisorEnv, ToolFactory};
 pub use worktree::{Isolation, WorktreeError, WorktreeReport};

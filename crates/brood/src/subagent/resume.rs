@@ -43,23 +43,39 @@ pub enum ResumeError {
     /// It was recorded in another workspace (the directory moved, or another one).
     #[error("run {id} cannot be resumed here: it ran in workspace {recorded}, and this session is in {here}; its paths and files are there — resume it from that directory (move the workspace back if it moved)")]
     WorkspaceMoved {
+        /// The run.
         id: String,
+        /// The workspace it ran in.
         recorded: String,
+        /// This session's workspace.
         here: String,
     },
     /// Its agent type (or an ancestor's) is defined no more.
     #[error("run {id} cannot be resumed: its agent type '{agent_type}' is not defined any more ({detail}); restore its definition file, then resume")]
     DefinitionGone {
+        /// The run.
         id: String,
+        /// The agent type it ran as.
         agent_type: String,
+        /// Why the type cannot be resolved.
         detail: String,
     },
     /// Its grant cannot be built under today's configuration.
     #[error("run {id} cannot be resumed: {detail}")]
-    Grant { id: String, detail: String },
+    Grant {
+        /// The run.
+        id: String,
+        /// Why the grant cannot be built.
+        detail: String,
+    },
     /// Its transcript cannot be read back as a conversation.
     #[error("run {id} cannot be resumed: {detail}")]
-    Transcript { id: String, detail: String },
+    Transcript {
+        /// The run.
+        id: String,
+        /// What is wrong with the transcript.
+        detail: String,
+    },
     /// The ledger refused (completed, still live elsewhere, unknown) or failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),

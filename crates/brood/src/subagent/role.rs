@@ -72,7 +72,7 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("unknown role '{given}'; accepted roles: {}; aliases: {}", accepted_roles().join(", "), alias_list())]
 pub struct UnknownRole {
-    pub given: String,
+    pub(crate) given: String,
 }
 
 fn accepted_roles() -> Vec<&'static str> {
@@ -92,6 +92,7 @@ fn alias_list() -> String {
 }
 
 impl Role {
+    /// Every built-in role, in the order they are listed to users.
     pub const ALL: [Role; 7] = [
         Role::General,
         Role::Explore,

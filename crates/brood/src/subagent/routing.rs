@@ -34,7 +34,9 @@ use serde::Serialize;
 /// Where a child's model calls go.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Route {
+    /// The provider preset.
     pub provider: String,
+    /// The model id at that provider.
     pub model: String,
     /// Which precedence row chose it (see the module docs).
     pub source: &'static str,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How a child belongs to its parent.
 #[derive(Clone)]
-pub enum SpawnMode {
+pub(crate) enum SpawnMode {
     /// `task`: belongs to the parent's turn; cancelling the turn cancels it.
     Task { turn_cancel: CancellationToken },
     /// `agent_open`: belongs to the session; its completion is pushed to the parent.
@@ -25,29 +25,33 @@ pub enum SpawnMode {
 
 /// One child to open.
 #[derive(Clone)]
-pub struct SpawnRequest {
-    pub prompt: String,
-    pub agent_type: Option<String>,
-    pub name: Option<String>,
-    pub model: Option<String>,
+pub(crate) struct SpawnRequest {
+    pub(crate) prompt: String,
+    pub(crate) agent_type: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) model: Option<String>,
     /// When set, the child continues from this parent request (`fork_context`).
     pub fork_from: Option<Arc<ModelRequest>>,
-    pub allowed_tools: Option<Vec<String>>,
+    pub(crate) allowed_tools: Option<Vec<String>>,
     /// The call's `isolation` (it can only ask for a worktree; config and the
     /// definition may require one regardless).
     pub isolation: Option<Isolation>,
-    pub mode: SpawnMode,
+    pub(crate) mode: SpawnMode,
 }
 
 /// The session's top-level run (`brood run`).
 pub struct RootRequest {
+    /// The user's prompt.
     pub prompt: String,
+    /// The system prompt; `None` for the general role's.
     pub system: Option<String>,
+    /// Turns the run may take.
     pub max_turns: u32,
     /// Extra observer (the CLI's live output).
     pub events: Option<EventSink>,
     /// The turn's token.
     pub cancel: CancellationToken,
+    /// The run's name in listings.
     pub name: String,
     /// Where the run counts what the model answered to it and to its tree (read
     /// them when it ends); `None` when the caller does not want them.
@@ -59,18 +63,18 @@ pub struct RootRequest {
 
 /// What `agent_open` returns at once.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Opened {
-    pub agent_id: String,
-    pub name: String,
-    pub status: LiveStatus,
-    pub transcript_handle: String,
-    pub role: String,
-    pub model: String,
+pub(crate) struct Opened {
+    pub(crate) agent_id: String,
+    pub(crate) name: String,
+    pub(crate) status: LiveStatus,
+    pub(crate) transcript_handle: String,
+    pub(crate) role: String,
+    pub(crate) model: String,
     /// The worktree branch it works on (`isolation = "worktree"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Opens children: what the delegation tools call to spawn. The supervisor is

@@ -36,20 +36,29 @@ type KnownModels = Arc<tokio::sync::OnceCell<Option<Vec<String>>>>;
 /// What the supervisor needs from the session.
 #[derive(Clone)]
 pub struct SupervisorEnv {
+    /// The workspace every run works in.
     pub workspace: Arc<Workspace>,
+    /// Where every run is recorded.
     pub ledger: Arc<Ledger>,
+    /// The agent types children may name.
     pub catalog: Arc<AgentCatalog>,
+    /// `[subagents]` after defaults and checks.
     pub settings: SubagentSettings,
     /// Quick models (`[models.<alias>]`) for routing.
     pub quick_models: QuickModels,
     /// The session's main provider name, model id and model.
     pub main_provider: String,
+    /// The main model's id.
     pub main_model_id: String,
+    /// The main model.
     pub main_model: Arc<dyn Model>,
+    /// Builds the model of any other route.
     pub routes: RouteBuilder,
+    /// Builds a run's toolbox from its permissions.
     pub tools: ToolFactory,
     /// Whether read-only shells can be sandboxed here (landlock).
     pub read_only_shell: bool,
+    /// Temperature and max tokens for every request.
     pub sampling: Sampling,
     /// The session's tool-choice policy: the root run's, and children's where
     /// `[subagents] tool_choice / first_tool_choice` do not override it.
@@ -138,10 +147,11 @@ impl Supervisor {
         });
     }
 
-    pub fn limits(&self) -> &Limits {
+    pub(crate) fn limits(&self) -> &Limits {
         self.inner.board.limits()
     }
 
+    /// What the session gave this supervisor.
     pub fn env(&self) -> &SupervisorEnv {
         &self.inner.env
     }
@@ -320,7 +330,7 @@ impl Supervisor {
     /// `agent_close`): it is not pushed into `parent`'s conversation again, and
     /// `parent` no longer waits for it. `true` if this was the first delivery.
     /// Only a run's own children can be claimed.
-    pub fn claim(&self, parent: &RunCtx, id: &str) -> bool {
+    pub(crate) fn claim(&self, parent: &RunCtx, id: &str) -> bool {
         match self.inner.board.handles(id) {
             Some(h) if h.parent_id.as_deref() == Some(parent.run_id.as_str()) => {
                 let first = h.claim.take();
@@ -332,7 +342,7 @@ impl Supervisor {
     }
 
     /// Find a child of `parent` by id, name, or unique id prefix.
-    pub fn lookup_child(&self, parent: &RunCtx, key: &str) -> Option<String> {
+    pub(crate) fn lookup_child(&self, parent: &RunCtx, key: &str) -> Option<String> {
         self.inner.board.lookup_child(&parent.run_id, key)
     }
 

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     #[serde(flatten)]
+    /// Tokens, summed as the provider reported them.
     pub usage: Usage,
+    /// Model answers counted, with or without usage.
     pub requests: u64,
     /// USD; `None` (`null`) once any answer counted here had no price (its model is
     /// not in `[pricing]`) or reported no usage: a cost is never guessed.
@@ -94,6 +96,6 @@ impl TallyCell {
 /// and every descendant). Give one to a root run to read them when it ends.
 #[derive(Debug, Default)]
 pub struct RootTallies {
-    pub tree: Arc<TallyCell>,
-    pub own: Arc<TallyCell>,
+    pub(crate) tree: Arc<TallyCell>,
+    pub(crate) own: Arc<TallyCell>,
 }

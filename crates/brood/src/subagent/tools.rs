@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The delegation tools bound to the run `ctx`.
-pub fn delegation_tools(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Vec<Arc<dyn Tool>> {
+pub(crate) fn delegation_tools(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Vec<Arc<dyn Tool>> {
     let b = || Bound {
         sup: sup.clone(),
         ctx: ctx.clone(),

@@ -75,22 +75,38 @@ pub enum WorktreeError {
         "isolation = \"worktree\" needs a git repository, and {workspace} is not in one \
          ({detail}); run `git init` and commit, or set isolation = \"none\""
     )]
-    NotARepository { workspace: PathBuf, detail: String },
+    NotARepository {
+        /// The workspace.
+        workspace: PathBuf,
+        /// What git said.
+        detail: String,
+    },
     /// The repository has no commit to branch from.
     #[error(
         "isolation = \"worktree\" branches from HEAD, and the repository at {workspace} has \
          no commit yet; commit first"
     )]
-    NoCommit { workspace: PathBuf },
+    NoCommit {
+        /// The workspace.
+        workspace: PathBuf,
+    },
     /// Merging needs a branch checked out where the run was opened.
     #[error(
         "{workspace} has a detached HEAD; check out the branch to merge brood/{run} into \
          (git switch BRANCH) and run brood agents merge again"
     )]
-    DetachedHead { workspace: PathBuf, run: String },
+    DetachedHead {
+        /// The workspace.
+        workspace: PathBuf,
+        /// The run whose branch was to be merged.
+        run: String,
+    },
     /// The run has no worktree branch (never isolated, or merged or discarded).
     #[error("run {run} has no worktree branch brood/{run} (it was not isolated, or was already merged or discarded)")]
-    NoBranch { run: String },
+    NoBranch {
+        /// The run.
+        run: String,
+    },
     /// The branch does not merge cleanly; nothing was changed.
     #[error(
         "brood/{run} does not merge cleanly into {target}: conflicts in {}; nothing was \
@@ -98,8 +114,11 @@ pub enum WorktreeError {
         files.join(", ")
     )]
     Conflicts {
+        /// The run.
         run: String,
+        /// The branch it was to merge into.
         target: String,
+        /// The files in conflict.
         files: Vec<String>,
     },
     /// A git command failed.
@@ -108,8 +127,11 @@ pub enum WorktreeError {
     /// A file-system step failed.
     #[error("{what} {}: {detail}", path.display())]
     Io {
+        /// The step that failed.
         what: &'static str,
+        /// The path it worked on.
         path: PathBuf,
+        /// The I/O error.
         detail: String,
     },
 }
@@ -373,14 +395,25 @@ fn short(id: &str) -> &str {
 pub enum MergeOutcome {
     /// The target branch moved forward to the worktree's branch.
     FastForwarded {
+        /// The branch that moved (the one checked out).
         branch: String,
+        /// Its commit before.
         from: String,
+        /// Its commit after.
         to: String,
     },
     /// The histories had diverged without conflicts: a merge commit.
-    Merged { branch: String, commit: String },
+    Merged {
+        /// The branch merged into (the one checked out).
+        branch: String,
+        /// The merge commit.
+        commit: String,
+    },
     /// The target already holds every commit of the branch.
-    AlreadyMerged { branch: String },
+    AlreadyMerged {
+        /// The branch checked out.
+        branch: String,
+    },
 }
 
 /// Merge run `id`'s branch into the branch checked out at `target` (the

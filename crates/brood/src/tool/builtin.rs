@@ -10,18 +10,29 @@ use std::sync::Arc;
 
 /// Names of the builtin tools, for role postures and allowed-tool lists.
 pub mod names {
-    #![allow(missing_docs)] // each constant is its own value
+    /// `read_file`: Reads a file, or a range of its lines.
     pub const READ_FILE: &str = "read_file";
+    /// `list_dir`: Lists a directory.
     pub const LIST_DIR: &str = "list_dir";
+    /// `find_files`: Finds files by glob.
     pub const FIND_FILES: &str = "find_files";
+    /// `grep`: Searches file contents by regex.
     pub const GREP: &str = "grep";
+    /// `write_file`: Writes a whole file.
     pub const WRITE_FILE: &str = "write_file";
+    /// `edit_file`: Replaces one exact string in a file.
     pub const EDIT_FILE: &str = "edit_file";
+    /// `bash`: Runs a shell command.
     pub const BASH: &str = "bash";
+    /// `todo_write`: Replaces the run's todo list.
     pub const TODO_WRITE: &str = "todo_write";
+    /// `todo_read`: Reads the run's todo list.
     pub const TODO_READ: &str = "todo_read";
+    /// `memory_read`: Shows the memory files with line numbers.
     pub const MEMORY_READ: &str = "memory_read";
+    /// `memory_search`: Finds lines in the memory files.
     pub const MEMORY_SEARCH: &str = "memory_search";
+    /// `remember`: Appends one dated note to the workspace memory file.
     pub const REMEMBER: &str = "remember";
 }
 

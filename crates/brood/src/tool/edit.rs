@@ -34,10 +34,9 @@ pub struct WriteFile;
 /// Arguments of `write_file`.
 // Fields undocumented on purpose: schemars would send doc comments to the model
 // in the tool's schema (every request pays for them); the tool's description says it.
-#[allow(missing_docs)]
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WriteFileArgs {
+pub(crate) struct WriteFileArgs {
     pub path: String,
     pub content: String,
 }
@@ -87,10 +86,9 @@ pub struct EditFile;
 /// Arguments of `edit_file`.
 // Fields undocumented on purpose: schemars would send doc comments to the model
 // in the tool's schema (every request pays for them); the tool's description says it.
-#[allow(missing_docs)]
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EditFileArgs {
+pub(crate) struct EditFileArgs {
     pub path: String,
     /// Exact text, whitespace included; add nearby lines to make it unique.
     pub old_string: String,

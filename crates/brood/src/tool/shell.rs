@@ -61,10 +61,9 @@ impl Bash {
 /// Arguments of `bash`.
 // Fields undocumented on purpose: schemars would send doc comments to the model
 // in the tool's schema (every request pays for them); the tool's description says it.
-#[allow(missing_docs)]
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BashArgs {
+pub(crate) struct BashArgs {
     pub command: String,
     /// Default 120, max 600.
     #[serde(default)]

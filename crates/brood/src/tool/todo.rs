@@ -19,11 +19,10 @@ pub const MAX_ITEM_CHARS: usize = 500;
 /// Where an item stands.
 // Fields undocumented on purpose: schemars would send doc comments to the model
 // in the tool's schema (every request pays for them); the tool's description says it.
-#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(description = "")]
 #[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
+pub(crate) enum TodoStatus {
     Pending,
     InProgress,
     Done,
@@ -32,11 +31,10 @@ pub enum TodoStatus {
 /// One item of the list.
 // Fields undocumented on purpose: schemars would send doc comments to the model
 // in the tool's schema (every request pays for them); the tool's description says it.
-#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(description = "")]
 #[serde(deny_unknown_fields)]
-pub struct TodoItem {
+pub(crate) struct TodoItem {
     /// One short imperative sentence.
     pub content: String,
     pub status: TodoStatus,
@@ -45,7 +43,7 @@ pub struct TodoItem {
 /// Arguments of `todo_write`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TodoWriteArgs {
+pub(crate) struct TodoWriteArgs {
     /// The complete list, in order.
     pub items: Vec<TodoItem>,
 }
@@ -68,7 +66,7 @@ impl TodoList {
     }
 
     /// A copy of the items.
-    pub fn items(&self) -> Vec<TodoItem> {
+    pub(crate) fn items(&self) -> Vec<TodoItem> {
         self.lock().clone()
     }
 
