@@ -5,65 +5,33 @@
 
 use brood_mock::{Answer, MockReply, MockServer};
 use serde_json::{json, Value};
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+mod common;
+use common::{command, local_flags, text, wait_for_requests, Fixture};
 
 const TASK: &str = "read notes.txt and report its second line";
 /// A report that satisfies the output contract (no repair step).
 const REPORT: &str =
     "SUMMARY: the second line is beta\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
 
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-}
-
+/// A workspace with `notes.txt` (`alpha`, `beta`) and an empty home.
 fn fixture() -> Fixture {
-    let f = Fixture {
-        home: tempfile::tempdir().unwrap(),
-        ws: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(f.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-    f
+    Fixture::with_notes("alpha\nbeta\n")
 }
 
-fn command(home: &Path, ws: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
-    cmd.current_dir(ws)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args);
-    cmd
-}
-
+/// `brood ARGS…` in `f` with stdin closed: exit code (-1 for a signal), stdout, stderr.
 fn brood(f: &Fixture, args: &[&str]) -> (i32, String, String) {
-    let out: Output = command(f.home.path(), f.ws.path(), args)
+    let out = f
+        .command()
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("run brood");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// `--provider local --base-url <server> --model m`.
-fn provider(server: &MockServer) -> Vec<String> {
-    [
-        "--provider",
-        "local",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "m",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    let (stdout, stderr) = text(&out);
+    (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
 fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
@@ -71,22 +39,6 @@ fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
         .copied()
         .chain(tail.iter().map(String::as_str))
         .collect()
-}
-
-/// Block until the mock has received `n` requests (a condition, not a delay).
-fn wait_for_requests(server: &MockServer, n: usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        tokio::time::timeout(
-            std::time::Duration::from_secs(60),
-            server.wait_for_requests(n),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("the mock never received {n} requests"));
-    });
 }
 
 fn usage(total: u64) -> Value {
@@ -131,20 +83,17 @@ fn server(resumed: Arc<AtomicBool>, tool_again: bool) -> MockServer {
 /// Start `brood run`, wait until the child's second request is at the mock, SIGKILL
 /// brood. Returns the child's run id (from the ledger).
 fn run_and_kill(f: &Fixture, server: &MockServer) -> (String, String) {
-    let p = provider(server);
-    let mut child = command(
-        f.home.path(),
-        f.ws.path(),
-        &with(&["run", "--json"], &p)
-            .into_iter()
-            .chain(["delegate"])
-            .collect::<Vec<_>>(),
-    )
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .expect("spawn brood");
+    let p = local_flags(server);
+    let mut child = f
+        .command()
+        .args(["run", "--json"])
+        .args(&p)
+        .arg("delegate")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn brood");
     // The parent's step, the child's two steps: the child waits on its model.
     wait_for_requests(server, 3);
     let last = server.captured().pop().unwrap();
@@ -211,7 +160,7 @@ fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
     let before = server.request_count();
 
     resumed.store(true, Ordering::SeqCst);
-    let p = provider(&server);
+    let p = local_flags(&server);
     let short = &kid[..12];
     let (code, out, err) = brood(&f, &with(&["agents", "resume", short, "--json"], &p));
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
@@ -316,7 +265,7 @@ fn a_resumed_child_counts_the_tokens_it_spent_against_its_budget() {
     let (kid, _) = run_and_kill(&f, &server);
     let before = server.request_count();
     resumed.store(true, Ordering::SeqCst);
-    let p = provider(&server);
+    let p = local_flags(&server);
     let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid, "--json"], &p));
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
     let captured = server.captured();
@@ -359,15 +308,13 @@ fn a_run_recorded_in_another_directory_is_refused_with_the_reason() {
         home: tempfile::tempdir().unwrap(),
         ws: tempfile::TempDir::new_in(moved.path()).unwrap(),
     };
-    let p = provider(&server);
-    let out = command(
-        moved_fixture.home.path(),
-        &to,
-        &with(&["agents", "resume", &kid], &p),
-    )
-    .stdin(Stdio::null())
-    .output()
-    .unwrap();
+    let p = local_flags(&server);
+    let out = command(moved_fixture.home.path(), &to)
+        .args(["agents", "resume", &kid])
+        .args(&p)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -375,13 +322,10 @@ fn a_run_recorded_in_another_directory_is_refused_with_the_reason() {
         "{err}"
     );
     // Nothing was written: the child is still interrupted, with no `resumed` event.
-    let out = command(
-        moved_fixture.home.path(),
-        &to,
-        &["agents", "show", &kid, "--json"],
-    )
-    .output()
-    .unwrap();
+    let out = command(moved_fixture.home.path(), &to)
+        .args(["agents", "show", &kid, "--json"])
+        .output()
+        .unwrap();
     let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["status"], "interrupted", "{shown}");
     assert!(
@@ -407,8 +351,11 @@ fn chat_resume_reopens_the_conversation_and_finishes_the_child() {
     let server = server(resumed.clone(), false);
     let (kid, _) = run_and_kill(&f, &server);
     resumed.store(true, Ordering::SeqCst);
-    let p = provider(&server);
-    let mut child = command(f.home.path(), f.ws.path(), &with(&["chat", "--resume"], &p))
+    let p = local_flags(&server);
+    let mut child = f
+        .command()
+        .args(["chat", "--resume"])
+        .args(&p)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -27,69 +27,21 @@ mod config_show;
 #[path = "cli_run/worktree.rs"]
 mod worktree;
 
-/// Run the brood binary with a clean, isolated environment.
+mod common;
+use common::{command, command_via, local_flags, run_local, text, wait_for_requests, Fixture};
+
+/// `brood ARGS…` in `ws` with only `HOME`, `PATH` and `extra_env` set.
 fn brood(home: &Path, ws: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
-    let mut cmd = brood_command(&[], home, ws);
-    cmd.args(args);
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run brood")
+    command(home, ws)
+        .args(args)
+        .envs(extra_env.iter().copied())
+        .output()
+        .expect("run brood")
 }
 
-/// The brood binary, run through `wrapper` (e.g. `setpriv …` to drop root) when
-/// given, in `ws` with only `HOME` and `PATH` set.
-fn brood_command(wrapper: &[&str], home: &Path, ws: &Path) -> Command {
-    let mut cmd = match wrapper.split_first() {
-        Some((program, args)) => {
-            let mut c = Command::new(program);
-            c.args(args).arg(env!("CARGO_BIN_EXE_brood"));
-            c
-        }
-        None => Command::new(env!("CARGO_BIN_EXE_brood")),
-    };
-    cmd.current_dir(ws)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd
-}
-
-/// `brood run --provider local --base-url <server> --model m ARGS…`.
-fn run_local(f: &Fixture, server: &MockServer, args: &[&str]) -> Output {
-    let base = server.base_url();
-    let mut all = vec![
-        "run",
-        "--provider",
-        "local",
-        "--base-url",
-        &base,
-        "--model",
-        "m",
-    ];
-    all.extend_from_slice(args);
-    brood(f.home.path(), f.ws.path(), &all, &[])
-}
-
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-}
-
+/// A workspace with `notes.txt` (`alpha`, `beta`) and an empty home.
 fn fixture() -> Fixture {
-    let f = Fixture {
-        home: tempfile::tempdir().unwrap(),
-        ws: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(f.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-    f
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    Fixture::with_notes("alpha\nbeta\n")
 }
 
 /// Answers: step 0 lists the directory, step 1 answers.
@@ -548,22 +500,11 @@ fn closed_stdout_and_stderr_do_not_end_the_run() {
     let (err_w, err_r) = UnixStream::pair().unwrap();
     drop(out_r);
     drop(err_r);
-    let base = server.base_url();
-    let status = Command::new(env!("CARGO_BIN_EXE_brood"))
-        .args([
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &base,
-            "--model",
-            "m",
-            "what is here?",
-        ])
-        .current_dir(f.ws.path())
-        .env_clear()
-        .env("HOME", f.home.path())
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
+    let status = f
+        .command()
+        .arg("run")
+        .args(local_flags(&server))
+        .arg("what is here?")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(out_w)))
         .stderr(std::process::Stdio::from(std::os::fd::OwnedFd::from(err_w)))

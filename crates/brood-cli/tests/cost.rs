@@ -2,59 +2,19 @@
 //! brood-mock: budgets that hold, prices, what the parent's requests name, request
 //! sizes per role, the status line.
 
-use brood_mock::{Answer, MockRequest, MockServer};
+use brood_mock::{Answer, MockServer};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-}
+mod common;
+use common::{is_child, json_of, run_local, text, Fixture};
 
+/// A workspace with `notes.txt`, and a home with `user_config` as its brood config.
 fn fixture(user_config: &str) -> Fixture {
-    let f = Fixture {
-        home: tempfile::tempdir().unwrap(),
-        ws: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(f.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let dir = f.home.path().join(".config/brood");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), user_config).unwrap();
+    let f = Fixture::with_notes("alpha\nbeta\n");
+    f.user_config(user_config);
     f
-}
-
-/// The brood binary in `ws` with only `HOME` and `PATH` set.
-fn brood_cmd(home: &Path, ws: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
-    cmd.current_dir(ws)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd
-}
-
-/// `brood run --provider local --base-url <server> --model m ARGS…`.
-fn run_local(f: &Fixture, server: &MockServer, args: &[&str]) -> Output {
-    brood_cmd(f.home.path(), f.ws.path())
-        .args(["run", "--provider", "local", "--base-url"])
-        .arg(server.base_url())
-        .args(["--model", "m"])
-        .args(args)
-        .output()
-        .expect("run brood")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn is_child(req: &MockRequest) -> bool {
-    req.first_user_text()
-        .is_some_and(|t| t.starts_with("child "))
 }
 
 /// The JSON of the last tool result in a request.
@@ -132,7 +92,8 @@ fn a_tree_token_budget_holds_with_ten_children() {
         );
     }
     // The ledger says the same: the cancelled children never made a request.
-    let list = brood_cmd(f.home.path(), f.ws.path())
+    let list = f
+        .command()
         .args(["agents", "list", "--json"])
         .output()
         .unwrap();
@@ -193,18 +154,9 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-12 * b.abs().max(1.0)
 }
 
+/// `brood agents list --json`: the runs of the last session.
 fn agents_list(f: &Fixture) -> Vec<Value> {
-    let out = brood_cmd(f.home.path(), f.ws.path())
-        .args(["agents", "list", "--json"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    serde_json::from_str::<Value>(stdout.trim())
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    serde_json::from_value(json_of(&f.output(&["agents", "list", "--json"]))).unwrap()
 }
 
 /// `cost_usd` of the tree, of the parent, per model and per recorded run equals the
@@ -238,16 +190,14 @@ fn cost_usd_is_the_sum_over_every_answer_at_the_users_prices() {
     let sum: f64 = runs.iter().map(|r| r["cost_usd"].as_f64().unwrap()).sum();
     assert!(close(sum, tree), "runs {sum} != tree {tree}");
     let id = runs[0]["id"].as_str().unwrap();
-    let show = brood_cmd(f.home.path(), f.ws.path())
+    let show = f
+        .command()
         .args(["agents", "show", id, "--json"])
         .output()
         .unwrap();
     let shown: Value = serde_json::from_str(text(&show).0.trim()).unwrap();
     assert_eq!(shown["cost_usd"], runs[0]["cost_usd"]);
-    let show = brood_cmd(f.home.path(), f.ws.path())
-        .args(["agents", "show", id])
-        .output()
-        .unwrap();
+    let show = f.command().args(["agents", "show", id]).output().unwrap();
     let want = format!(
         "cost       ${:.4} (priced as recorded)",
         runs[0]["cost_usd"].as_f64().unwrap()
@@ -285,10 +235,7 @@ fn prices_come_only_from_the_users_config_and_are_checked() {
     let f = fixture(&format!(
         "{PRICED}[subagents]\ntree_cost_budget_usd = 2.5\n"
     ));
-    let show = brood_cmd(f.home.path(), f.ws.path())
-        .args(["config", "show"])
-        .output()
-        .unwrap();
+    let show = f.command().args(["config", "show"]).output().unwrap();
     let (shown, _) = text(&show);
     assert!(
         shown.contains(
@@ -739,7 +686,8 @@ fn the_status_line_shows_in_a_terminal_and_not_with_json_or_without_one() {
 #[test]
 fn an_endpoints_published_prices_are_used_unless_the_user_set_one() {
     let run = |f: &Fixture, server: &MockServer| {
-        let out = brood_cmd(f.home.path(), f.ws.path())
+        let out = f
+            .command()
             .args(["run", "--provider", "openrouter", "--base-url"])
             .arg(server.base_url())
             .args(["--model", "vendor/m", "--json", "delegate"])

@@ -4,35 +4,16 @@
 //! marked so. Through the `brood` binary against brood-mock.
 
 use brood_mock::{Answer, MockServer};
-use serde_json::{json, Value};
-use std::path::Path;
-use std::process::Command;
+use serde_json::json;
 
-/// The brood binary in `ws` with only `HOME` and `PATH` set.
-fn brood(home: &Path, ws: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_brood"))
-        .current_dir(ws)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .output()
-        .expect("run brood");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::{outcome, run_local, stderr, Fixture};
 
-fn set_price(home: &Path, input: f64, output: f64) {
-    let dir = home.join(".config/brood");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!("[pricing.\"m\"]\ninput_per_mtok = {input:?}\noutput_per_mtok = {output:?}\n"),
-    )
-    .unwrap();
+/// The user's `[pricing]` for model `m`, in USD per million tokens.
+fn set_price(f: &Fixture, input: f64, output: f64) {
+    f.user_config(&format!(
+        "[pricing.\"m\"]\ninput_per_mtok = {input:?}\noutput_per_mtok = {output:?}\n"
+    ));
 }
 
 /// A parent that answers at once: 1000 input and 100 output tokens.
@@ -44,34 +25,10 @@ fn server() -> MockServer {
     })
 }
 
-fn runs(home: &Path, ws: &Path) -> Vec<Value> {
-    let (code, out, err) = brood(home, ws, &["agents", "list", "--all", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str::<Value>(out.trim())
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-fn run_once(home: &Path, ws: &Path, server: &MockServer, prompt: &str) {
-    let base = server.base_url();
-    let (code, _, err) = brood(
-        home,
-        ws,
-        &[
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &base,
-            "--model",
-            "m",
-            "--json",
-            prompt,
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
+/// `brood run --json PROMPT` against `server`, which must succeed.
+fn run_once(f: &Fixture, server: &MockServer, prompt: &str) {
+    let out = run_local(f, server, &["--json", prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -80,16 +37,16 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn a_runs_cost_stays_what_it_was_when_prices_change_later() {
-    let (home, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let f = Fixture::new();
     let server = server();
     // $2 in, $8 out per million: 1000 × 2 + 100 × 8 = $0.0028.
-    set_price(home.path(), 2.0, 8.0);
-    run_once(home.path(), ws.path(), &server, "first");
+    set_price(&f, 2.0, 8.0);
+    run_once(&f, &server, "first");
     // The price goes up tenfold; the second run pays the new price.
-    set_price(home.path(), 20.0, 80.0);
-    run_once(home.path(), ws.path(), &server, "second");
+    set_price(&f, 20.0, 80.0);
+    run_once(&f, &server, "second");
 
-    let listed = runs(home.path(), ws.path());
+    let listed = f.runs();
     assert_eq!(listed.len(), 2, "{listed:?}");
     let cost = |objective: &str| {
         let r = listed
@@ -104,14 +61,13 @@ fn a_runs_cost_stays_what_it_was_when_prices_change_later() {
 
     let first = listed.iter().find(|r| r["objective"] == "first").unwrap();
     let id = first["id"].as_str().unwrap();
-    let (code, out, err) = brood(home.path(), ws.path(), &["agents", "show", id]);
-    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = outcome(&f.output(&["agents", "show", id]));
+    assert_eq!(code, Some(0), "{err}");
     assert!(
         out.contains("cost       $0.0028 (priced as recorded)"),
         "{out}"
     );
-    let (_, out, _) = brood(home.path(), ws.path(), &["agents", "show", id, "--json"]);
-    let shown: Value = serde_json::from_str(out.trim()).unwrap();
+    let shown = f.show(id);
     assert!(
         close(shown["cost_usd"].as_f64().unwrap(), 0.0028),
         "{shown}"
@@ -120,24 +76,24 @@ fn a_runs_cost_stays_what_it_was_when_prices_change_later() {
 
 #[test]
 fn a_run_recorded_before_costs_were_is_priced_now_and_marked() {
-    let (home, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let f = Fixture::new();
     let server = server();
-    set_price(home.path(), 2.0, 8.0);
-    run_once(home.path(), ws.path(), &server, "old");
+    set_price(&f, 2.0, 8.0);
+    run_once(&f, &server, "old");
     // What an older brood leaves: the row without a recorded cost.
-    let db = ws.path().join(".brood/state/brood.db");
+    let db = f.ws.path().join(".brood/state/brood.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute("UPDATE runs SET priced_steps = NULL, cost_usd = 0", [])
         .unwrap();
     drop(conn);
-    set_price(home.path(), 20.0, 80.0);
+    set_price(&f, 20.0, 80.0);
 
-    let listed = runs(home.path(), ws.path());
+    let listed = f.runs();
     let r = &listed[0];
     assert_eq!(r["cost_priced_at_read"], true, "{r}");
     assert!(close(r["cost_usd"].as_f64().unwrap(), 0.028), "{r}");
     let id = r["id"].as_str().unwrap();
-    let (_, out, _) = brood(home.path(), ws.path(), &["agents", "show", id]);
+    let (_, out, _) = outcome(&f.output(&["agents", "show", id]));
     assert!(
         out.contains("$0.0280 (at today's [pricing]: recorded before costs were)"),
         "{out}"

@@ -7,24 +7,25 @@
 //! Timeouts are short (`BROOD_API_TIMEOUT_SECS=2`, `BROOD_MAX_ATTEMPTS=2`) so hanging
 //! and dripping servers cost seconds; nothing here sleeps to synchronize.
 
-use brood_mock::{Answer, MockReply, MockRequest, MockServer};
+use brood_mock::{Answer, MockReply, MockServer};
 use serde_json::{json, Value};
 use std::process::{Command, Output};
+
+mod common;
+use common::{is_child, local_flags, outcome, Fixture};
 use std::time::Duration;
 
+/// A workspace with `notes.txt` and an empty home; brood runs there with short
+/// timeouts.
 struct Case {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
+    f: Fixture,
 }
 
 impl Case {
     fn new() -> Case {
-        let c = Case {
-            home: tempfile::tempdir().unwrap(),
-            ws: tempfile::tempdir().unwrap(),
-        };
-        std::fs::write(c.ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-        c
+        Case {
+            f: Fixture::with_notes("alpha\nbeta\n"),
+        }
     }
 
     fn brood(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -32,34 +33,19 @@ impl Case {
     }
 
     fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
-        cmd.current_dir(self.ws.path())
-            .env_clear()
-            .env("HOME", self.home.path())
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("BROOD_API_TIMEOUT_SECS", "2")
+        let mut cmd = self.f.command();
+        cmd.env("BROOD_API_TIMEOUT_SECS", "2")
             .env("BROOD_MAX_ATTEMPTS", "2")
-            .args(args);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
+            .args(args)
+            .envs(env.iter().copied());
         cmd
     }
 
     fn run_args(server: &MockServer) -> Vec<String> {
-        [
-            "run",
-            "--provider",
-            "local",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "m",
-            "--json",
-            "look around",
-        ]
-        .map(str::to_string)
-        .to_vec()
+        let mut args = vec!["run".to_string()];
+        args.extend(local_flags(server));
+        args.extend(["--json", "look around"].map(str::to_string));
+        args
     }
 
     /// `brood run --json` against `server`: exit code, the `--json` object (when
@@ -67,44 +53,22 @@ impl Case {
     fn run(&self, server: &MockServer, env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
         let args = Case::run_args(server);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = self.brood(&args, env);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let (code, stdout, stderr) = outcome(&self.brood(&args, env));
         let v = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-        (out.status.code(), v, stderr)
+        (code, v, stderr)
     }
 
     /// Every run of the workspace, through `brood agents list --all --json` (which
     /// must succeed), checked to have none left `running`, and `show` working on each.
     fn ledger(&self) -> Vec<Value> {
-        let out = self.brood(&["agents", "list", "--all", "--json"], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "agents list: {stderr}");
-        let runs: Vec<Value> = serde_json::from_slice(&out.stdout).expect("list is JSON");
+        let runs = self.f.runs();
         assert!(!runs.is_empty(), "no run recorded");
         for r in &runs {
             assert_ne!(r["status"], "running", "left running: {r}");
-            let id = r["id"].as_str().unwrap();
-            let out = self.brood(&["agents", "show", id, "--json"], &[]);
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "agents show {id}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            self.f.show(r["id"].as_str().unwrap());
         }
         runs
     }
-
-    fn show(&self, id: &str) -> Value {
-        let out = self.brood(&["agents", "show", id, "--json"], &[]);
-        serde_json::from_slice(&out.stdout).expect("show is JSON")
-    }
-}
-
-fn is_child(req: &MockRequest) -> bool {
-    req.first_user_text()
-        .is_some_and(|t| t.starts_with("child "))
 }
 
 /// A parent that fans out to `child ok` and `child faulty`, then answers; the faulty
@@ -195,7 +159,7 @@ fn a_transient_status_is_retried_on_stderr_and_in_the_ledger() {
         assert_eq!(v["final"], "fine");
         assert!(stderr.contains("[retry] attempt"), "{stderr}");
         let runs = case.ledger();
-        let detail = case.show(runs[0]["id"].as_str().unwrap());
+        let detail = case.f.show(runs[0]["id"].as_str().unwrap());
         let retried = detail["events"]
             .as_array()
             .unwrap()
@@ -423,7 +387,7 @@ fn a_big_answer_is_stored_once() {
     assert_eq!(code, Some(0), "{stderr}\n{v}");
     let runs = case.ledger();
     assert_eq!(runs.len(), 2);
-    let used = disk_bytes(&case.ws.path().join(".brood"));
+    let used = disk_bytes(&case.f.ws.path().join(".brood"));
     // The text recorded: every answer the child got (asked again for its report
     // format, it answers the same once more).
     let answers = server.captured().iter().filter(|r| is_child(r)).count() as u64;
@@ -431,7 +395,7 @@ fn a_big_answer_is_stored_once() {
     eprintln!("ledger after {answers} answers of {BIG} B: {used} B");
     let listing = std::process::Command::new("du")
         .args(["-ab"])
-        .arg(case.ws.path().join(".brood"))
+        .arg(case.f.ws.path().join(".brood"))
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
@@ -442,7 +406,7 @@ fn a_big_answer_is_stored_once() {
     // What users read is unchanged: the child's whole answer, in its result and in
     // the report parsed from it, through show and export.
     let child = runs.iter().find(|r| !r["parent_id"].is_null()).unwrap();
-    let shown = case.show(child["id"].as_str().unwrap());
+    let shown = case.f.show(child["id"].as_str().unwrap());
     let result = &shown["result"];
     assert_eq!(
         result["final_text"].as_str().map(str::len),

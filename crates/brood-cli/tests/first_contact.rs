@@ -4,59 +4,11 @@
 
 use brood_mock::{MockReply, MockServer};
 use std::path::Path;
-use std::process::{Command, Output};
+
+mod common;
+use common::Fixture;
 
 const KEY: &str = "sk-doctor-never-printed";
-
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-}
-
-fn fixture() -> Fixture {
-    Fixture {
-        home: tempfile::tempdir().unwrap(),
-        ws: tempfile::tempdir().unwrap(),
-    }
-}
-
-impl Fixture {
-    /// The brood binary in the workspace with only `HOME`, `PATH` and `env` set:
-    /// this build's, or the one `BROOD_TEST_BIN` names (`.ci/run` sets it to the
-    /// binary the README's install line installed).
-    fn brood(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-        let bin = std::env::var_os("BROOD_TEST_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_brood").into());
-        let mut cmd = Command::new(bin);
-        cmd.current_dir(self.ws.path())
-            .env_clear()
-            .env("HOME", self.home.path())
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .args(args);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let out: Output = cmd.output().expect("run brood");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.ws.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
-    fn user_config(&self, text: &str) -> std::path::PathBuf {
-        let dir = self.home.path().join(".config/brood");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config.toml"), text).unwrap();
-        dir.join("config.toml")
-    }
-}
 
 /// `--provider openai --base-url <mock> --api-key-env MOCK_KEY --model MODEL`.
 fn provider_flags(base: &str, model: &str) -> Vec<String> {
@@ -90,7 +42,7 @@ fn mock() -> MockServer {
 
 #[test]
 fn doctor_passes_with_the_key_and_then_a_run_starts() {
-    let f = fixture();
+    let f = Fixture::new();
     let server = mock();
     let base = server.base_url();
     let mut args = vec!["doctor".to_string()];
@@ -145,7 +97,7 @@ fn doctor_passes_with_the_key_and_then_a_run_starts() {
 
 #[test]
 fn doctor_without_the_key_names_the_variable_and_fails() {
-    let f = fixture();
+    let f = Fixture::new();
     let server = mock();
     let mut args = vec!["doctor".to_string()];
     args.extend(provider_flags(&server.base_url(), "m"));
@@ -173,7 +125,7 @@ fn doctor_without_the_key_names_the_variable_and_fails() {
 
 #[test]
 fn doctor_names_an_unserved_model_an_unreachable_endpoint_and_a_bad_config() {
-    let f = fixture();
+    let f = Fixture::new();
     let mut server = mock();
     let base = server.base_url();
     let run = |model: &str| {
@@ -216,7 +168,7 @@ fn doctor_names_an_unserved_model_an_unreachable_endpoint_and_a_bad_config() {
 
 #[test]
 fn config_show_resolves_the_endpoint_and_every_subagent_default_with_sources() {
-    let f = fixture();
+    let f = Fixture::new();
     let user = f.user_config("max_attempts = 2\n[subagents]\nmax_depth = 2\n");
     f.write(".brood/config.toml", "[subagents]\nmax_total = 7\n");
     let (code, stdout, stderr) = f.brood(
@@ -281,7 +233,7 @@ fn config_show_resolves_the_endpoint_and_every_subagent_default_with_sources() {
 
 #[test]
 fn config_show_refuses_what_run_refuses_naming_file_and_key_and_reports_clamps() {
-    let f = fixture();
+    let f = Fixture::new();
     f.write(".brood/config.toml", "[subagents]\nmax_concurrent = 2000\n");
     let (code, _, show_err) = f.brood(&["config", "show"], &[]);
     assert_eq!(code, Some(2), "{show_err}");
@@ -391,7 +343,7 @@ fn is_child(req: &brood_mock::MockRequest, prefix: &str) -> bool {
 
 #[test]
 fn a_fan_out_of_three_replays_whatever_the_order() {
-    let f = fixture();
+    let f = Fixture::new();
     f.write("notes.txt", "alpha\n");
     let mut server = MockServer::start(|req| {
         if is_child(req, "child ") {
@@ -420,7 +372,7 @@ fn a_fan_out_of_three_replays_whatever_the_order() {
 
 #[test]
 fn a_nested_delegation_replays() {
-    let f = fixture();
+    let f = Fixture::new();
     let mut server = MockServer::start(|req| {
         let task = req.first_user_text().unwrap_or_default().to_string();
         let turns = req.assistant_turns();
@@ -512,7 +464,7 @@ fn failed_run_errors(f: &Fixture) -> Vec<String> {
 
 #[test]
 fn a_failing_child_and_a_background_child_waited_on_by_id_replay() {
-    let f = fixture();
+    let f = Fixture::new();
     let mut server = MockServer::start(|req| {
         let task = req.first_user_text().unwrap_or_default().to_string();
         if task.starts_with("child doomed") {
@@ -692,7 +644,7 @@ fn comparable(text: &str, ws: &Path, home: &Path) -> Vec<String> {
 
 #[test]
 fn the_readme_first_run_shows_real_output() {
-    let f = fixture();
+    let f = Fixture::new();
     f.write(
         "src/config.rs",
         "use serde::Deserialize;\n\n#[derive(Deserialize)]\npub struct Config { pub port: u16, pub log: String }\npub fn parse_config(path: &str) -> Config {\n    let text = std::fs::read_to_string(path).expect(\"config\");\n    toml::from_str(&text).expect(\"valid config\")\n}\n",

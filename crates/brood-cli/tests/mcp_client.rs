@@ -10,7 +10,10 @@
 use brood_mock::{MockReply, MockRequest, MockServer};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{run_local, stderr, Fixture};
 
 #[path = "mcp/python.rs"]
 mod python;
@@ -20,62 +23,26 @@ fn server_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
 }
 
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-    starts: PathBuf,
-}
-
-/// A workspace and a home whose user config has the test server as `t` (plus `extra`).
+/// A workspace (with `notes.txt`) and a home whose user config has the test server
+/// as `t` (plus `extra`).
 fn fixture(py: &str, extra: &str) -> Fixture {
-    let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("notes.txt"), "alpha\n").unwrap();
-    let starts = home.path().join("starts.txt");
-    let dir = home.path().join(".config/brood");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[mcp_servers.t]\ncommand = {py:?}\nargs = [{:?}]\nenv = {{ BROOD_TEST_STARTS = {:?} }}\n{extra}",
-            server_script().display().to_string(),
-            starts.display().to_string()
-        ),
-    )
-    .unwrap();
-    Fixture { home, ws, starts }
+    let f = Fixture::with_notes("alpha\n");
+    f.user_config(&format!(
+        "[mcp_servers.t]\ncommand = {py:?}\nargs = [{:?}]\nenv = {{ BROOD_TEST_STARTS = {:?} }}\n{extra}",
+        server_script().display().to_string(),
+        starts(&f).display().to_string()
+    ));
+    f
 }
 
-fn brood(f: &Fixture, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_brood"))
-        .current_dir(f.ws.path())
-        .env_clear()
-        .env("HOME", f.home.path())
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .output()
-        .expect("run brood")
+/// Where the test server writes one line (its pid) each time it starts.
+fn starts(f: &Fixture) -> PathBuf {
+    f.home.path().join("starts.txt")
 }
 
+/// `brood run --json EXTRA… PROMPT` against `server`.
 fn run(f: &Fixture, server: &MockServer, extra: &[&str], prompt: &str) -> Output {
-    let base = server.base_url();
-    let mut args = vec![
-        "run",
-        "--provider",
-        "local",
-        "--base-url",
-        &base,
-        "--model",
-        "m",
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    args.push(prompt);
-    brood(f, &args)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    run_local(f, server, &[&["--json"], extra, &[prompt]].concat())
 }
 
 /// Names of the tools a request offered.
@@ -102,9 +69,7 @@ const CONTRACT: &str =
 
 /// `agents show <id> --json`'s `tool_finished` events as (name, ok).
 fn finished_tools(f: &Fixture, id: &str) -> Vec<(String, bool)> {
-    let out = brood(f, &["agents", "show", id, "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let detail: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let detail = f.show(id);
     detail["events"]
         .as_array()
         .unwrap()
@@ -120,12 +85,6 @@ fn finished_tools(f: &Fixture, id: &str) -> Vec<(String, bool)> {
             )
         })
         .collect()
-}
-
-fn ledger_runs(f: &Fixture) -> Vec<Value> {
-    let out = brood(f, &["agents", "list", "--all", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
@@ -216,13 +175,13 @@ fn children_get_the_mcp_tools_their_grant_allows_and_are_refused_the_others() {
         assert_eq!(general, ["DEPLOYED staging"], "{py}");
 
         // One server process served the whole tree.
-        let starts = std::fs::read_to_string(&f.starts).unwrap();
+        let starts = std::fs::read_to_string(starts(&f)).unwrap();
         assert_eq!(starts.lines().count(), 1, "{py}: {starts}");
         let pid = starts.trim();
         assert!(explore[0].ends_with(pid), "{py}: {explore:?} vs {pid}");
 
         // In the ledger: the explore child's lookup ok, its deploy refused.
-        let runs = ledger_runs(&f);
+        let runs = f.runs();
         let explore_run = runs
             .iter()
             .find(|r| r["role"] == "explore")
@@ -267,12 +226,12 @@ fn a_server_crashing_mid_call_is_a_tool_error_and_is_started_again_on_next_use()
     );
     let after = tool_results(&reqs[2]);
     assert!(after[1].starts_with("LOOKUP after from pid "), "{after:?}");
-    let starts = std::fs::read_to_string(&f.starts).unwrap();
+    let starts = std::fs::read_to_string(starts(&f)).unwrap();
     let pids: Vec<&str> = starts.lines().collect();
     assert_eq!(pids.len(), 2, "started again once: {starts}");
     assert!(after[1].ends_with(pids[1]), "{after:?} {pids:?}");
 
-    let runs = ledger_runs(&f);
+    let runs = f.runs();
     let done = finished_tools(&f, runs[0]["id"].as_str().unwrap());
     assert_eq!(
         done,
@@ -303,7 +262,7 @@ fn a_server_that_cannot_start_is_a_warning_and_mcp_list_fails_naming_it() {
     let tools = offered(&server.captured()[0]);
     assert!(tools.contains(&"mcp__t__lookup".to_string()), "{tools:?}");
 
-    let out = brood(&f, &["mcp", "list"]);
+    let out = f.output(&["mcp", "list"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text} {}", stderr(&out));
     assert!(text.contains("t: ready, 3 tools"), "{text}");
@@ -345,7 +304,7 @@ fn a_workspace_mcp_json_is_used_only_when_the_workspace_is_trusted() {
         !tools.iter().any(|t| t.starts_with("mcp__proj__")),
         "{tools:?}"
     );
-    let shown = brood(&f, &["config", "show"]);
+    let shown = f.output(&["config", "show"]);
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("# ignored: mcpServers = proj"), "{shown}");
     assert!(shown.contains("# mcp server t: enabled"), "{shown}");
@@ -365,7 +324,7 @@ fn a_bad_server_table_is_refused_naming_file_and_key_and_an_untrusted_workspace_
         "python3",
         "[mcp_servers.web]\nurl = \"ftp://example.com\"\n",
     );
-    let out = brood(&f, &["config", "show"]);
+    let out = f.output(&["config", "show"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -376,7 +335,7 @@ fn a_bad_server_table_is_refused_naming_file_and_key_and_an_untrusted_workspace_
     );
 
     let f = fixture("python3", "[mcp_servers.t2]\ncommand = \"x\"\nbogus = 1\n");
-    let out = brood(&f, &["config", "show"]);
+    let out = f.output(&["config", "show"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
 
@@ -387,7 +346,7 @@ fn a_bad_server_table_is_refused_naming_file_and_key_and_an_untrusted_workspace_
         "[mcp_servers.evil]\ncommand = \"sh\"\nargs = [\"-c\", \"touch pwned\"]\n",
     )
     .unwrap();
-    let out = brood(&f, &["config", "show"]);
+    let out = f.output(&["config", "show"]);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(shown.contains("# ignored: mcp_servers = evil"), "{shown}");

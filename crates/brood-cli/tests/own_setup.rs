@@ -5,57 +5,27 @@
 
 use brood_mock::{Answer, MockRequest, MockServer};
 use serde_json::{json, Value};
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{is_child, text, write, Fixture};
 
 const REPORT: &str = "SUMMARY: done\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
 
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-}
-
+/// An empty workspace, and a home with `user_config` as its brood config.
 fn fixture(user_config: &str) -> Fixture {
-    let f = Fixture {
-        home: tempfile::tempdir().unwrap(),
-        ws: tempfile::tempdir().unwrap(),
-    };
-    let dir = f.home.path().join(".config/brood");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), user_config).unwrap();
+    let f = Fixture::new();
+    f.user_config(user_config);
     f
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-/// The brood binary in `ws` with only `HOME` and `PATH` set.
-fn brood(f: &Fixture) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
-    cmd.current_dir(f.ws.path())
-        .env_clear()
-        .env("HOME", f.home.path())
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd
-}
-
 fn run(f: &Fixture, server: &MockServer, prompt: &str) -> Output {
-    brood(f)
+    f.command()
         .args(["run", "--json", "--provider", "local", "--base-url"])
         .arg(server.base_url())
         .args(["--model", "main-model", prompt])
         .output()
         .expect("run brood")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 fn system_prompt(req: &MockRequest) -> String {
@@ -65,11 +35,6 @@ fn system_prompt(req: &MockRequest) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_string()
-}
-
-fn is_child(req: &MockRequest) -> bool {
-    req.first_user_text()
-        .is_some_and(|t| t.starts_with("child "))
 }
 
 /// A parent that calls `task` once per agent type (in one step), then finishes;
@@ -96,28 +61,22 @@ fn delegating_server(agent_types: &'static [&'static str]) -> MockServer {
 /// Files shaped like the ones in public Claude Code collections.
 fn wild_agent_files(f: &Fixture) {
     // An unquoted colon inside the description (not YAML), `<example>` tags.
-    write(
-        f.ws.path(),
-        ".claude/agents/stats.md",
+    write(&f.ws.path().join(".claude/agents/stats.md"),
         "---\nname: stats\ndescription: Use when analysing data. Triggers on: 'p-value', 'anova' <example>user: run it</example>\ntools: Read, Grep, Glob\nmodel: sonnet\n---\nYou are a statistician.\n",
     );
     // A description starting with `**` (a YAML alias), a YAML list of tools,
     // unknown keys, tools brood lacks.
-    write(
-        f.ws.path(),
-        ".claude/agents/bold.md",
+    write(&f.ws.path().join(".claude/agents/bold.md"),
         "---\nname: bold\ndescription: **Expert** reviewer of diffs\ntools:\n  - Read\n  - WebFetch\n  - NotebookEdit\ncategory: quality\nversion: 2\n---\nReview.\n",
     );
     // Truly broken: no `key: value` shape at all. Not used by the run.
     write(
-        f.ws.path(),
-        ".claude/agents/broken.md",
+        &f.ws.path().join(".claude/agents/broken.md"),
         "---\nname: broken\ndescription: [\nthis line is not a key\n---\nBody.\n",
     );
     // The user's personal Claude Code agents.
     write(
-        f.home.path(),
-        ".claude/agents/personal.md",
+        &f.home.path().join(".claude/agents/personal.md"),
         "---\nname: personal\ndescription: my own helper\nmodel: haiku\ntools: Read\n---\nHelp.\n",
     );
 }
@@ -210,11 +169,10 @@ fn agents_check_lists_sources_tools_models_and_problems() {
     let f = fixture("[subagents.model_aliases]\nsonnet = \"mapped-sonnet\"\n");
     wild_agent_files(&f);
     write(
-        f.ws.path(),
-        ".brood/config.toml",
+        &f.ws.path().join(".brood/config.toml"),
         "model = \"main-model\"\n",
     );
-    let out = brood(&f).args(["agents", "check"]).output().unwrap();
+    let out = f.command().args(["agents", "check"]).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(
         out.status.code(),
@@ -242,11 +200,10 @@ fn agents_check_lists_sources_tools_models_and_problems() {
     // A clean setup exits 0.
     let clean = fixture("");
     write(
-        clean.ws.path(),
-        ".brood/agents/mapper.md",
+        &clean.ws.path().join(".brood/agents/mapper.md"),
         "---\ndescription: maps routes\ntools: read_file\n---\nMap.\n",
     );
-    let out = brood(&clean).args(["agents", "check"]).output().unwrap();
+    let out = clean.command().args(["agents", "check"]).output().unwrap();
     let (stdout, _) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
@@ -259,14 +216,12 @@ fn agents_check_lists_sources_tools_models_and_problems() {
 fn agents_md_reaches_the_parent_and_every_child_and_is_bounded() {
     let f = fixture("");
     write(
-        f.ws.path(),
-        "AGENTS.md",
+        &f.ws.path().join("AGENTS.md"),
         "CANARY-7731: run `make check` before you finish.\n",
     );
-    write(f.ws.path(), "CLAUDE.md", "CLAUDE-ONLY-CANARY\n");
+    write(&f.ws.path().join("CLAUDE.md"), "CLAUDE-ONLY-CANARY\n");
     write(
-        f.home.path(),
-        ".config/brood/AGENTS.md",
+        &f.home.path().join(".config/brood/AGENTS.md"),
         "USER-CANARY: answer in English.\n",
     );
     let server = delegating_server(&["explore", "review"]);
@@ -291,7 +246,8 @@ fn agents_md_reaches_the_parent_and_every_child_and_is_bounded() {
     }
 
     // Recorded in the ledger as the files used.
-    let export = brood(&f)
+    let export = f
+        .command()
         .args(["agents", "export", "--json"])
         .output()
         .unwrap();
@@ -306,7 +262,7 @@ fn agents_md_reaches_the_parent_and_every_child_and_is_bounded() {
     let mut body = String::from("BIG-START\n");
     body.push_str(&"x".repeat(40 * 1024));
     body.push_str("\nBIG-END-CANARY\n");
-    write(big.ws.path(), "AGENTS.md", &body);
+    write(&big.ws.path().join("AGENTS.md"), &body);
     let server = MockServer::start(|_| Answer::text("ok").into());
     let out = run(&big, &server, "hi");
     assert_eq!(out.status.code(), Some(0));
@@ -325,12 +281,13 @@ fn agents_md_reaches_the_parent_and_every_child_and_is_bounded() {
 #[test]
 fn nested_agents_md_files_are_read_down_to_the_working_directory_and_bounded_by_config() {
     let f = fixture("");
-    write(f.ws.path(), "AGENTS.md", "ROOT-CANARY\n");
-    write(f.ws.path(), "svc/CLAUDE.md", "SVC-CANARY\n");
-    write(f.ws.path(), "svc/api/AGENTS.md", "API-CANARY\n");
-    write(f.ws.path(), "other/AGENTS.md", "OTHER-CANARY\n");
+    write(&f.ws.path().join("AGENTS.md"), "ROOT-CANARY\n");
+    write(&f.ws.path().join("svc/CLAUDE.md"), "SVC-CANARY\n");
+    write(&f.ws.path().join("svc/api/AGENTS.md"), "API-CANARY\n");
+    write(&f.ws.path().join("other/AGENTS.md"), "OTHER-CANARY\n");
     let server = MockServer::start(|_| Answer::text("ok").into());
-    let out = brood(&f)
+    let out = f
+        .command()
         .current_dir(f.ws.path().join("svc/api"))
         .args(["run", "--workspace"])
         .arg(f.ws.path())
@@ -350,7 +307,7 @@ fn nested_agents_md_files_are_read_down_to_the_working_directory_and_bounded_by_
 
     // The bound is the user's to set; 0 reads none.
     let small = fixture("instructions_max_bytes = 0\n");
-    write(small.ws.path(), "AGENTS.md", "ROOT-CANARY\n");
+    write(&small.ws.path().join("AGENTS.md"), "ROOT-CANARY\n");
     let server = MockServer::start(|_| Answer::text("ok").into());
     let out = run(&small, &server, "hi");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
@@ -370,7 +327,7 @@ fn nested_agents_md_files_are_read_down_to_the_working_directory_and_bounded_by_
 fn a_symlinked_agents_md_pointing_outside_is_not_read() {
     let f = fixture("");
     let outside = tempfile::tempdir().unwrap();
-    write(outside.path(), "secret.txt", "OUTSIDE-SECRET\n");
+    write(&outside.path().join("secret.txt"), "OUTSIDE-SECRET\n");
     std::os::unix::fs::symlink(
         outside.path().join("secret.txt"),
         f.ws.path().join("AGENTS.md"),

@@ -6,44 +6,13 @@
 use brood_mock::{MockReply, MockRequest, MockServer};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Output};
 
-struct Fixture {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-}
+mod common;
+use common::{run_local, stderr, write, Fixture};
 
+/// A workspace with `notes.txt` and an empty home.
 fn fixture() -> Fixture {
-    let f = Fixture {
-        home: tempfile::tempdir().unwrap(),
-        ws: tempfile::tempdir().unwrap(),
-    };
-    std::fs::write(f.ws.path().join("notes.txt"), "alpha\n").unwrap();
-    f
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// `brood run --provider local --base-url <server> --model m ARGS…` in a clean environment.
-fn run(f: &Fixture, server: &MockServer, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_brood"))
-        .current_dir(f.ws.path())
-        .env_clear()
-        .env("HOME", f.home.path())
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(["run", "--provider", "local", "--base-url"])
-        .arg(server.base_url())
-        .args(["--model", "m"])
-        .args(args)
-        .output()
-        .expect("run brood")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    Fixture::with_notes("alpha\n")
 }
 
 /// The tool result the model was shown last in `req`.
@@ -119,7 +88,7 @@ fn a_denied_command_is_refused_to_parent_and_children_under_every_spelling() {
         "[permissions]\ndeny = [\"bash(touch:*)\"]\n",
     );
     let server = spelling_server();
-    let out = run(&f, &server, &["go"]);
+    let out = run_local(&f, &server, &["go"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_every_spelling_refused(&server, "bash(touch:*)", f.ws.path());
 }
@@ -132,7 +101,7 @@ fn a_claude_code_deny_in_the_workspace_refuses_a_childs_command_and_its_allow_is
         r#"{"permissions": {"allow": ["Bash"], "deny": ["Bash(touch:*)", "WebFetch(domain:example.com)"]}}"#,
     );
     let server = spelling_server();
-    let out = run(&f, &server, &["go"]);
+    let out = run_local(&f, &server, &["go"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_every_spelling_refused(&server, "bash(touch:*)", f.ws.path());
@@ -160,7 +129,7 @@ fn run_refuses_an_ask_naming_the_rule_unless_allow_covers_it() {
     let target = f.ws.path().join("src/a.rs");
 
     let server = write_server();
-    let out = run(&f, &server, &["write"]);
+    let out = run_local(&f, &server, &["write"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let r = last_result(&server.captured()[1]);
     assert!(
@@ -171,17 +140,17 @@ fn run_refuses_an_ask_naming_the_rule_unless_allow_covers_it() {
 
     // A rule that does not cover the call approves nothing.
     let server = write_server();
-    let out = run(&f, &server, &["--allow", "write_file(docs/**)", "write"]);
+    let out = run_local(&f, &server, &["--allow", "write_file(docs/**)", "write"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!target.exists());
 
     let server = write_server();
-    let out = run(&f, &server, &["--allow", "write_file(src/**)", "write"]);
+    let out = run_local(&f, &server, &["--allow", "write_file(src/**)", "write"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(target.exists(), "{}", last_result(&server.captured()[1]));
 
     let server = write_server();
-    let out = run(&f, &server, &["--allow", "write_file(", "write"]);
+    let out = run_local(&f, &server, &["--allow", "write_file(", "write"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--allow") && stderr(&out).contains("write_file("));
 }
@@ -194,7 +163,7 @@ fn a_malformed_rule_is_a_config_error_naming_file_and_rule() {
         "[permissions]\ndeny = [\"bash(git push:*\"]\n",
     );
     let server = write_server();
-    let out = run(&f, &server, &["x"]);
+    let out = run_local(&f, &server, &["x"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(

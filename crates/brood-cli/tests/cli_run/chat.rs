@@ -9,21 +9,13 @@ use std::sync::{Arc, Mutex};
 /// `brood chat --provider local --base-url <server> --model m ARGS…` with `input`
 /// on stdin; waits for it to end (bounded).
 fn chat(f: &Fixture, server: &MockServer, args: &[&str], input: &str) -> Output {
-    let base = server.base_url();
-    let mut cmd = brood_command(&[], f.home.path(), f.ws.path());
-    cmd.args([
-        "chat",
-        "--provider",
-        "local",
-        "--base-url",
-        &base,
-        "--model",
-        "m",
-    ])
-    .args(args)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let mut cmd = f.command();
+    cmd.arg("chat")
+        .args(local_flags(server))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn brood chat");
     child
         .stdin

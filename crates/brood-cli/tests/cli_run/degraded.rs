@@ -19,19 +19,17 @@ fn brood_without_user_namespaces(home: &Path, ws: &Path, args: &[&str]) -> Outpu
     let script = "echo ready; read go; exec sh -c \
                   'echo 0 > /proc/sys/user/max_user_namespaces && \
                    exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$@\"' sh \"$@\"";
-    let mut child = Command::new("unshare")
-        .args(["--user", "--", "sh", "-c", script, "sh"])
-        .arg(env!("CARGO_BIN_EXE_brood"))
-        .args(args)
-        .current_dir(ws)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run unshare");
+    let mut child = command_via(
+        &["unshare", "--user", "--", "sh", "-c", script, "sh"],
+        home,
+        ws,
+    )
+    .args(args)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("run unshare");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut stderr = child.stderr.take().unwrap();
     let err = std::thread::spawn(move || {

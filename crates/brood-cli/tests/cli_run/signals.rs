@@ -5,43 +5,14 @@ use super::*;
 
 /// `brood run ARGS…` against `server`, started (not waited for), stdout and stderr piped.
 pub(crate) fn spawn_local(f: &Fixture, server: &MockServer, args: &[&str]) -> std::process::Child {
-    let base = server.base_url();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brood"));
-    cmd.args([
-        "run",
-        "--provider",
-        "local",
-        "--base-url",
-        &base,
-        "--model",
-        "m",
-    ])
-    .args(args)
-    .current_dir(f.ws.path())
-    .env_clear()
-    .env("HOME", f.home.path())
-    .env("PATH", std::env::var("PATH").unwrap_or_default())
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
+    let mut cmd = f.command();
+    cmd.arg("run")
+        .args(local_flags(server))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     cmd.spawn().expect("spawn brood")
-}
-
-/// Block until the mock has received `n` requests (a condition, not a delay); fails
-/// the test after a minute.
-pub(crate) fn wait_for_requests(server: &MockServer, n: usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        tokio::time::timeout(
-            std::time::Duration::from_secs(60),
-            server.wait_for_requests(n),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("the mock never received {n} requests"));
-    });
 }
 
 /// The parent delegates one `task` whose child's request never gets an answer.

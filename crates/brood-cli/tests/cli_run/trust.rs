@@ -95,8 +95,7 @@ fn without_privileges_every_shell_is_still_sandboxed() {
         0 => MockReply::tool_call("bash", json!({ "command": command })),
         _ => MockReply::text("done"),
     });
-    let base = server.base_url();
-    let out = brood_command(
+    let out = command_via(
         &[
             "setpriv",
             "--reuid=65534",
@@ -106,16 +105,9 @@ fn without_privileges_every_shell_is_still_sandboxed() {
         f.home.path(),
         f.ws.path(),
     )
-    .args([
-        "run",
-        "--provider",
-        "local",
-        "--base-url",
-        &base,
-        "--model",
-        "m",
-        "x",
-    ])
+    .arg("run")
+    .args(local_flags(&server))
+    .arg("x")
     .output()
     .expect("run setpriv");
     let (_, stderr) = text(&out);

@@ -3,7 +3,7 @@
 //! orphans after a SIGKILL and `brood agents prune`, and a hostile repository
 //! whose hooks, fsmonitor and filters must never run.
 
-use super::signals::{spawn_local, wait_for_requests};
+use super::signals::spawn_local;
 use super::*;
 
 /// `git ARGS` in `dir` (the test's own calls: plain git), stdout on success.
