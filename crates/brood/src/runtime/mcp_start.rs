@@ -42,6 +42,7 @@ pub async fn start(
         LaunchEnv {
             env,
             root: root.to_path_buf(),
+            withheld: deny.iter().cloned().collect(),
         },
         &taken,
     )

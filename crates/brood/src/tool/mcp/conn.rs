@@ -6,8 +6,14 @@
 //! A stdio server is the user's command run as it is (not in the shell sandbox:
 //! see docs/ARCHITECTURE.md "Decisions"), with the session's environment minus the
 //! provider key variables, plus its own `env`; its stderr is kept (the last
-//! [`STDERR_TAIL_BYTES`]) for the error when it fails to start.
+//! [`STDERR_TAIL_BYTES`]) for the error when it fails to start. A `url` server
+//! is reached over streamable HTTP (the `http` module); "started again" is then a
+//! new connection and MCP session. The variables a server's table names (its
+//! bearer token, `env_http_headers`, a `.mcp.json`'s `${VAR}`) are read from the
+//! same environment a stdio server gets, so a provider key reaches no server.
 
+use super::dot_json::expand;
+use super::http::{self, HttpTarget};
 use super::spec::{Launch, McpServerSpec};
 use crate::tool::ToolError;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -16,7 +22,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
@@ -41,6 +47,30 @@ pub struct LaunchEnv {
     pub env: BTreeMap<String, String>,
     /// The workspace root (its default working directory).
     pub root: PathBuf,
+    /// Variables of the session withheld from every server (provider keys),
+    /// named when a server's table asks for one.
+    pub withheld: BTreeSet<String>,
+}
+
+impl LaunchEnv {
+    /// The value of variable `name` a server may be given, or why not.
+    fn var(&self, name: &str) -> Result<String, String> {
+        match self.env.get(name) {
+            Some(v) => Ok(v.clone()),
+            None if self.withheld.contains(name) => Err(format!(
+                "{name} is a provider key variable, which no MCP server is given"
+            )),
+            None => Err(format!("{name} is not set")),
+        }
+    }
+
+    /// `text` with `${VAR}` expanded when `on` (a `.mcp.json` entry).
+    fn expand(&self, text: &str, on: bool) -> Result<String, String> {
+        if !on {
+            return Ok(text.to_string());
+        }
+        expand(text, |n| self.var(n).ok())
+    }
 }
 
 /// One configured server and its (possibly absent) connection.
@@ -195,8 +225,13 @@ impl Server {
             ))),
             Ok(Err(e)) if closed(&client) || is_transport_error(&e) => {
                 self.drop_client(&client);
+                let why = http::call_failure(&e).unwrap_or_else(|| e.to_string());
+                let again = match self.spec.launch {
+                    Launch::Stdio { .. } => "it is started again on the next call",
+                    Launch::Http { .. } => "brood connects again on the next call",
+                };
                 Err(self.error(format!(
-                    "stopped during the call of {tool} ({e}); it is started again on the next call"
+                    "stopped during the call of {tool} ({why}); {again}"
                 )))
             }
             Ok(Err(e)) => Err(self.error(format!("{tool} failed: {e}"))),
@@ -247,11 +282,18 @@ async fn launch(
             env,
             cwd,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args)
+            let x = |t: &str| launch_env.expand(t, spec.expand_vars);
+            let command = x(command)?;
+            let args = args.iter().map(|a| x(a)).collect::<Result<Vec<_>, _>>()?;
+            let env = env
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), x(v)?)))
+                .collect::<Result<BTreeMap<_, _>, String>>()?;
+            let mut cmd = tokio::process::Command::new(&command);
+            cmd.args(&args)
                 .env_clear()
                 .envs(&launch_env.env)
-                .envs(env)
+                .envs(&env)
                 .current_dir(match cwd {
                     Some(c) => launch_env.root.join(c),
                     None => launch_env.root.clone(),
@@ -291,8 +333,75 @@ async fn launch(
                 .map_err(|e| format!("the MCP handshake failed: {e}"))?;
             Ok(Arc::new(client))
         }
-        Launch::Http { .. } => Err(
-            "streamable HTTP servers (url) are not supported by this build yet; run the server over stdio (command)".into(),
+        Launch::Http {
+            url,
+            bearer_token_env,
+            headers,
+            env_headers,
+        } => {
+            let target = http_target(&spec, &launch_env, url, bearer_token_env, headers, env_headers)?;
+            let transport = http::transport(&spec, target)?;
+            let client = ().serve(transport).await.map_err(|e| {
+                format!("{}: {}", shown_url(url), http::handshake_failure(&e))
+            })?;
+            Ok(Arc::new(client))
+        }
+    }
+}
+
+/// A `url` server's URL, token and headers with their variables read.
+fn http_target(
+    spec: &McpServerSpec,
+    launch_env: &LaunchEnv,
+    url: &str,
+    bearer_token_env: &Option<String>,
+    headers: &BTreeMap<String, String>,
+    env_headers: &BTreeMap<String, String>,
+) -> Result<HttpTarget, String> {
+    let x = |t: &str| launch_env.expand(t, spec.expand_vars);
+    let token = match bearer_token_env {
+        Some(name) => {
+            let v = launch_env
+                .var(name)
+                .map_err(|why| format!("bearer_token_env: {why}"))?;
+            if v.trim().is_empty() {
+                return Err(format!("bearer_token_env: {name} is empty"));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let mut resolved = BTreeMap::new();
+    for (name, value) in headers {
+        resolved.insert(
+            name.clone(),
+            x(value).map_err(|why| format!("header {name}: {why}"))?,
+        );
+    }
+    // Codex's rule: an unset or empty variable sends no header.
+    for (name, var) in env_headers {
+        if let Some(v) = launch_env.env.get(var).filter(|v| !v.is_empty()) {
+            resolved.insert(name.clone(), v.clone());
+        }
+    }
+    Ok(HttpTarget {
+        url: x(url)?,
+        token,
+        headers: resolved,
+    })
+}
+
+/// A URL as errors show it: scheme, host, port and path (a query or user
+/// info may carry credentials).
+fn shown_url(url: &str) -> String {
+    match reqwest_mcp::Url::parse(url) {
+        Ok(u) => format!(
+            "{}://{}{}{}",
+            u.scheme(),
+            u.host_str().unwrap_or(""),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default(),
+            u.path()
         ),
+        Err(_) => "the server's url".to_string(),
     }
 }

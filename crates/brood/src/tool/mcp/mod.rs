@@ -17,6 +17,7 @@
 
 mod conn;
 pub mod dot_json;
+mod http;
 pub mod spec;
 mod tool;
 

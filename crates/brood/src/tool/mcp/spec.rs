@@ -1,8 +1,8 @@
 //! `[mcp_servers.<name>]`: how one MCP server is reached and bounded — Codex's
-//! shape (`command`/`args`/`env`/`cwd` for stdio, `url` + `bearer_token_env` for
-//! streamable HTTP), so users can copy blocks; Codex's spellings
-//! `startup_timeout_sec`, `tool_timeout_sec` and `bearer_token_env_var` are
-//! accepted too. [`McpServerConfig::check`] is the one semantic check (the config
+//! shape (`command`/`args`/`env`/`cwd` for stdio, `url` + `bearer_token_env` +
+//! `http_headers` + `env_http_headers` for streamable HTTP), so users can copy
+//! blocks; Codex's spellings `startup_timeout_sec`, `tool_timeout_sec` and
+//! `bearer_token_env_var` are accepted too. [`McpServerConfig::check`] is the one semantic check (the config
 //! layer names the file around its [`SpecProblem`]).
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,11 @@ pub struct McpServerConfig {
     /// The variable whose value is sent as `Authorization: Bearer …` (HTTP only).
     #[serde(alias = "bearer_token_env_var")]
     pub bearer_token_env: Option<String>,
+    /// Headers sent with every request as written (HTTP only).
+    pub http_headers: Option<BTreeMap<String, String>>,
+    /// Headers whose values are read from variables: header name → variable name
+    /// (HTTP only; an unset or empty variable sends no header, as in Codex).
+    pub env_http_headers: Option<BTreeMap<String, String>>,
     /// Seconds to start and list tools (1..=600, default 30).
     #[serde(alias = "startup_timeout_sec")]
     pub startup_timeout_secs: Option<u64>,
@@ -43,6 +48,11 @@ pub struct McpServerConfig {
     pub read_only_tools: Option<Vec<String>>,
     /// `false` keeps the server configured but not started.
     pub enabled: Option<bool>,
+    /// `${VAR}` and `${VAR:-default}` in `command`, `args`, `env`, `url` and
+    /// headers are expanded when the server starts (a `.mcp.json` entry, as
+    /// Claude Code does; never a key of a brood config).
+    #[serde(skip)]
+    pub expand_vars: bool,
 }
 
 /// What is wrong with a server's table: the key (inside the table) and why.
@@ -74,6 +84,10 @@ pub enum Launch {
         url: String,
         /// The variable holding the bearer token.
         bearer_token_env: Option<String>,
+        /// Headers sent as written.
+        headers: BTreeMap<String, String>,
+        /// Headers whose values are variables' (header → variable).
+        env_headers: BTreeMap<String, String>,
     },
 }
 
@@ -90,6 +104,8 @@ pub struct McpServerSpec {
     pub tool_timeout: Duration,
     /// Its tools read-only roles may use whatever the server says.
     pub read_only_tools: Vec<String>,
+    /// `${VAR}` expansion at start (`.mcp.json` entries).
+    pub expand_vars: bool,
 }
 
 /// Whether `name` may name a server: ASCII letters, digits, `-` and `_`, no `__`
@@ -139,11 +155,19 @@ impl McpServerConfig {
                 if command.trim().is_empty() {
                     return Err(bad("command", "is empty; name the program to run".into()));
                 }
-                if self.bearer_token_env.is_some() {
-                    return Err(bad(
-                        "bearer_token_env",
-                        "applies to url servers only; pass a stdio server its token in env".into(),
-                    ));
+                for (key, set) in [
+                    ("bearer_token_env", self.bearer_token_env.is_some()),
+                    ("http_headers", self.http_headers.is_some()),
+                    ("env_http_headers", self.env_http_headers.is_some()),
+                ] {
+                    if set {
+                        return Err(bad(
+                            key,
+                            format!(
+                                "applies to url servers only; pass a stdio server what it needs in env"
+                            ),
+                        ));
+                    }
                 }
                 Launch::Stdio {
                     command: command.clone(),
@@ -176,9 +200,30 @@ impl McpServerConfig {
                         ));
                     }
                 }
+                let headers = self.http_headers.clone().unwrap_or_default();
+                let env_headers = self.env_http_headers.clone().unwrap_or_default();
+                for (key, names) in [("http_headers", &headers), ("env_http_headers", &env_headers)]
+                {
+                    if let Some(h) = names.keys().find(|h| !valid_header_name(h)) {
+                        return Err(bad(
+                            key,
+                            format!("{h:?} is not an HTTP header name (letters, digits, '-')"),
+                        ));
+                    }
+                    if let Some(h) = names.keys().find(|h| reserved_header(h)) {
+                        return Err(bad(
+                            key,
+                            format!(
+                                "{h:?} is set by the MCP transport itself; remove it (a token goes in bearer_token_env)"
+                            ),
+                        ));
+                    }
+                }
                 Launch::Http {
                     url: url.clone(),
                     bearer_token_env: self.bearer_token_env.clone(),
+                    headers,
+                    env_headers,
                 }
             }
         };
@@ -215,8 +260,32 @@ impl McpServerConfig {
             startup_timeout,
             tool_timeout,
             read_only_tools,
+            expand_vars: self.expand_vars,
         })
     }
+}
+
+/// Whether `name` can be an HTTP header's name (RFC 9110 token characters).
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Headers the streamable HTTP transport sets itself.
+fn reserved_header(name: &str) -> bool {
+    [
+        "accept",
+        "content-type",
+        "content-length",
+        "host",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    ]
+    .iter()
+    .any(|r| name.eq_ignore_ascii_case(r))
 }
 
 #[cfg(test)]
