@@ -498,7 +498,10 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
                 .unwrap_or_else(|| panic!("{py}: no warning for {name}: {err}"))
                 .to_string()
         };
-        assert!(line("nokey").contains("401") || line("nokey").contains("uth"), "{py}: {err}");
+        assert!(
+            line("nokey").contains("401") || line("nokey").contains("uth"),
+            "{py}: {err}"
+        );
         assert!(line("down").contains("127.0.0.1"), "{py}: {err}");
 
         let reqs = server.captured();
@@ -511,16 +514,29 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
                 .unwrap_or_else(|| panic!("{py}: no step {step} request for {needle}"))
         };
         let parent_tools = offered(of("parent: use", 0));
-        assert!(parent_tools.contains(&"mcp__h__deploy".into()), "{py}: {parent_tools:?}");
-        assert!(!parent_tools.iter().any(|t| t.starts_with("mcp__nokey__")), "{py}");
+        assert!(
+            parent_tools.contains(&"mcp__h__deploy".into()),
+            "{py}: {parent_tools:?}"
+        );
+        assert!(
+            !parent_tools.iter().any(|t| t.starts_with("mcp__nokey__")),
+            "{py}"
+        );
         let explore = tool_results(of("EXPLORE-JOB", 1));
-        assert!(explore[0].starts_with("LOOKUP k9 from pid "), "{py}: {explore:?}");
+        assert!(
+            explore[0].starts_with("LOOKUP k9 from pid "),
+            "{py}: {explore:?}"
+        );
         assert!(
             explore[1].contains("mcp__h__deploy") && explore[1].contains("not allowed for explore"),
             "{py}: {explore:?}"
         );
         let parent = tool_results(of("parent: use", 2));
-        assert_eq!(parent.last().map(String::as_str), Some("DEPLOYED staging"), "{py}");
+        assert_eq!(
+            parent.last().map(String::as_str),
+            Some("DEPLOYED staging"),
+            "{py}"
+        );
 
         // What the server saw: every request of `h` carried the token and both
         // headers (not the one whose variable is unset); `nokey`'s none. One MCP
@@ -553,16 +569,24 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
         // The token is nowhere brood writes: output, ledger, transcripts, config show.
         let shown = brood(&f, &["config", "show"]);
         let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
-        assert!(shown.contains("# mcp server h: enabled, http "), "{py}: {shown}");
+        assert!(
+            shown.contains("# mcp server h: enabled, http "),
+            "{py}: {shown}"
+        );
         for (what, text) in [
-            ("stdout".into(), String::from_utf8_lossy(&out.stdout).into_owned()),
+            (
+                "stdout".into(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            ),
             ("stderr".into(), err.clone()),
             ("config show".into(), shown),
         ]
         .into_iter()
-        .chain(all_files(&f.ws.path().join(".brood")).into_iter().map(|(p, t)| {
-            (p.display().to_string(), t)
-        })) {
+        .chain(
+            all_files(&f.ws.path().join(".brood"))
+                .into_iter()
+                .map(|(p, t)| (p.display().to_string(), t)),
+        ) {
             assert!(!text.contains(TOKEN), "{py}: the token is in {what}");
         }
         let runs = ledger_runs(&f);
@@ -571,7 +595,10 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
         done.sort();
         assert_eq!(
             done,
-            [("mcp__h__deploy".to_string(), false), ("mcp__h__lookup".to_string(), true)],
+            [
+                ("mcp__h__deploy".to_string(), false),
+                ("mcp__h__lookup".to_string(), true)
+            ],
             "{py}"
         );
         if std::env::var_os("BROOD_TEST_SHOW").is_some() {
@@ -591,7 +618,10 @@ fn an_http_server_that_dies_mid_call_is_a_tool_error_and_is_connected_again_on_n
     let port = first.port;
     let f = fixture(
         &py,
-        &format!("[mcp_servers.h]\nurl = {:?}\ntool_timeout_secs = 20\n", first.url()),
+        &format!(
+            "[mcp_servers.h]\nurl = {:?}\ntool_timeout_secs = 20\n",
+            first.url()
+        ),
     );
     let live = std::sync::Arc::new(std::sync::Mutex::new(Some(first)));
     let (slot, py2, starts2) = (live.clone(), py.clone(), starts.clone());
@@ -600,7 +630,12 @@ fn an_http_server_that_dies_mid_call_is_a_tool_error_and_is_connected_again_on_n
         1 => {
             // The server died in the call; start it again on its port, as a
             // supervisor (systemd, a container) would.
-            let again = HttpServer::start(&py2, port, &[("BROOD_TEST_STARTS", starts2.as_path())], None);
+            let again = HttpServer::start(
+                &py2,
+                port,
+                &[("BROOD_TEST_STARTS", starts2.as_path())],
+                None,
+            );
             *slot.lock().unwrap() = Some(again);
             MockReply::tool_call("mcp__h__lookup", json!({"key": "after"}))
         }
@@ -634,7 +669,10 @@ fn an_http_server_that_dies_mid_call_is_a_tool_error_and_is_connected_again_on_n
     let done = finished_tools(&f, runs[0]["id"].as_str().unwrap());
     assert_eq!(
         done,
-        [("mcp__h__crash".to_string(), false), ("mcp__h__lookup".to_string(), true)]
+        [
+            ("mcp__h__crash".to_string(), false),
+            ("mcp__h__lookup".to_string(), true)
+        ]
     );
     drop(live);
 }
@@ -646,7 +684,12 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
     };
     let home = tempfile::tempdir().unwrap();
     let seen = home.path().join("headers.jsonl");
-    let http = HttpServer::start(&py, 0, &[("BROOD_TEST_HEADERS", seen.as_path())], Some(TOKEN));
+    let http = HttpServer::start(
+        &py,
+        0,
+        &[("BROOD_TEST_HEADERS", seen.as_path())],
+        Some(TOKEN),
+    );
     let f = fixture(&py, "");
     let local_starts = home.path().join("local-starts.txt");
     std::fs::write(
@@ -669,7 +712,11 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
     )
     .unwrap();
     let server = MockServer::start(|req| match req.assistant_turns() {
-        0 if req.first_user_text().unwrap_or_default().contains("trusted") => {
+        0 if req
+            .first_user_text()
+            .unwrap_or_default()
+            .contains("trusted") =>
+        {
             MockReply::tool_calls([
                 ("mcp__web__lookup", json!({"key": "w1"})),
                 ("mcp__local__lookup", json!({"key": "l1"})),
@@ -688,7 +735,16 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
             .env("WEB_TOKEN", TOKEN)
             .env("SCRIPTS", server_script().parent().unwrap())
             .env("LOCAL_STARTS", &local_starts)
-            .args(["run", "--provider", "local", "--base-url", &base, "--model", "m", "--json"])
+            .args([
+                "run",
+                "--provider",
+                "local",
+                "--base-url",
+                &base,
+                "--model",
+                "m",
+                "--json",
+            ])
             .args(extra)
             .arg(prompt)
             .output()
@@ -698,25 +754,44 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
     // Untrusted: the file is not used at all; nothing reaches its servers.
     let out = run_with(&[], "untrusted run");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("ignoring mcpServers in"), "{}", stderr(&out));
-    assert!(!seen.exists(), "an untrusted .mcp.json's server was contacted");
-    assert!(!local_starts.exists(), "an untrusted .mcp.json's command ran");
+    assert!(
+        stderr(&out).contains("ignoring mcpServers in"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !seen.exists(),
+        "an untrusted .mcp.json's server was contacted"
+    );
+    assert!(
+        !local_starts.exists(),
+        "an untrusted .mcp.json's command ran"
+    );
 
     let out = run_with(&["--trust"], "trusted run");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("mcpServers.old") && err.contains("SSE transport") && err.contains("not supported"),
+        err.contains("mcpServers.old")
+            && err.contains("SSE transport")
+            && err.contains("not supported"),
         "{err}"
     );
     assert!(
-        err.contains("MCP server 'unset' is not available") && err.contains("${NOPE_NOT_SET} is not set"),
+        err.contains("MCP server 'unset' is not available")
+            && err.contains("${NOPE_NOT_SET} is not set"),
         "{err}"
     );
     let results = tool_results(server.captured().last().unwrap());
     assert!(results[0].starts_with("LOOKUP w1 from pid "), "{results:?}");
     assert!(results[1].starts_with("LOOKUP l1 from pid "), "{results:?}");
-    assert_eq!(std::fs::read_to_string(&local_starts).unwrap().lines().count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(&local_starts)
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
     let seen: Vec<Value> = std::fs::read_to_string(&seen)
         .unwrap()
         .lines()
@@ -733,7 +808,14 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
     let user = f.home.path().join(".config/brood/config.toml");
     let before = std::fs::read_to_string(&user).unwrap();
     let ws = f.ws.path().canonicalize().unwrap();
-    std::fs::write(&user, format!("trusted_workspaces = [{:?}]\n{before}", ws.display().to_string())).unwrap();
+    std::fs::write(
+        &user,
+        format!(
+            "trusted_workspaces = [{:?}]\n{before}",
+            ws.display().to_string()
+        ),
+    )
+    .unwrap();
     let shown = Command::new(env!("CARGO_BIN_EXE_brood"))
         .current_dir(f.ws.path())
         .env_clear()
@@ -743,6 +825,9 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("# mcp server web: enabled, http http://127.0.0.1:${WEB_PORT}/mcp"), "{text}");
+    assert!(
+        text.contains("# mcp server web: enabled, http http://127.0.0.1:${WEB_PORT}/mcp"),
+        "{text}"
+    );
     assert!(!text.contains(TOKEN), "{text}");
 }

@@ -327,10 +327,10 @@ async fn launch(
                     }
                 });
             }
-            let client = ()
-                .serve(transport)
-                .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            let client =
+                ().serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake failed: {e}"))?;
             Ok(Arc::new(client))
         }
         Launch::Http {
@@ -339,11 +339,19 @@ async fn launch(
             headers,
             env_headers,
         } => {
-            let target = http_target(&spec, &launch_env, url, bearer_token_env, headers, env_headers)?;
+            let target = http_target(
+                &spec,
+                &launch_env,
+                url,
+                bearer_token_env,
+                headers,
+                env_headers,
+            )?;
             let transport = http::transport(&spec, target)?;
-            let client = ().serve(transport).await.map_err(|e| {
-                format!("{}: {}", shown_url(url), http::handshake_failure(&e))
-            })?;
+            let client = ()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("{}: {}", shown_url(url), http::handshake_failure(&e)))?;
             Ok(Arc::new(client))
         }
     }

@@ -116,14 +116,15 @@ pub fn expand(text: &str, var: impl Fn(&str) -> Option<String>) -> Result<String
             Some((n, d)) => (n, Some(d)),
             None => (body, None),
         };
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let valid =
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid {
             return Err(format!("${{{body}}} does not name a variable"));
         }
-        match (var(name).filter(|v| !v.is_empty() || default.is_none()), default) {
+        match (
+            var(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
             (None, None) => {

@@ -9,9 +9,9 @@
 //! token is marked sensitive and never part of an error brood writes.
 
 use super::spec::McpServerSpec;
+use reqwest_mcp::header::{HeaderName, HeaderValue};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use reqwest_mcp::header::{HeaderName, HeaderValue};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

@@ -202,8 +202,10 @@ impl McpServerConfig {
                 }
                 let headers = self.http_headers.clone().unwrap_or_default();
                 let env_headers = self.env_http_headers.clone().unwrap_or_default();
-                for (key, names) in [("http_headers", &headers), ("env_http_headers", &env_headers)]
-                {
+                for (key, names) in [
+                    ("http_headers", &headers),
+                    ("env_http_headers", &env_headers),
+                ] {
                     if let Some(h) = names.keys().find(|h| !valid_header_name(h)) {
                         return Err(bad(
                             key,
