@@ -163,9 +163,8 @@ impl McpServerConfig {
                     if set {
                         return Err(bad(
                             key,
-                            format!(
-                                "applies to url servers only; pass a stdio server what it needs in env"
-                            ),
+                            "applies to url servers only; pass a stdio server what it needs in env"
+                                .to_string(),
                         ));
                     }
                 }
