@@ -40,10 +40,13 @@ pub mod tool;
 
 pub use agent::AgentEvent;
 pub use events::{Event, EventStream, RunEvent, RunEventKind};
-pub use model::{Model, ModelError, ModelRequest, ModelResponse};
+pub use model::{
+    EventFn, FinishReason, Message, Model, ModelError, ModelRequest, ModelResponse, StreamEvent,
+    Usage,
+};
 pub use runtime::{
     Approval, ApprovalRequest, Approver, Config, Overrides, RunHandle, RunReport, Session,
     SessionBuilder, SessionError as Error,
 };
-pub use subagent::{Grant, Role};
+pub use subagent::{Grant, ParsedResult, Role};
 pub use tool::{Capability, Permissions, Tool, ToolContext, ToolError};

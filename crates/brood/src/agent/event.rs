@@ -10,6 +10,7 @@ pub type EventSink = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// The loop appended a message to the conversation (model answers, tool
     /// results, injected messages, the final-report prompt). The starting messages

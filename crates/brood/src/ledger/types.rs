@@ -151,6 +151,7 @@ impl FromStr for RunStatus {
 /// the caller as progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     /// The run was recorded.
     Spawned,

@@ -255,6 +255,7 @@ impl Usage {
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FinishReason {
     /// A final answer.
     Stop,
@@ -285,6 +286,7 @@ impl FinishReason {
 /// What a step reports while it runs. Any event counts as progress for the heartbeat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StreamEvent {
     /// Answer text.
     TextDelta {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 /// Where model answers come from.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum ModelSource {
     /// The configured providers, over the network.
     #[default]

@@ -59,6 +59,7 @@ const CLEARED_ENV: [&str; 10] = [
 
 /// A git command that failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum GitError {
     /// `git` could not be started.
     #[error("cannot run git ({detail}); install git, or set isolation = \"none\"")]

@@ -69,6 +69,7 @@ impl Isolation {
 
 /// Why a worktree could not be made, merged or removed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum WorktreeError {
     /// The workspace is not inside a git repository.
     #[error(

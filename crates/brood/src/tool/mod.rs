@@ -50,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 /// The class of effect a tool has. Grants are expressed in these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Capability {
     /// Reads the workspace.
     Read,

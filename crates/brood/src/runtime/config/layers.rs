@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 /// Where an effective value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Source {
     /// Built in.
     Default,

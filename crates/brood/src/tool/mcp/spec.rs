@@ -66,6 +66,7 @@ pub struct SpecProblem {
 
 /// How a checked server is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Launch {
     /// A child process speaking MCP on its stdin/stdout.
     Stdio {
