@@ -10,7 +10,7 @@
 use brood_mock::{MockReply, MockRequest, MockServer};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 mod common;
 use common::{run_local, stderr, Fixture};
@@ -474,11 +474,8 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
             }
         });
         let base = server.base_url();
-        let out = Command::new(env!("CARGO_BIN_EXE_brood"))
-            .current_dir(f.ws.path())
-            .env_clear()
-            .env("HOME", f.home.path())
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
+        let out = f
+            .command()
             .env("H_TOKEN", TOKEN)
             .env("H_HDR", "from-env-2")
             .args(["run", "--provider", "local", "--base-url", &base])
@@ -567,7 +564,7 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
         assert_eq!(sessions.len(), 1, "{py}: {seen:?}");
 
         // The token is nowhere brood writes: output, ledger, transcripts, config show.
-        let shown = brood(&f, &["config", "show"]);
+        let shown = f.output(&["config", "show"]);
         let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
         assert!(
             shown.contains("# mcp server h: enabled, http "),
@@ -589,7 +586,7 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
         ) {
             assert!(!text.contains(TOKEN), "{py}: the token is in {what}");
         }
-        let runs = ledger_runs(&f);
+        let runs = f.runs();
         let explore_run = runs.iter().find(|r| r["role"] == "explore").unwrap();
         let mut done = finished_tools(&f, explore_run["id"].as_str().unwrap());
         done.sort();
@@ -665,7 +662,7 @@ fn an_http_server_that_dies_mid_call_is_a_tool_error_and_is_connected_again_on_n
         after[1].starts_with("LOOKUP after from pid ") && after[1].ends_with(&pids[1]),
         "{after:?} {pids:?}"
     );
-    let runs = ledger_runs(&f);
+    let runs = f.runs();
     let done = finished_tools(&f, runs[0]["id"].as_str().unwrap());
     assert_eq!(
         done,
@@ -726,11 +723,7 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
     });
     let run_with = |extra: &[&str], prompt: &str| {
         let base = server.base_url();
-        Command::new(env!("CARGO_BIN_EXE_brood"))
-            .current_dir(f.ws.path())
-            .env_clear()
-            .env("HOME", f.home.path())
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
+        f.command()
             .env("WEB_PORT", http.port.to_string())
             .env("WEB_TOKEN", TOKEN)
             .env("SCRIPTS", server_script().parent().unwrap())
@@ -816,10 +809,8 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
         ),
     )
     .unwrap();
-    let shown = Command::new(env!("CARGO_BIN_EXE_brood"))
-        .current_dir(f.ws.path())
-        .env_clear()
-        .env("HOME", f.home.path())
+    let shown = f
+        .command()
         .env("WEB_TOKEN", TOKEN)
         .args(["config", "show"])
         .output()
