@@ -822,3 +822,79 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
     );
     assert!(!text.contains(TOKEN), "{text}");
 }
+
+/// The real-model MCP *client* round trip (`scripts/e2e-local` runs it): the
+/// parent agent on the local llama.cpp server (SmolLM2-135M) is steered to call
+/// the stdio test server's `lookup` on its first step (`first_tool_choice`, a
+/// named tool choice the server enforces with a grammar), then answers with no
+/// tools; the call ran on the real server and is in the ledger.
+#[test]
+#[ignore = "needs the local LLM server: run scripts/e2e-local"]
+fn e2e_the_local_llm_calls_a_stdio_mcp_servers_tool() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(root.join("scripts/local-llm"))
+        .arg("start")
+        .output()
+        .expect("run scripts/local-llm start");
+    assert!(
+        out.status.success(),
+        "the local LLM server does not start; run scripts/e2e-local: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let py = interpreters()
+        .into_iter()
+        .next()
+        .expect("a Python with the mcp package (BROOD_MCP_PYTHON)");
+    let f = fixture(&py, "");
+    let user = f.home.path().join(".config/brood/config.toml");
+    let servers = std::fs::read_to_string(&user).unwrap();
+    std::fs::write(
+        &user,
+        format!(
+            "max_tokens = 64\ntemperature = 0.0\napi_timeout_secs = 120\nmax_turns = 2\n\
+             first_tool_choice = \"mcp__t__lookup\"\ntool_choice = \"none\"\n{servers}"
+        ),
+    )
+    .unwrap();
+    let out = f
+        .command()
+        .args([
+            "run",
+            "--provider",
+            "local",
+            "--base-url",
+            &url,
+            "--model",
+            "smollm2",
+        ])
+        .args([
+            "--json",
+            "Look up the key alpha with the lookup tool, then say what it returned.",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let runs = f.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let id = runs[0]["id"].as_str().unwrap();
+    let done = finished_tools(&f, id);
+    assert_eq!(
+        done.first(),
+        Some(&("mcp__t__lookup".to_string(), true)),
+        "{done:?}\n{err}"
+    );
+    // The one server process answered it.
+    let pids = std::fs::read_to_string(starts(&f)).unwrap();
+    assert_eq!(pids.lines().count(), 1, "{pids}");
+    // Its answer, from the server's process, is in the run's transcript.
+    let transcript = f.output(&["agents", "transcript", id]);
+    let transcript = String::from_utf8_lossy(&transcript.stdout);
+    let pid = pids.trim();
+    assert!(
+        transcript.contains("LOOKUP ") && transcript.contains(&format!("from pid {pid}")),
+        "{transcript}"
+    );
+    eprintln!("the model's MCP call, as recorded:\n{transcript}");
+}
