@@ -256,7 +256,7 @@ fn prices_come_only_from_the_users_config_and_are_checked() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("[pricing] may only be set in the user's config"),
+        stderr.contains("key `pricing`: may only be set in the user's config"),
         "{stderr}"
     );
     assert_eq!(server.request_count(), 0);

@@ -493,8 +493,8 @@ fn accepted_at(prefix: &str, home: &Path) -> Option<Vec<String>> {
     let (_, _, stderr) = brood(&["config".into(), "show".into()], &[], home);
     let line = stderr
         .lines()
-        .find(|l| l.contains("unknown field `zzz_probe`"))?;
-    let after = &line[line.find("expected")?..];
+        .find(|l| l.contains("zzz_probe`: unknown key"))?;
+    let after = &line[line.find("; accepted:")?..];
     Some(
         after
             .split('`')

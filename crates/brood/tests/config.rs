@@ -112,6 +112,82 @@ fn unknown_keys_are_errors_naming_key_and_file() {
     );
 }
 
+/// What an embedder matches on: the file, the key, what is wrong and what is
+/// accepted, as fields.
+#[test]
+fn an_invalid_file_is_a_typed_error_with_file_key_problem_and_accepted() {
+    use brood::runtime::config::ConfigError;
+    let load = |user: &str, ws: &str| {
+        let f = fixture(user, ws);
+        let err = Config::load(&f.paths, &env(&[]), &Overrides::default()).unwrap_err();
+        (f, err)
+    };
+    // An unknown key in a section: the dotted key and the keys accepted there.
+    let (f, err) = load(
+        "[subagents]
+max_concurent = 3
+",
+        "",
+    );
+    let ConfigError::Invalid {
+        path,
+        key,
+        problem,
+        accepted,
+    } = &err
+    else {
+        panic!("not Invalid: {err:?}")
+    };
+    assert_eq!(
+        path,
+        &f.paths
+            .user_dir
+            .as_ref()
+            .unwrap()
+            .join("config.toml")
+            .display()
+            .to_string()
+    );
+    assert_eq!(key.as_deref(), Some("subagents.max_concurent"));
+    assert_eq!(problem, "unknown key");
+    assert!(
+        accepted.iter().any(|a| a == "max_concurrent"),
+        "{accepted:?}"
+    );
+    assert!(err.to_string().contains("`max_concurrent`"), "{err}");
+
+    // A value of the wrong type at the top level: its key and line.
+    let (_f, err) = load("provider = \"deepseek\"\nmax_turns = \"many\"\n", "");
+    let ConfigError::Invalid { key, problem, .. } = &err else {
+        panic!("not Invalid: {err:?}")
+    };
+    assert_eq!(key.as_deref(), Some("max_turns"));
+    assert!(problem.contains("line 2"), "{problem}");
+
+    // An unknown preset: the presets accepted.
+    let (_f, err) = load("[providers.nosuch]\nbase_url = \"http://x\"\n", "");
+    let ConfigError::Invalid { key, accepted, .. } = &err else {
+        panic!("not Invalid: {err:?}")
+    };
+    assert_eq!(key.as_deref(), Some("providers.nosuch"));
+    assert!(accepted.iter().any(|a| a == "deepseek"), "{accepted:?}");
+
+    // A section a workspace may not set: that section, in the workspace's file.
+    let (f, err) = load("", "[sandbox]\nnetwork = true\n");
+    let ConfigError::Invalid { path, key, .. } = &err else {
+        panic!("not Invalid: {err:?}")
+    };
+    assert_eq!(key.as_deref(), Some("sandbox"));
+    assert_eq!(
+        path,
+        &f.paths
+            .workspace
+            .join(".brood/config.toml")
+            .display()
+            .to_string()
+    );
+}
+
 #[test]
 fn bad_values_are_errors_naming_key_and_source() {
     let f = fixture("max_attempts = 0\n", "");

@@ -128,7 +128,7 @@ fn config_show_prints_the_sandbox_each_role_gets() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("[sandbox] may only be set in the user's config"),
+        stderr.contains("key `sandbox`: may only be set in the user's config"),
         "{stderr}"
     );
 }

@@ -181,9 +181,8 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
     let merged: ConfigFile =
         toml::Value::Table(unflatten(&layers))
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid {
-                path: "effective configuration".into(),
-                detail: e.to_string(),
+            .map_err(|e: toml::de::Error| {
+                ConfigError::from_toml("effective configuration", None, None, &e)
             })?;
     check_sections(&merged, "effective configuration")?;
     let bad = |key: &str, value: String, detail: &str| ConfigError::BadValue {
@@ -255,35 +254,30 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
     let subagents: SubagentsConfig =
         toml::Value::Table(merged.subagents.clone().unwrap_or_default())
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid {
-                path: source_of("subagents"),
-                detail: e.to_string(),
+            .map_err(|e: toml::de::Error| {
+                ConfigError::from_toml(source_of("subagents"), Some("subagents"), None, &e)
             })?;
     let models: BTreeMap<String, QuickModelConfig> =
         toml::Value::Table(merged.models.clone().unwrap_or_default())
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid {
-                path: source_of("models"),
-                detail: e.to_string(),
+            .map_err(|e: toml::de::Error| {
+                ConfigError::from_toml(source_of("models"), Some("models"), None, &e)
             })?;
     let memory: MemoryConfig = toml::Value::Table(merged.memory.clone().unwrap_or_default())
         .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::Invalid {
-            path: source_of("memory"),
-            detail: e.to_string(),
+        .map_err(|e: toml::de::Error| {
+            ConfigError::from_toml(source_of("memory"), Some("memory"), None, &e)
         })?;
     let sandbox: SandboxConfig = toml::Value::Table(merged.sandbox.clone().unwrap_or_default())
         .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::Invalid {
-            path: source_of("sandbox"),
-            detail: e.to_string(),
+        .map_err(|e: toml::de::Error| {
+            ConfigError::from_toml(source_of("sandbox"), Some("sandbox"), None, &e)
         })?;
     let providers: BTreeMap<String, ProviderOverride> =
         toml::Value::Table(merged.providers.clone().unwrap_or_default())
             .try_into::<BTreeMap<String, ProviderOverride>>()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid {
-                path: source_of("providers"),
-                detail: e.to_string(),
+            .map_err(|e: toml::de::Error| {
+                ConfigError::from_toml(source_of("providers"), Some("providers"), None, &e)
             })?
             .into_iter()
             .map(|(k, v)| (k.to_ascii_lowercase(), v))

@@ -3,7 +3,7 @@
 //! checking a file on its own so that an error names it.
 
 use super::error::ConfigError;
-use crate::model::pricing::Pricing;
+use crate::model::pricing::{Pricing, PricingError};
 use crate::subagent::config::{MemoryConfig, QuickModelConfig, SubagentsConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -124,73 +124,86 @@ pub(super) fn read_file(path: &Path) -> Result<Option<toml::Table>, ConfigError>
             })
         }
     };
-    let invalid = |detail: String| ConfigError::Invalid {
-        path: path.display().to_string(),
-        detail,
-    };
+    let invalid =
+        |e: toml::de::Error| ConfigError::from_toml(path.display(), None, Some(&text), &e);
     // Check the whole shape (unknown keys, types) against this file alone, so the
     // error names this file.
-    let parsed: ConfigFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let parsed: ConfigFile = toml::from_str(&text).map_err(invalid)?;
     check_sections(&parsed, &path.display().to_string())?;
     toml::from_str::<toml::Table>(&text)
         .map(Some)
-        .map_err(|e| invalid(e.to_string()))
+        .map_err(invalid)
+}
+
+/// A `[pricing]` entry that cannot be used, as a config error of `path`.
+pub(super) fn pricing_error(path: impl std::fmt::Display, e: &PricingError) -> ConfigError {
+    ConfigError::invalid(
+        path,
+        Some(&format!("pricing.\"{}\"", e.model)),
+        e.detail.clone(),
+    )
 }
 
 /// Validate the nested sections of one layer with their own typed parsers.
 pub(super) fn check_sections(file: &ConfigFile, origin: &str) -> Result<(), ConfigError> {
-    let invalid = |section: &str, detail: String| ConfigError::Invalid {
-        path: origin.to_string(),
-        detail: format!("[{section}] {detail}"),
-    };
+    let invalid =
+        |section: &str, e: toml::de::Error| ConfigError::from_toml(origin, Some(section), None, &e);
     if let Some(t) = &file.subagents {
         toml::Value::Table(t.clone())
             .try_into::<SubagentsConfig>()
-            .map_err(|e| invalid("subagents", e.to_string()))?;
+            .map_err(|e| invalid("subagents", e))?;
     }
     if let Some(t) = &file.models {
         toml::Value::Table(t.clone())
             .try_into::<BTreeMap<String, QuickModelConfig>>()
-            .map_err(|e| invalid("models", e.to_string()))?;
+            .map_err(|e| invalid("models", e))?;
     }
     if let Some(t) = &file.memory {
         toml::Value::Table(t.clone())
             .try_into::<MemoryConfig>()
-            .map_err(|e| invalid("memory", e.to_string()))?;
+            .map_err(|e| invalid("memory", e))?;
     }
     if let Some(t) = &file.sandbox {
         toml::Value::Table(t.clone())
             .try_into::<SandboxConfig>()
-            .map_err(|e| invalid("sandbox", e.to_string()))?;
+            .map_err(|e| invalid("sandbox", e))?;
     }
     if let Some(t) = &file.permissions {
         toml::Value::Table(t.clone())
             .try_into::<crate::runtime::permissions::PermissionsTable>()
-            .map_err(|e| invalid("permissions", e.to_string()))?;
+            .map_err(|e| invalid("permissions", e))?;
     }
     if let Some(t) = &file.pricing {
-        Pricing::from_table(t).map_err(|e| ConfigError::Invalid {
-            path: origin.to_string(),
-            detail: e.to_string(),
-        })?;
+        Pricing::from_table(t).map_err(|e| pricing_error(origin, &e))?;
     }
     if let Some(t) = &file.mcp_servers {
-        crate::runtime::mcp_config::parse_table(t).map_err(|detail| ConfigError::Invalid {
-            path: origin.to_string(),
-            detail,
-        })?;
+        crate::runtime::mcp_config::parse_table(t)
+            .map_err(|detail| ConfigError::invalid(origin, Some("mcp_servers"), detail))?;
     }
     if let Some(t) = &file.providers {
         let map = toml::Value::Table(t.clone())
             .try_into::<BTreeMap<String, ProviderOverride>>()
-            .map_err(|e| invalid("providers", e.to_string()))?;
+            .map_err(|e| invalid("providers", e))?;
         for (name, o) in &map {
-            crate::model::preset::preset(name)
-                .map_err(|e| invalid(&format!("providers.{name}"), e.to_string()))?;
+            crate::model::preset::preset(name).map_err(|e| {
+                let key = format!("providers.{name}");
+                match e {
+                    crate::model::ModelError::UnknownProvider { known, .. } => {
+                        ConfigError::Invalid {
+                            path: origin.to_string(),
+                            key: Some(key),
+                            problem: format!("unknown provider preset `{name}`"),
+                            accepted: known,
+                        }
+                    }
+                    other => ConfigError::invalid(origin, Some(&key), other.to_string()),
+                }
+            })?;
             if o.ca_cert.as_ref().is_some_and(|p| !p.is_absolute()) {
-                return Err(invalid(
-                    &format!("providers.{name}.ca_cert"),
-                    "must be an absolute path to a PEM file".into(),
+                return Err(ConfigError::invalid(
+                    origin,
+                    Some(&format!("providers.{name}.ca_cert")),
+                    "must be an absolute path to a PEM file",
                 ));
             }
         }

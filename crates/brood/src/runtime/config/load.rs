@@ -4,7 +4,7 @@
 
 use super::effective::{build, Config};
 use super::error::ConfigError;
-use super::file::{read_file, USER_ONLY_KEYS, USER_ONLY_SECTION_KEYS};
+use super::file::{pricing_error, read_file, USER_ONLY_KEYS, USER_ONLY_SECTION_KEYS};
 use super::layers::{display_value, flatten, Layers, Source};
 use crate::model::pricing::Pricing;
 use crate::runtime::mcp_config;
@@ -101,12 +101,8 @@ impl Config {
                            workspace: bool,
                            rules: &mut crate::tool::RuleSet,
                            notes: &mut Vec<String>| {
-            crate::runtime::permissions::add_table(v, file, workspace, rules, notes).map_err(
-                |detail| ConfigError::Invalid {
-                    path: file.display().to_string(),
-                    detail,
-                },
-            )
+            crate::runtime::permissions::add_table(v, file, workspace, rules, notes)
+                .map_err(|detail| ConfigError::invalid(file.display(), Some("permissions"), detail))
         };
         if let Some(dir) = &paths.user_dir {
             let path = dir.join("config.toml");
@@ -118,17 +114,12 @@ impl Config {
                 // Model ids hold dots (`gpt-4.1`): the table is read whole, not
                 // flattened into dotted keys like the rest.
                 if let Some(toml::Value::Table(t)) = table.remove("pricing") {
-                    pricing = Pricing::from_table(&t).map_err(|e| ConfigError::Invalid {
-                        path: path.display().to_string(),
-                        detail: e.to_string(),
-                    })?;
+                    pricing =
+                        Pricing::from_table(&t).map_err(|e| pricing_error(path.display(), &e))?;
                 }
                 if let Some(list) = table.remove("trusted_workspaces") {
                     trusted |= lists_workspace(&list, &paths.workspace).map_err(|detail| {
-                        ConfigError::Invalid {
-                            path: path.display().to_string(),
-                            detail,
-                        }
+                        ConfigError::invalid(path.display(), Some("trusted_workspaces"), detail)
                     })?;
                 }
                 mcp_config::take_layer(&mut table, &path, &mut mcp_servers).map_err(invalid_in)?;
@@ -138,22 +129,22 @@ impl Config {
         let workspace_file = paths.workspace.join(".brood").join("config.toml");
         if let Some(mut table) = read_file(&workspace_file)? {
             if table.contains_key("sandbox") {
-                return Err(ConfigError::Invalid {
-                    path: workspace_file.display().to_string(),
-                    detail: "[sandbox] may only be set in the user's config \
-                             (~/.config/brood/config.toml): a workspace must not widen \
-                             what its shells may reach; remove the section"
-                        .into(),
-                });
+                return Err(ConfigError::invalid(
+                    workspace_file.display(),
+                    Some("sandbox"),
+                    "may only be set in the user's config \
+                     (~/.config/brood/config.toml): a workspace must not widen what its \
+                     shells may reach; remove the section",
+                ));
             }
             if table.contains_key("pricing") {
-                return Err(ConfigError::Invalid {
-                    path: workspace_file.display().to_string(),
-                    detail: "[pricing] may only be set in the user's config \
-                             (~/.config/brood/config.toml): a workspace could hide what \
-                             its runs spend; remove the section"
-                        .into(),
-                });
+                return Err(ConfigError::invalid(
+                    workspace_file.display(),
+                    Some("pricing"),
+                    "may only be set in the user's config \
+                     (~/.config/brood/config.toml): a workspace could hide what its runs \
+                     spend; remove the section",
+                ));
             }
             if trusted {
                 mcp_config::take_layer(&mut table, &workspace_file, &mut mcp_servers)
@@ -312,10 +303,7 @@ impl Config {
 
 /// A problem an MCP part of the config found in a file.
 fn invalid_in((path, detail): (PathBuf, String)) -> ConfigError {
-    ConfigError::Invalid {
-        path: path.display().to_string(),
-        detail,
-    }
+    ConfigError::invalid(path.display(), Some("mcp_servers"), detail)
 }
 
 /// The user's `[pricing]` alone (for readers such as `brood agents`, which need
@@ -326,10 +314,9 @@ pub fn user_pricing(paths: &ConfigPaths) -> Result<Pricing, ConfigError> {
     };
     let path = dir.join("config.toml");
     match read_file(&path)?.and_then(|mut t| t.remove("pricing")) {
-        Some(toml::Value::Table(t)) => Pricing::from_table(&t).map_err(|e| ConfigError::Invalid {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        }),
+        Some(toml::Value::Table(t)) => {
+            Pricing::from_table(&t).map_err(|e| pricing_error(path.display(), &e))
+        }
         _ => Ok(Pricing::default()),
     }
 }
