@@ -34,6 +34,10 @@ use std::time::{Duration, Instant};
 /// schemas and SSE buffers on many threads at once, and glibc's per-thread arenas
 /// spent a visible share of the CPU growing and trimming their heaps (page faults,
 /// `mprotect`, `malloc_consolidate`); BENCHMARKS.md has the before/after.
+/// The `system-alloc` feature leaves the system's malloc in place, so heap
+/// profilers that hook it (heaptrack, valgrind's dhat and massif) see every
+/// allocation (BENCHMARKS.md, "Running it").
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
