@@ -342,6 +342,18 @@ async fn history_with_tool_calls_is_sent_with_empty_content_and_call_ids() {
     let raw = server.raw_requests();
     assert_eq!(raw.len(), 2);
     assert_eq!(raw[0], raw[1]);
+    // Sent with its length, not chunked (the body is a one-shot body of known size,
+    // dropped once written; some local servers refuse chunked requests).
+    for r in server.captured() {
+        let header = |name: &str| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(header("content-length"), Some(r.raw.len().to_string()));
+        assert_eq!(header("transfer-encoding"), None);
+    }
 }
 
 #[tokio::test]

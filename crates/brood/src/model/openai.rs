@@ -4,7 +4,10 @@
 //! One [`Model::step`] = one `POST {base_url}/chat/completions`, streamed (SSE with
 //! `stream_options.include_usage`) or not, retried on transient failures (see
 //! [`super::retry`]), the whole step bounded by `api_timeout_secs`. The request body is
-//! serialized once per step, so every attempt sends the same bytes.
+//! serialized for each send (the same request always gives the same bytes) and
+//! handed to the HTTP client as a one-shot body, so nothing keeps it once it is
+//! written: a child waiting for its answer holds no copy of its request's ~8 KiB
+//! (BENCHMARKS.md, memory per running child).
 
 use super::assemble::{parse_completion, preview, Assembler, ChunkOutcome};
 use super::retry::{classify_status, parse_retry_after, retry, ErrorContext, RetryPolicy};
@@ -278,41 +281,55 @@ impl OpenAiProvider {
         }
     }
 
+    /// The request's body, serialized into one buffer sized for it.
+    fn encode(&self, request: &ModelRequest) -> Result<bytes::Bytes, ModelError> {
+        let body = self.body(request);
+        let mut buf = Vec::with_capacity(body.size_hint());
+        serde_json::to_writer(&mut buf, &body).map_err(|e| ModelError::Protocol {
+            detail: format!("cannot serialize the request: {e}"),
+        })?;
+        Ok(bytes::Bytes::from(buf))
+    }
+
     /// Send one request. A kept-alive connection the server closed while idle (it
     /// answered the last request completely, then hung up without `Connection:
     /// close`, as uvicorn and nginx do) fails before any byte of the answer; that
     /// is the pool's stale connection, not the server refusing: the request is sent
     /// once more on a fresh connection, without spending an attempt.
-    async fn send(&self, body: &bytes::Bytes) -> Result<reqwest::Response, reqwest::Error> {
-        let build = || {
+    ///
+    /// The body goes to the client as a one-shot body of known length
+    /// (`Content-Length`, not chunked): a `Bytes` body would be kept by the client
+    /// for the whole exchange (it clones reusable bodies for redirects and its
+    /// own retries), this one is dropped as soon as it is written.
+    async fn send(&self, request: &ModelRequest) -> Result<reqwest::Response, ModelError> {
+        let url = self.endpoint.as_str();
+        let build = |body: bytes::Bytes| {
+            let body = reqwest::Body::wrap(http_body_util::Full::new(body));
             let mut rb = self
                 .client
                 .post(self.endpoint.clone())
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.clone());
+                .body(body);
             if self.config.stream {
                 rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
             }
             self.with_headers(rb)
         };
-        match build().send().await {
-            Err(e) if closed_before_answer(&e) => build().send().await,
+        match build(self.encode(request)?).send().await {
+            Err(e) if closed_before_answer(&e) => build(self.encode(request)?).send().await,
             r => r,
         }
+        .map_err(|e| self.send_error(url, e))
     }
 
     /// One attempt: send, type an error status, read the answer.
     async fn attempt(
         &self,
-        body: &bytes::Bytes,
-        model: &str,
+        request: &ModelRequest,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
-        let ctx = self.context(self.endpoint.as_str(), model);
-        let resp = self
-            .send(body)
-            .await
-            .map_err(|e| self.send_error(self.endpoint.as_str(), e))?;
+        let ctx = self.context(self.endpoint.as_str(), &request.model);
+        let resp = self.send(request).await?;
         let status = resp.status();
         if !status.is_success() {
             let retry_after = resp
@@ -579,16 +596,9 @@ impl Model for OpenAiProvider {
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
         request.check()?;
-        let body = self.body(request);
-        let mut buf = Vec::with_capacity(body.size_hint());
-        serde_json::to_writer(&mut buf, &body).map_err(|e| ModelError::Protocol {
-            detail: format!("cannot serialize the request: {e}"),
-        })?;
-        let body = buf;
-        let body = bytes::Bytes::from(body);
         let policy = self.config.retry_policy();
         retry(&policy, self.timeout_secs, on_event, |_| {
-            self.attempt(&body, &request.model, on_event)
+            self.attempt(request, on_event)
         })
         .await
     }
