@@ -183,9 +183,16 @@ fn main() -> ExitCode {
     let n_arg = |i: usize| raw.get(i).and_then(|s| s.parse::<usize>().ok());
     match raw.get(1).map(String::as_str) {
         Some("__mock-hold") => {
+            let h2 = raw.get(3).is_some_and(|a| a == "h2");
             return match n_arg(2) {
-                Some(n) => exit(memory::serve_hold(n)),
-                None => exit_usage("__mock-hold N"),
+                Some(n) => exit(memory::serve_hold(n, h2)),
+                None => exit_usage("__mock-hold N [h2]"),
+            };
+        }
+        Some("__memory-h2") => {
+            return match n_arg(2) {
+                Some(n) => exit(memory::serve_h2_measure(n)),
+                None => exit_usage("__memory-h2 N"),
             }
         }
         Some("__peak-rss") => {

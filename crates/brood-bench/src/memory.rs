@@ -8,10 +8,16 @@
 //! `url …` when it listens and `inflight N` once N requests are in flight, and exits
 //! when its stdin closes. The baseline is taken after a warm-up fan-out in the
 //! same session (runtime threads, HTTP client, ledger already up).
+//!
+//! Two figures: over plain HTTP/1.1 (each child in flight holds a connection of its
+//! own, with hyper's buffers and dispatch channel), measured in this process, and
+//! over HTTP/2 (TLS, `h2` offered by ALPN, as hosted providers do: every child's
+//! request is a stream of one connection), measured in a fresh helper process
+//! (`__memory-h2 N`) so that it reuses no heap the first measurement freed.
 
-use crate::harness::{self, child_prompts, open_session, vm_rss_kib, Who, REPORT};
+use crate::harness::{self, child_prompts, open_session_trusting, vm_rss_kib, Who, REPORT};
 use crate::report::{Figure, Goal};
-use brood_mock::{MockReply, MockServer};
+use brood_mock::{Alpn, MockReply, MockServer};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -22,19 +28,38 @@ use tokio_util::sync::CancellationToken;
 /// Children in the warm-up fan-out.
 const WARM: usize = 8;
 
-/// The child process: serve the hold script for `n` children until stdin closes.
-pub fn serve_hold(n: usize) -> i32 {
+/// The child process: serve the hold script for `n` children until stdin closes;
+/// over TLS offering HTTP/2 when `h2` (its CA is written to a file named by a
+/// `ca PATH` line after the `url …` line).
+pub fn serve_hold(n: usize, h2: bool) -> i32 {
     let warm = json!({ "prompts": child_prompts("warm", WARM) });
     let hold = json!({ "prompts": child_prompts("hold", n) });
-    let mock = MockServer::start(move |req| match harness::who(req) {
+    let handler = move |req: &brood_mock::MockRequest| match harness::who(req) {
         Who::Parent { tag, step: 0 } if tag == "warm" => MockReply::tool_call("task", warm.clone()),
         Who::Parent { tag, step: 0 } if tag == "hold" => MockReply::tool_call("task", hold.clone()),
         Who::Parent { .. } => MockReply::text("done"),
         Who::Child { tag } if tag.starts_with("warm") => MockReply::text(REPORT),
         Who::Child { .. } => MockReply::Hang,
         Who::Unknown => MockReply::status(400, "brood-bench: unexpected request"),
-    });
+    };
+    let mock = if h2 {
+        MockServer::start_tls(Alpn::H2, handler)
+    } else {
+        MockServer::start(handler)
+    };
     println!("url {}", mock.base_url());
+    // Kept until this process exits.
+    let ca_file = match mock.ca_cert_pem().map(write_ca) {
+        Some(Err(e)) => {
+            eprintln!("brood-bench mock-hold: cannot write the CA: {e}");
+            return 1;
+        }
+        Some(Ok(f)) => {
+            println!("ca {}", f.path().display());
+            Some(f)
+        }
+        None => None,
+    };
     let _ = std::io::stdout().flush();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -67,7 +92,40 @@ pub fn serve_hold(n: usize) -> i32 {
             _ = &mut stdin_closed => {}
         }
     });
+    drop(ca_file);
     0
+}
+
+fn write_ca(pem: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut f = tempfile::NamedTempFile::new()?;
+    f.write_all(pem.as_bytes())?;
+    f.flush()?;
+    Ok(f)
+}
+
+/// The helper process of the HTTP/2 figure: measure it, print `held BASE HELD
+/// RUNNING` (KiB, KiB, children).
+pub fn serve_h2_measure(n: usize) -> i32 {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("brood-bench memory-h2: no runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(hold(n, true)) {
+        Ok((base, held, running)) => {
+            println!("held {base} {held} {running}");
+            0
+        }
+        Err(e) => {
+            eprintln!("brood-bench memory-h2: {e}");
+            1
+        }
+    }
 }
 
 /// Lines the mock process prints, forwarded from a reader thread.
@@ -114,10 +172,60 @@ pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
             n + 256
         ));
     }
+    let h1 = hold(n, false).await?;
+    let h2 = h2_in_helper(n)?;
+    Ok(vec![figure(n, "", h1), figure(n, ", HTTP/2 over TLS", h2)])
+}
+
+fn figure(n: usize, transport: &str, (base, held, running): (u64, u64, usize)) -> Figure {
+    let per_child = (held.saturating_sub(base)) as f64 / n as f64;
+    eprintln!(
+        "  memory{transport}: {n} children running, RSS {base} KiB → {held} KiB: {per_child:.1} KiB per child"
+    );
+    Figure::new(
+        "memory",
+        format!("RSS growth per running child ({n} children{transport})"),
+        per_child,
+        "KiB",
+    )
+    .goal(Goal::AtMost(32.0)) // issue 17 (was 256 KiB)
+    .detail(json!({
+        "children": n, "running": running, "rss_before_kib": base, "rss_held_kib": held,
+    }))
+}
+
+/// The HTTP/2 measurement in a fresh process of this binary.
+fn h2_in_helper(n: usize) -> Result<(u64, u64, usize), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let mut child = Command::new(exe)
-        .arg("__mock-hold")
+    let out = Command::new(exe)
+        .arg("__memory-h2")
         .arg(n.to_string())
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run the HTTP/2 memory helper: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("held "))
+        .ok_or_else(|| format!("the HTTP/2 memory helper failed ({})", out.status))?;
+    let v: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
+    match v.as_slice() {
+        [base, held, running] => Ok((*base, *held, *running as usize)),
+        _ => Err(format!("the HTTP/2 memory helper said {line:?}")),
+    }
+}
+
+/// Hold `n` children against a mock process (over TLS with HTTP/2 when `h2`):
+/// (baseline RSS, RSS with all in flight, children running).
+async fn hold(n: usize, h2: bool) -> Result<(u64, u64, usize), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("__mock-hold").arg(n.to_string());
+    if h2 {
+        cmd.arg("h2");
+    }
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -128,34 +236,31 @@ pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
         .take()
         .ok_or("no stdout from the mock process")?;
     let mut lines = read_lines(stdout);
-    let result = measure(n, &mut lines).await;
+    let result = measure(n, h2, &mut lines).await;
     drop(child.stdin.take()); // the mock process exits on EOF
     let _ = child.wait();
-    let (base, held, running) = result?;
-    let per_child = (held.saturating_sub(base)) as f64 / n as f64;
-    eprintln!(
-        "  memory: {n} children running, RSS {base} KiB → {held} KiB: {per_child:.1} KiB per child"
-    );
-    Ok(vec![Figure::new(
-        "memory",
-        format!("RSS growth per running child ({n} children)"),
-        per_child,
-        "KiB",
-    )
-    .goal(Goal::AtMost(32.0)) // issue 17 (was 256 KiB)
-    .detail(json!({
-        "children": n, "running": running, "rss_before_kib": base, "rss_held_kib": held,
-    }))])
+    result
 }
 
 /// (baseline RSS, RSS with all `n` in flight, children running) in KiB.
 async fn measure(
     n: usize,
+    h2: bool,
     lines: &mut mpsc::UnboundedReceiver<String>,
 ) -> Result<(u64, u64, usize), String> {
     let url = next_line(lines, "url ", Duration::from_secs(30)).await?;
+    let ca = if h2 {
+        let path = next_line(lines, "ca ", Duration::from_secs(30)).await?;
+        Some(
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read the mock's CA {path}: {e}"))?,
+        )
+    } else {
+        None
+    };
     let ws = harness::workspace()?;
-    let session = open_session(ws.path(), &url, harness::limits(n, n + WARM + 4), 8).await?;
+    let limits = harness::limits(n, n + WARM + 4);
+    let session = open_session_trusting(ws.path(), &url, limits, 8, ca.as_deref()).await?;
     let warm = session
         .run_with("PARENT warm", None, CancellationToken::new())
         .await
