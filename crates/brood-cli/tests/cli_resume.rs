@@ -50,16 +50,31 @@ fn usage(total: u64) -> Value {
 /// dead, and the answer goes to the resumed child. With `tool_again`, the resumed
 /// child's first answer is one more tool call (100 tokens) and the next its report.
 fn server(resumed: Arc<AtomicBool>, tool_again: bool) -> MockServer {
+    server_with(
+        resumed,
+        json!({"description": TASK, "agent_type": "general"}),
+        tool_again.then(|| ("list_dir", json!({}))),
+    )
+}
+
+/// As [`server`], the parent's first call `task_args` (a `task`'s, or with a
+/// `prompt` an `agent_open`'s), and the resumed child's first answer the tool call
+/// `after_resume` (if any).
+fn server_with(
+    resumed: Arc<AtomicBool>,
+    task_args: Value,
+    after_resume: Option<(&'static str, Value)>,
+) -> MockServer {
     MockServer::start(move |req| {
         if req.first_user_text() == Some(TASK) {
-            return match req.assistant_turns() {
-                0 => Answer::new()
+            return match (req.assistant_turns(), &after_resume) {
+                (0, _) => Answer::new()
                     .tool_call("read_file", json!({"path": "notes.txt"}))
                     .usage(usage(100))
                     .into(),
-                1 if !resumed.load(Ordering::SeqCst) => MockReply::Hang,
-                1 if tool_again => Answer::new()
-                    .tool_call("list_dir", json!({}))
+                (1, _) if !resumed.load(Ordering::SeqCst) => MockReply::Hang,
+                (1, Some((tool, args))) => Answer::new()
+                    .tool_call(*tool, args.clone())
                     .usage(usage(100))
                     .into(),
                 _ => Answer::text(REPORT).usage(usage(50)).into(),
@@ -72,17 +87,41 @@ fn server(resumed: Arc<AtomicBool>, tool_again: bool) -> MockServer {
         }
         match req.assistant_turns() {
             0 => MockReply::tool_call(
-                "task",
-                json!({"description": TASK, "agent_type": "general"}),
+                if task_args.get("prompt").is_some() {
+                    "agent_open"
+                } else {
+                    "task"
+                },
+                task_args.clone(),
             ),
             _ => MockReply::text("parent done"),
         }
     })
 }
 
+/// The names of the tools a request offers, sorted.
+fn offered(req: &brood_mock::MockRequest) -> Vec<String> {
+    let mut names: Vec<String> = req.body()["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// Start `brood run`, wait until the child's second request is at the mock, SIGKILL
 /// brood. Returns the child's run id (from the ledger).
 fn run_and_kill(f: &Fixture, server: &MockServer) -> (String, String) {
+    run_and_kill_after(f, server, 3)
+}
+
+/// As [`run_and_kill`], once the mock has `requests` requests.
+fn run_and_kill_after(f: &Fixture, server: &MockServer, requests: usize) -> (String, String) {
     let p = local_flags(server);
     let mut child = f
         .command()
@@ -94,14 +133,14 @@ fn run_and_kill(f: &Fixture, server: &MockServer) -> (String, String) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn brood");
-    // The parent's step, the child's two steps: the child waits on its model.
-    wait_for_requests(server, 3);
-    let last = server.captured().pop().unwrap();
-    assert_eq!(
-        last.first_user_text(),
-        Some(TASK),
-        "the third request is the child's"
-    );
+    // The parent's step, the child's two steps (and for `agent_open` the parent's
+    // second): the child waits on its model.
+    wait_for_requests(server, requests);
+    let waiting = server
+        .captured()
+        .iter()
+        .any(|r| r.first_user_text() == Some(TASK) && r.assistant_turns() == 1);
+    assert!(waiting, "the child's second request is at the mock");
     // Its first step's record (usage, tool call and result) is progress, committed
     // a moment after the next request went out: kill once it is on disk.
     wait_until_recorded(f);
@@ -197,6 +236,14 @@ fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
         messages,
         "the resumed request repeats the interrupted one"
     );
+    // Not narrowed when it was opened: it keeps its role's full grant.
+    assert_eq!(offered(resumed_req), offered(killed_req));
+    assert!(
+        offered(resumed_req).contains(&"write_file".to_string()),
+        "{:?}",
+        offered(resumed_req)
+    );
+
 
     // One lineage: the same two runs, the child completed under its parent, its
     // log one history (spawned … interrupted, resumed … completed).
@@ -248,6 +295,118 @@ fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
         err.contains("cannot be resumed") && err.contains("completed"),
         "{err}"
     );
+}
+
+/// A child opened by `agent_open` with `allowed_tools` (no `write_file`) resumes with exactly
+/// those tools — the grant recorded at its spawn, not its role's full one — and a
+/// `write_file` its model asks for after the resume is refused.
+#[test]
+fn a_child_narrowed_by_allowed_tools_resumes_with_no_more_than_it_had() {
+    let f = fixture();
+    let resumed = Arc::new(AtomicBool::new(false));
+    let narrowed = ["read_file", "list_dir", "grep"];
+    let server = server_with(
+        resumed.clone(),
+        json!({"prompt": TASK, "agent_type": "general", "allowed_tools": narrowed}),
+        Some((
+            "write_file",
+            json!({"path": "pwned.txt", "content": "written after the resume"}),
+        )),
+    );
+    let (kid, _) = run_and_kill_after(&f, &server, 4);
+    let before = server.request_count();
+    let killed_req = server
+        .captured()
+        .into_iter()
+        .rfind(|r| r.first_user_text() == Some(TASK))
+        .unwrap();
+    let mut expected: Vec<String> = narrowed.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(offered(&killed_req), expected, "the grant it ran with");
+
+    // The spawn record keeps the tools it was granted.
+    let shown = show(&f, &kid);
+    let spawned = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "spawned")
+        .unwrap();
+    assert_eq!(
+        spawned["payload"]["grant"]["tools"],
+        json!(expected),
+        "{spawned}"
+    );
+
+    resumed.store(true, Ordering::SeqCst);
+    let p = local_flags(&server);
+    let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid, "--json"], &p));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let captured = server.captured();
+    assert_eq!(captured.len(), before + 2, "the resumed step, then the report");
+    assert_eq!(
+        offered(&captured[before]),
+        expected,
+        "the resumed child's first request offers exactly the original tools"
+    );
+    // The write_file its model asked for was refused, and nothing was written.
+    let result = captured[before + 1]
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_default();
+    let text = result["content"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("write_file") && text.contains("not allowed"),
+        "the call must be refused: {result}"
+    );
+    assert!(!f.ws.path().join("pwned.txt").exists());
+    assert_eq!(show(&f, &kid)["status"], "completed");
+}
+
+/// A run recorded without its grant (by a brood from before grants were recorded)
+/// is refused, saying why and what to do, and nothing is written.
+#[test]
+fn a_run_recorded_without_its_grant_is_not_resumed() {
+    use brood::ledger::{Ledger, LedgerOptions, NewRun};
+    let f = fixture();
+    let kid = {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ws = std::fs::canonicalize(f.ws.path()).unwrap();
+            let ledger = Ledger::open(&ws, LedgerOptions::default()).unwrap();
+            let root = ledger.create_run(NewRun::new("delegate")).await.unwrap();
+            let kid = ledger
+                .create_run(NewRun {
+                    parent_id: Some(root.clone()),
+                    role: Some("general".into()),
+                    agent_type: Some("general".into()),
+                    ..NewRun::new(TASK)
+                })
+                .await
+                .unwrap();
+            ledger.mark_running(&kid).await.unwrap();
+            ledger.interrupt(&kid, "process exited").await.unwrap();
+            kid.to_string()
+        })
+    };
+    let server = server(Arc::new(AtomicBool::new(true)), false);
+    let p = local_flags(&server);
+    let (code, _, err) = brood(&f, &with(&["agents", "resume", &kid], &p));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("did not record which tools it was granted")
+            && err.contains("start a new run"),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), 0, "nothing was asked of the model");
+    let shown = show(&f, &kid);
+    assert_eq!(shown["status"], "interrupted", "{shown}");
 }
 
 #[test]

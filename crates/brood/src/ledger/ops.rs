@@ -145,6 +145,9 @@ pub(crate) fn insert_run(
             payload.insert(key.into(), Value::String(v));
         }
     }
+    if let Some(grant) = &run.grant {
+        payload.insert("grant".into(), grant.clone());
+    }
     let payload = Value::Object(payload);
     insert_event_value(conn, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
     Ok(RunFacts {

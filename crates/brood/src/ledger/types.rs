@@ -310,6 +310,12 @@ pub struct NewRun {
     /// Its model has no price: its cost is unknown (`RunRecord::cost_usd` stays
     /// `None`, also while it has made no request).
     pub unpriced: bool,
+    /// What the run was granted, as the layer above records it (the sub-agent
+    /// layer: its tool names after every narrowing, its permissions and rules),
+    /// kept in its `spawned` event's payload under `grant` so a resume can never
+    /// grant it more. `None`: not recorded.
+    #[serde(default)]
+    pub grant: Option<Value>,
 }
 
 impl NewRun {

@@ -15,6 +15,7 @@ use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
 use super::gate::{Settled as Gate, SpawnGate};
+use super::granted::RecordedGrant;
 use super::hooks::{hooks_for, record_message};
 use super::inbox::{Claim, RunInbox};
 use super::prompt::first_context;
@@ -31,9 +32,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-/// Builds a run's toolbox (its delegation tools bind to the run).
-pub(crate) type ToolboxBuilder = Box<dyn FnOnce(&Arc<RunCtx>) -> Toolbox + Send>;
 
 /// Everything decided at spawn time for one child.
 pub(crate) struct ChildPlan {
@@ -52,8 +50,8 @@ pub(crate) struct ChildPlan {
     pub warnings: Vec<String>,
     /// Opens once the spawn record is on disk.
     pub spawned: SpawnGate,
-    /// Its toolbox, built by the child's task while its spawn record commits.
-    pub toolbox: ToolboxBuilder,
+    /// Its toolbox (built before its spawn is recorded: the record names its tools).
+    pub toolbox: Toolbox,
 }
 
 /// Where a child's end goes: its record, its parent (for a background child), and
@@ -106,6 +104,7 @@ pub(crate) fn record_spawn(
         provider: &ctx.provider_name,
         workspace: sup.env().workspace.root(),
         unpriced: ctx.budgets.price().is_none(),
+        grant: RecordedGrant::new(&ctx.tool_names(), &ctx.permissions).to_value(),
     });
     async move { durable.await.map_err(SpawnError::Ledger) }
 }
@@ -169,7 +168,7 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         finish(&sup, &delivery, result).await;
         return;
     };
-    // The first context and the toolbox are built while the spawn record commits.
+    // The first context is built while the spawn record commits.
     let (system, messages, offered) = first_context(
         &ctx,
         &system_prompt,
@@ -177,7 +176,6 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         fork_from.as_deref(),
         &sup.env().project_instructions,
     );
-    let toolbox = toolbox(&ctx);
     if !spawn_on_disk(&sup, &delivery, &mut gate).await {
         drop(permit);
         return;

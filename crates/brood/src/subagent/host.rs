@@ -8,6 +8,7 @@
 use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
+use super::granted::RecordedGrant;
 use super::open::root_ctx;
 use super::record::SpawnRecord;
 use super::result::{ChildResult, Settled};
@@ -34,6 +35,15 @@ impl Supervisor {
         let env = self.env();
         let id = new_run_id();
         let ctx = root_ctx(self, id.clone(), name, None).await;
+        // A custom child may pick among the host's tools: the workspace tools and
+        // the delegation tools, as for `brood run`'s parent.
+        let mut names: Vec<String> = (env.tools)(&id)
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        let tools = delegation_tools(self, &ctx);
+        names.extend(tools.iter().map(|t| t.name().to_string()));
+        let _ = ctx.tool_names.set(names);
         self.recorder()
             .spawn(SpawnRecord {
                 id: &id,
@@ -46,20 +56,12 @@ impl Supervisor {
                 provider: &ctx.provider_name,
                 workspace: env.workspace.root(),
                 unpriced: ctx.budgets.price().is_none(),
+                grant: RecordedGrant::new(&ctx.tool_names(), &ctx.permissions).to_value(),
             })
             .await
             .map_err(SpawnError::Ledger)?;
         self.recorder().status_queued(&id, LiveStatus::Running);
         ctx.budgets.start();
-        // A custom child may pick among the host's tools: the workspace tools and
-        // the delegation tools, as for `brood run`'s parent.
-        let mut names: Vec<String> = (env.tools)(&id)
-            .iter()
-            .map(|t| t.name().to_string())
-            .collect();
-        let tools = delegation_tools(self, &ctx);
-        names.extend(tools.iter().map(|t| t.name().to_string()));
-        let _ = ctx.tool_names.set(names);
         Ok(HostRun {
             sup: self.clone(),
             ctx,

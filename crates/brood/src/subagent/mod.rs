@@ -56,6 +56,7 @@ pub mod front_matter;
 mod gate;
 pub mod git;
 pub mod grant;
+mod granted;
 mod hooks;
 pub mod host;
 pub mod inbox;

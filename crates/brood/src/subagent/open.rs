@@ -317,10 +317,7 @@ impl Spawner for Supervisor {
             claim,
             warnings: warnings.clone(),
             spawned,
-            toolbox: {
-                let sup = self.clone();
-                Box::new(move |ctx| build_toolbox(&sup, ctx))
-            },
+            toolbox: build_toolbox(self, &ctx),
         };
         // The spawn is on disk before the child does anything that counts and
         // before we report it; the child prepares its first request meanwhile.

@@ -32,6 +32,8 @@ pub(crate) struct SpawnRecord<'a> {
     pub workspace: &'a Path,
     /// The run's model has no price (its cost stays unknown).
     pub unpriced: bool,
+    /// What it was granted (see `super::granted`).
+    pub grant: Value,
 }
 
 /// Writes runs to the ledger. Cheap to clone.
@@ -84,6 +86,7 @@ impl Recorder {
             workspace: Some(r.workspace.display().to_string()),
             git_branch: git_branch(r.workspace),
             unpriced: r.unpriced,
+            grant: Some(r.grant),
         };
         let durable = self.ledger.create_run(run);
         async move { durable.await.map(|_| ()) }

@@ -3,10 +3,13 @@
 //! conversation continued from its rebuilt transcript with what it already spent
 //! counted, and its end recorded like any run's.
 //!
-//! The grant is never wider than the recorded one's sources: the root's grant, then
-//! each ancestor's agent type, then the run's own, each narrowing the one above
+//! The grant is re-derived from its sources: the root's grant, then each
+//! ancestor's agent type, then the run's own, each narrowing the one above
 //! ([`grant::grant_for`], as at spawn), under today's configuration (which may be
-//! narrower than the day it ran). An agent type whose definition is gone refuses.
+//! narrower than the day it ran) — then narrowed to the grant recorded at its
+//! spawn (`super::granted`: its tools after the call's `allowed_tools`, its
+//! permissions), so it never gets more than it ran with. A run recorded without a
+//! grant, or whose agent type's definition is gone, is refused.
 //! Limits count what was spent: steps against `max_turns`, tokens against the run's
 //! and the tree's token budgets, and the wall time it ran against `wall_time_secs`.
 //!
@@ -18,6 +21,7 @@ use super::budgets::{Budgets, RunLimits};
 use super::ctx::RunCtx;
 use super::error::SpawnError;
 use super::grant::{self, SpawnSpec};
+use super::granted::RecordedGrant;
 use super::hooks::hooks_for;
 use super::inbox::{Claim, RunInbox};
 use super::open::{build_toolbox, root_ctx};
@@ -59,6 +63,13 @@ pub enum ResumeError {
         agent_type: String,
         /// Why the type cannot be resolved.
         detail: String,
+    },
+    /// It was recorded without its grant (by a brood from before grants were
+    /// recorded): what it was allowed cannot be known, so it is not resumed.
+    #[error("run {id} cannot be resumed: it was recorded by an older brood that did not record which tools it was granted, so resuming it could give it more than it ran with; start a new run for its objective instead (`brood agents show {id}` shows it and its transcript)")]
+    NoRecordedGrant {
+        /// The run.
+        id: String,
     },
     /// Its grant cannot be built under today's configuration.
     #[error("run {id} cannot be resumed: {detail}")]
@@ -318,11 +329,17 @@ impl Supervisor {
     ) -> Result<Plan, ResumeError> {
         let env = self.env();
         let id = record.id.as_str().to_string();
+        // What it ran with: today's grant is narrowed to it below.
+        let recorded = match RecordedGrant::from_events(&req.events) {
+            None => return Err(ResumeError::NoRecordedGrant { id }),
+            Some(Err(detail)) => return Err(ResumeError::Grant { id, detail }),
+            Some(Ok(g)) => g,
+        };
         if record.parent_id.is_none() {
             return Ok(Plan {
                 role: Role::General,
                 kind_name: "parent".into(),
-                permissions: env.root_permissions(),
+                permissions: recorded.narrow(&env.root_permissions()),
                 system: with_project_instructions(
                     root_system_prompt(env.settings.enabled),
                     &env.project_instructions,
@@ -386,7 +403,7 @@ impl Supervisor {
         Ok(Plan {
             role: kind.role(),
             kind_name: kind.name().to_string(),
-            permissions,
+            permissions: recorded.narrow(&permissions),
             system: with_project_instructions(
                 child_instructions(&granted.system_prompt),
                 &env.project_instructions,

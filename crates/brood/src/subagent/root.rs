@@ -5,6 +5,7 @@
 use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
+use super::granted::RecordedGrant;
 use super::hooks::{hooks_for, record_message};
 use super::prompt::{root_system_prompt, with_project_instructions};
 use super::record::SpawnRecord;
@@ -39,6 +40,7 @@ pub(crate) async fn run(
             provider: &ctx.provider_name,
             workspace: env.workspace.root(),
             unpriced: ctx.budgets.price().is_none(),
+            grant: RecordedGrant::new(&ctx.tool_names(), &ctx.permissions).to_value(),
         })
         .await
         .map_err(SpawnError::Ledger)?;
