@@ -343,7 +343,11 @@ fn a_child_narrowed_by_allowed_tools_resumes_with_no_more_than_it_had() {
     let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid, "--json"], &p));
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
     let captured = server.captured();
-    assert_eq!(captured.len(), before + 2, "the resumed step, then the report");
+    assert_eq!(
+        captured.len(),
+        before + 2,
+        "the resumed step, then the report"
+    );
     assert_eq!(
         offered(&captured[before]),
         expected,
