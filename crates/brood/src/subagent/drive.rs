@@ -50,8 +50,9 @@ pub(crate) struct ChildPlan {
     pub warnings: Vec<String>,
     /// Opens once the spawn record is on disk.
     pub spawned: SpawnGate,
-    /// Its toolbox (built before its spawn is recorded: the record names its tools).
-    pub toolbox: Toolbox,
+    /// Its toolbox, built before its spawn is recorded (the record names its
+    /// tools); `Err`: building it panicked (what it said), the child's crash.
+    pub toolbox: Result<Toolbox, String>,
 }
 
 /// Where a child's end goes: its record, its parent (for a background child), and
@@ -123,11 +124,7 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
             if gate.settled().await == Gate::NotRecorded {
                 return;
             }
-            let detail = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
+            let detail = crate::tool::panic_message(&panic);
             let result = delivery.result(&sup, Settled::Crashed { detail });
             finish(&sup, &delivery, result).await;
         }
@@ -180,6 +177,15 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         drop(permit);
         return;
     }
+    let toolbox = match toolbox {
+        Ok(t) => t,
+        Err(detail) => {
+            drop(permit);
+            let result = delivery.result(&sup, Settled::Crashed { detail });
+            finish(&sup, &delivery, result).await;
+            return;
+        }
+    };
     // The tree's budget was spent while this child waited for its slot: it never
     // starts (no model request), and its record says which budget stopped it.
     if let Err(spent) = ctx.budgets.check_tree() {

@@ -317,7 +317,12 @@ impl Spawner for Supervisor {
             claim,
             warnings: warnings.clone(),
             spawned,
-            toolbox: build_toolbox(self, &ctx),
+            // Built now, so the spawn record names its tools; a panic while
+            // building it (a tool factory's) is the child's crash, recorded.
+            toolbox: std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                build_toolbox(self, &ctx)
+            }))
+            .map_err(|p| crate::tool::panic_message(&p)),
         };
         // The spawn is on disk before the child does anything that counts and
         // before we report it; the child prepares its first request meanwhile.

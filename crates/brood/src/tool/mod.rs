@@ -38,6 +38,7 @@ pub use memory::MemoryFiles;
 pub use rules::{Rule, RuleError, RuleKind, RuleSet, SourcedRule, Verdict};
 pub use sandbox::Sandbox;
 pub use schema::{compact_schema, schema_of};
+pub(crate) use toolbox::panic_message;
 pub use toolbox::{CallGate, SpecCache, Toolbox};
 
 use async_trait::async_trait;

@@ -222,7 +222,8 @@ fn parse_arguments(tool: &str, raw: &str) -> Result<serde_json::Value, ToolError
     }
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+/// What a caught panic said.
+pub(crate) fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {
