@@ -244,7 +244,6 @@ fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
         offered(resumed_req)
     );
 
-
     // One lineage: the same two runs, the child completed under its parent, its
     // log one history (spawned … interrupted, resumed … completed).
     let (code, out, err) = brood(&f, &["agents", "list", "--all", "--json"]);
