@@ -16,6 +16,7 @@ mod allow;
 mod chat;
 mod config_show;
 mod doctor;
+mod exit;
 mod mcp;
 mod render;
 mod signals;
@@ -467,7 +468,7 @@ async fn one_shot(args: OneShot) -> u8 {
         Ok(s) => s,
         Err(e) => {
             errln!("brood: {e}");
-            return if e.is_usage() { 2 } else { 1 };
+            return exit::of_error(&e);
         }
     };
     for w in session.startup_warnings() {
@@ -584,19 +585,11 @@ async fn one_shot(args: OneShot) -> u8 {
             if let Some(e) = &report.error {
                 errln!("brood: run {} failed: {e}", report.run_id);
             }
-            if report.succeeded() {
-                0
-            } else {
-                1
-            }
+            exit::of_report(&report)
         }
         Err(e) => {
             errln!("brood: {e}");
-            if e.is_usage() {
-                2
-            } else {
-                1
-            }
+            exit::of_error(&e)
         }
     }
 }

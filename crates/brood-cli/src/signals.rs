@@ -1,7 +1,8 @@
 //! The signals that cancel a `brood run`: SIGINT (Ctrl-C), SIGTERM (`timeout`, CI
 //! runners, process supervisors) and SIGHUP (a closed terminal). All three mean the
 //! same: cancel the run and its children, record them `cancelled` naming the
-//! signal, print what there is, exit 1. A second one exits at once.
+//! signal, print what there is, exit 5 (`exit::CANCELLED`). A second one exits at
+//! once.
 
 use std::io;
 

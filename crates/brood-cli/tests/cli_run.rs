@@ -27,6 +27,9 @@ mod config_show;
 #[path = "cli_run/worktree.rs"]
 mod worktree;
 
+#[path = "cli_run/exit_codes.rs"]
+mod exit_codes;
+
 mod common;
 use common::{command, command_via, local_flags, run_local, text, wait_for_requests, Fixture};
 
@@ -215,7 +218,7 @@ fn usage_and_config_errors_exit_2_with_a_clear_message() {
 }
 
 #[test]
-fn an_unreachable_endpoint_fails_with_exit_1_naming_the_url() {
+fn an_unreachable_endpoint_fails_with_exit_3_naming_the_url() {
     let f = fixture();
     // Bind then drop a listener: the port is free and refuses connections.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -242,7 +245,7 @@ fn an_unreachable_endpoint_fails_with_exit_1_naming_the_url() {
         &[],
     );
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
@@ -302,7 +305,7 @@ fn record_then_replay_without_the_server() {
         &[],
     );
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(
         stderr.contains("replay") && stderr.contains("something else"),
         "{stderr}"

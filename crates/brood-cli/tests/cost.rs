@@ -736,7 +736,7 @@ fn a_cost_budget_without_a_price_stops_before_any_request() {
     let (server, _) = fan_out_server(2);
     let out = run_local(&f, &server, &["delegate"]);
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(
         stderr.contains("tree_cost_budget_usd = 1") && stderr.contains("[pricing.\"m\"]"),
         "{stderr}"

@@ -88,14 +88,14 @@ fn tree_server(fault: MockReply) -> MockServer {
     })
 }
 
-/// The fault served to the parent's first step: the run fails (exit 1) with a
+/// The fault served to the parent's first step: the run fails (exit 3, the provider failed) with a
 /// message naming `names`, the `--json` object says failed, the ledger holds one
 /// failed run. Returns stderr and the server for further checks.
 fn parent_fails(fault: MockReply, names: &[&str], env: &[(&str, &str)]) -> (String, MockServer) {
     let case = Case::new();
     let server = MockServer::start(move |_| fault.clone());
     let (code, v, stderr) = case.run(&server, env);
-    assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+    assert_eq!(code, Some(3), "stderr: {stderr}\njson: {v}");
     let error = v["error"].as_str().unwrap_or_default().to_string();
     for n in names {
         assert!(
@@ -189,7 +189,7 @@ fn bodies_that_are_not_an_answer_name_what_came() {
         let case = Case::new();
         let server = MockServer::start(move |_| fault.clone());
         let (code, v, stderr) = case.run(&server, &[]);
-        assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+        assert_eq!(code, Some(3), "stderr: {stderr}\njson: {v}");
         assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
         assert!(
             stderr.contains("brood:") || stderr.contains("error"),
@@ -213,7 +213,7 @@ fn cut_unfinished_and_stalled_streams_fail_bounded() {
         let server = MockServer::start(move |_| fault.clone());
         let started = std::time::Instant::now();
         let (code, v, stderr) = case.run(&server, &[]);
-        assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+        assert_eq!(code, Some(3), "stderr: {stderr}\njson: {v}");
         // Two attempts of at most two seconds each, plus a backoff.
         assert!(started.elapsed() < Duration::from_secs(15), "{stderr}");
         assert_eq!(case.ledger()[0]["status"], "failed");
@@ -231,7 +231,7 @@ fn an_endless_answer_stops_at_the_cap_naming_it() {
             ("BROOD_API_TIMEOUT_SECS", "30"),
         ],
     );
-    assert_eq!(code, Some(1), "stderr: {stderr}\njson: {v}");
+    assert_eq!(code, Some(3), "stderr: {stderr}\njson: {v}");
     let error = v["error"].as_str().unwrap_or_default();
     assert!(error.contains("65536") || error.contains("64 KiB"), "{v}");
     // Not retried.
@@ -605,7 +605,7 @@ fn a_valid_answer_under_a_wrong_content_type_is_read() {
     let case = Case::new();
     let server = MockServer::start(|_| MockReply::body("text/event-stream", "<html>proxy</html>"));
     let (code, v, stderr) = case.run(&server, &[]);
-    assert_eq!(code, Some(1), "{stderr}\njson: {v}");
+    assert_eq!(code, Some(3), "{stderr}\njson: {v}");
     assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
     assert_eq!(case.ledger()[0]["status"], "failed");
 }

@@ -426,7 +426,7 @@ fn a_nested_delegation_replays() {
         ],
         &[],
     );
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(3), "{stderr}");
     // The child whose step does not fit fails naming itself, its step and the field;
     // the parent then fails on that child's different result.
     let errors = failed_run_errors(&f);

@@ -45,8 +45,8 @@ pub use model::{
     Usage,
 };
 pub use runtime::{
-    Approval, ApprovalRequest, Approver, Config, Overrides, RunHandle, RunReport, Session,
-    SessionBuilder, SessionError as Error,
+    Approval, ApprovalRequest, Approver, Config, ErrorClass, Overrides, RunHandle, RunReport,
+    Session, SessionBuilder, SessionError as Error,
 };
 pub use subagent::{Grant, ParsedResult, Role};
 pub use tool::{Capability, Permissions, Tool, ToolContext, ToolError};

@@ -504,10 +504,6 @@ async fn open_session(
     opts.approver = approver;
     Session::open(opts).await.map_err(|e| {
         errln!("brood: {e}");
-        if e.is_usage() {
-            2
-        } else {
-            1
-        }
+        crate::exit::of_error(&e)
     })
 }

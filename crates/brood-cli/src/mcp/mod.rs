@@ -83,7 +83,7 @@ pub async fn run(args: McpArgs) -> u8 {
         Ok(s) => s,
         Err(e) => {
             errln!("brood: {e}");
-            return if e.is_usage() { 2 } else { 1 };
+            return crate::exit::of_error(&e);
         }
     };
     for w in session.startup_warnings() {

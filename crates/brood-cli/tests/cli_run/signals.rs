@@ -29,7 +29,7 @@ fn hanging_child_server() -> MockServer {
 }
 
 /// SIGTERM (what `timeout`, CI runners and supervisors send) is a cancellation like
-/// Ctrl-C: the JSON report is printed, the exit code is 1, and the parent and its
+/// Ctrl-C: the JSON report is printed, the exit code is 5 (cancelled), and the parent and its
 /// child are recorded `cancelled` with a reason naming the signal.
 #[test]
 fn sigterm_cancels_the_run_and_its_children_and_records_why() {
@@ -47,7 +47,7 @@ fn sigterm_cancels_the_run_and_its_children_and_records_why() {
     send_signal(child.id(), "TERM");
     let out = wait_bounded(child);
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(5), "stderr: {stderr}");
     assert!(stderr.contains("SIGTERM"), "{stderr}");
     let report: Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("stdout must be the JSON report ({e}): {stdout}"));

@@ -190,7 +190,7 @@ fn an_untrusted_workspace_cannot_choose_the_endpoint_a_trusted_one_can() {
     // `--trust`: the workspace's endpoint is used (and refuses connections).
     let out = brood(f.home.path(), f.ws.path(), &["run", "--trust", "go"], &env);
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{closed}")), "{stderr}");
 
     // Listed in the user's trusted_workspaces (by another spelling of the path).
@@ -202,7 +202,7 @@ fn an_untrusted_workspace_cannot_choose_the_endpoint_a_trusted_one_can() {
     .unwrap();
     let out = brood(f.home.path(), f.ws.path(), &["run", "go"], &env);
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{closed}")), "{stderr}");
     assert!(!stderr.contains("ignoring"), "{stderr}");
     assert_eq!(server.requests().len(), 1, "the mock was not asked again");

@@ -59,19 +59,61 @@ pub enum SessionError {
     },
 }
 
+/// What kind of failure an error or a run's ending is: what a front end tells
+/// apart (the `brood` command gives each its own exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// A usage or configuration problem the caller can fix: a bad workspace,
+    /// config, key variable, provider name or tool name.
+    Usage,
+    /// The model endpoint failed: an HTTP status, no connection, a timeout, an
+    /// answer that is not one, a recording that does not match.
+    Provider,
+    /// A limit or budget stopped the run before it could answer, or refused a spawn.
+    Limit,
+    /// The run was cancelled (by the caller, a signal, the session closing).
+    Cancelled,
+    /// brood itself failed: the ledger could not be opened or written, a task of
+    /// the session stopped.
+    Internal,
+    /// Any other failure of the run (one that cannot be resumed, a worktree that
+    /// cannot be made, …).
+    Failed,
+}
+
 impl SessionError {
-    /// Configuration and usage problems (exit code 2) versus run failures (1).
+    /// Configuration and usage problems (exit code 2) versus run failures.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
+        self.class() == ErrorClass::Usage
+    }
+
+    /// Which kind of failure this is.
+    pub fn class(&self) -> ErrorClass {
+        use crate::subagent::SpawnError;
+        match self {
             SessionError::Workspace { .. }
-                | SessionError::Config(_)
-                | SessionError::ToolName { .. }
-                | SessionError::AskUnknownTool { .. }
-                | SessionError::Model(ModelError::MissingKey { .. })
-                | SessionError::Model(ModelError::Config(_))
-                | SessionError::Model(ModelError::UnknownProvider { .. })
-        )
+            | SessionError::Config(_)
+            | SessionError::ToolName { .. }
+            | SessionError::AskUnknownTool { .. }
+            | SessionError::Model(
+                ModelError::MissingKey { .. }
+                | ModelError::Config(_)
+                | ModelError::UnknownProvider { .. },
+            ) => ErrorClass::Usage,
+            SessionError::Model(_) => ErrorClass::Provider,
+            SessionError::Ledger(_)
+            | SessionError::TaskFailed { .. }
+            | SessionError::Spawn(SpawnError::Ledger(_)) => ErrorClass::Internal,
+            SessionError::Spawn(
+                SpawnError::CapReached { .. }
+                | SpawnError::DepthLimit { .. }
+                | SpawnError::TotalLimit { .. }
+                | SpawnError::Budget(_),
+            ) => ErrorClass::Limit,
+            SessionError::Spawn(SpawnError::Closed) => ErrorClass::Cancelled,
+            SessionError::Spawn(_) | SessionError::Resume(_) => ErrorClass::Failed,
+        }
     }
 }
 

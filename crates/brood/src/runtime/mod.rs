@@ -27,7 +27,7 @@ pub mod validate;
 pub use approval::{Approval, ApprovalRequest, Approver};
 pub use builder::SessionBuilder;
 pub use config::{Config, ConfigError, ConfigPaths, Overrides};
-pub use error::SessionError;
+pub use error::{ErrorClass, SessionError};
 pub use handle::RunHandle;
 pub use mcp_config::McpServerEntry;
 pub use options::SessionOptions;

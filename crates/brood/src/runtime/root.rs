@@ -1,7 +1,7 @@
 //! A root (parent) run: what it needs of the session ([`RootRunner`]) and what it
 //! reports when it ends ([`RunReport`]).
 
-use super::error::SessionError;
+use super::error::{ErrorClass, SessionError};
 use crate::agent::{AgentOutcome, Ending, EventSink};
 use crate::ledger::Ledger;
 use crate::subagent::tally::{RootTallies, Tally};
@@ -48,6 +48,21 @@ impl RunReport {
     /// request (a cost budget its model has no price for) is a failure.
     pub fn succeeded(&self) -> bool {
         self.ending.answered(self.turns)
+    }
+
+    /// Why it did not succeed (`None` when it did): a model step that failed after
+    /// its retries is [`ErrorClass::Provider`], a budget that stopped it before any
+    /// answer [`ErrorClass::Limit`], a cancellation [`ErrorClass::Cancelled`].
+    pub fn failure(&self) -> Option<ErrorClass> {
+        if self.succeeded() {
+            return None;
+        }
+        Some(match self.ending {
+            Ending::Failed { .. } => ErrorClass::Provider,
+            Ending::Budget { .. } => ErrorClass::Limit,
+            Ending::Cancelled => ErrorClass::Cancelled,
+            Ending::Completed | Ending::MaxTurns => ErrorClass::Failed,
+        })
     }
 }
 
