@@ -12,15 +12,13 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 mod ledger_common;
-use ledger_common::{kinds, named, open, open_session};
+use ledger_common::{kinds, named, open, open_session, Store};
 
-#[tokio::test]
-async fn an_awaited_create_is_visible_to_a_fresh_connection() {
-    let ws = TempDir::new().unwrap();
+async fn an_awaited_create_is_visible_to_a_fresh_connection(ws: Store) {
     let ledger = open(&ws);
     let id = ledger.create_run(named("first")).await.unwrap();
     // A brand-new read-only connection, not the writer's.
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = ws.reader();
     let detail = reader.get_run(&id).unwrap();
     assert_eq!(detail.run.status, RunStatus::Pending);
     assert_eq!(detail.run.name.as_deref(), Some("first"));
@@ -38,9 +36,7 @@ async fn an_awaited_create_is_visible_to_a_fresh_connection() {
     assert!(!detail.from_prior_session);
 }
 
-#[tokio::test]
-async fn transitions_are_validated_logged_and_never_half_written() {
-    let ws = TempDir::new().unwrap();
+async fn transitions_are_validated_logged_and_never_half_written(ws: Store) {
     let ledger = open(&ws);
     let id = ledger.create_run(named("r")).await.unwrap();
 
@@ -161,9 +157,7 @@ async fn a_rejected_op_does_not_undo_the_rest_of_its_group_commit() {
     assert!(stats.batches_committed <= 2, "{stats:?}");
 }
 
-#[tokio::test]
-async fn progress_events_and_usage_are_numbered_summed_and_counted() {
-    let ws = TempDir::new().unwrap();
+async fn progress_events_and_usage_are_numbered_summed_and_counted(ws: Store) {
     let ledger = open(&ws);
     let id = ledger.create_run(named("r")).await.unwrap();
     ledger.mark_running(&id).await.unwrap();
@@ -239,9 +233,7 @@ async fn progress_events_and_usage_are_numbered_summed_and_counted() {
     }
 }
 
-#[tokio::test]
-async fn listings_show_the_current_session_and_flag_prior_ones() {
-    let ws = TempDir::new().unwrap();
+async fn listings_show_the_current_session_and_flag_prior_ones(ws: Store) {
     let first = open_session(&ws, "session-one");
     let r1 = first.create_run(named("r1")).await.unwrap();
     first.mark_running(&r1).await.unwrap();
@@ -284,7 +276,7 @@ async fn listings_show_the_current_session_and_flag_prior_ones() {
     }
 
     // An outside reader (the CLI) counts the live session as current.
-    let outside = Ledger::open_reader(ws.path()).unwrap();
+    let outside = ws.reader();
     assert_eq!(outside.current_sessions().unwrap(), vec!["session-two"]);
     let listed = outside.list_runs(ListFilter::default()).unwrap();
     assert_eq!(listed.len(), 1);
@@ -309,9 +301,7 @@ async fn listings_show_the_current_session_and_flag_prior_ones() {
     assert_eq!(ids, vec![r1, r2]);
 }
 
-#[tokio::test]
-async fn runs_form_trees() {
-    let ws = TempDir::new().unwrap();
+async fn runs_form_trees(ws: Store) {
     let ledger = open(&ws);
     let root = ledger.create_run(named("root")).await.unwrap();
     let child = ledger
@@ -361,9 +351,7 @@ async fn runs_form_trees() {
     );
 }
 
-#[tokio::test]
-async fn transcripts_are_sliced_by_seq() {
-    let ws = TempDir::new().unwrap();
+async fn transcripts_are_sliced_by_seq(ws: Store) {
     let ledger = open(&ws);
     let id = ledger.create_run(named("r")).await.unwrap();
     for i in 0..10 {
@@ -401,14 +389,12 @@ async fn transcripts_are_sliced_by_seq() {
     ));
 }
 
-#[tokio::test]
-async fn oversized_transcript_contents_are_capped_and_spilled() {
-    let ws = TempDir::new().unwrap();
+async fn oversized_transcript_contents_are_capped_and_spilled(ws: Store) {
     let opts = LedgerOptions {
         transcript_cap_bytes: 1024,
         ..LedgerOptions::default()
     };
-    let ledger = Ledger::open(ws.path(), opts).unwrap();
+    let ledger = ws.open_with(opts);
     let id = ledger.create_run(named("r")).await.unwrap();
     let big: String = (0..5000).map(|i| format!("line {i}\n")).collect();
     ledger.append_message(&id, "tool", json!("small")).unwrap();
@@ -505,9 +491,7 @@ async fn a_spill_file_whose_row_rolls_back_is_removed() {
     assert_eq!(std::fs::read_dir(&spill_dir).unwrap().count(), 1);
 }
 
-#[tokio::test]
-async fn run_ids_resolve_from_unique_prefixes() {
-    let ws = TempDir::new().unwrap();
+async fn run_ids_resolve_from_unique_prefixes(ws: Store) {
     let ledger = open(&ws);
     for id in ["abc-1", "abc-2", "abd"] {
         ledger
@@ -518,7 +502,7 @@ async fn run_ids_resolve_from_unique_prefixes() {
             .await
             .unwrap();
     }
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = ws.reader();
     assert_eq!(reader.resolve_id("abd").unwrap().as_str(), "abd");
     assert_eq!(reader.resolve_id("abc-2").unwrap().as_str(), "abc-2");
     assert_eq!(
@@ -628,9 +612,7 @@ fn handles_can_be_shared_across_threads() {
     sendable::<brood::ledger::LedgerReader>();
 }
 
-#[tokio::test]
-async fn listings_leave_results_out_and_show_returns_them() {
-    let ws = TempDir::new().unwrap();
+async fn listings_leave_results_out_and_show_returns_them(ws: Store) {
     let ledger = open(&ws);
     let id = ledger.create_run(named("r")).await.unwrap();
     ledger.mark_running(&id).await.unwrap();
@@ -744,3 +726,15 @@ async fn odd_count_columns_are_read_as_unknown_with_a_note() {
     let summaries = reader.list_summaries(Default::default()).unwrap();
     assert_eq!(summaries.len(), 2);
 }
+
+crate::both!(
+    an_awaited_create_is_visible_to_a_fresh_connection,
+    transitions_are_validated_logged_and_never_half_written,
+    progress_events_and_usage_are_numbered_summed_and_counted,
+    listings_show_the_current_session_and_flag_prior_ones,
+    runs_form_trees,
+    transcripts_are_sliced_by_seq,
+    oversized_transcript_contents_are_capped_and_spilled,
+    run_ids_resolve_from_unique_prefixes,
+    listings_leave_results_out_and_show_returns_them,
+);

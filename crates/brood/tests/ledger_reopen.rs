@@ -3,16 +3,13 @@
 //! event, keeping its id, lineage and history; a completed run, or one still
 //! running in a live boot, is refused and nothing is written.
 
-use brood::ledger::{EventKind, Ledger, LedgerError, NewRun, RunStatus};
+use brood::ledger::{EventKind, LedgerError, NewRun, RunStatus};
 use serde_json::json;
-use tempfile::TempDir;
 
 mod ledger_common;
-use ledger_common::{kinds, named, open};
+use ledger_common::{kinds, named, open, Store};
 
-#[tokio::test]
-async fn an_interrupted_child_is_reopened_under_the_new_boot_with_its_history() {
-    let ws = TempDir::new().unwrap();
+async fn an_interrupted_child_is_reopened_under_the_new_boot_with_its_history(ws: Store) {
     let first = open(&ws);
     let root = first.create_run(named("parent")).await.unwrap();
     let kid = first
@@ -78,9 +75,7 @@ async fn an_interrupted_child_is_reopened_under_the_new_boot_with_its_history() 
     ));
 }
 
-#[tokio::test]
-async fn a_completed_run_or_one_live_in_another_boot_is_refused_and_untouched() {
-    let ws = TempDir::new().unwrap();
+async fn a_completed_run_or_one_live_in_another_boot_is_refused_and_untouched(ws: Store) {
     let owner = open(&ws);
     let done = owner.create_run(named("done")).await.unwrap();
     owner.mark_running(&done).await.unwrap();
@@ -106,7 +101,7 @@ async fn a_completed_run_or_one_live_in_another_boot_is_refused_and_untouched() 
         matches!(&err, LedgerError::NotResumable { why, .. } if why.contains("already running in this session")),
         "{err}"
     );
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = ws.reader();
     let detail = reader.get_run(&live).unwrap();
     assert_eq!(detail.run.session_boot_id, owner.boot_id());
     assert!(!detail.events.iter().any(|e| e.kind == EventKind::Resumed));
@@ -118,3 +113,8 @@ async fn a_completed_run_or_one_live_in_another_boot_is_refused_and_untouched() 
     );
     other.reopen(&live).await.unwrap();
 }
+
+crate::both!(
+    an_interrupted_child_is_reopened_under_the_new_boot_with_its_history,
+    a_completed_run_or_one_live_in_another_boot_is_refused_and_untouched,
+);

@@ -13,11 +13,9 @@ use serde_json::json;
 use tempfile::TempDir;
 
 mod ledger_common;
-use ledger_common::{named, open};
+use ledger_common::{named, open, Store};
 
-#[tokio::test]
-async fn prune_deletes_only_whole_finished_trees_past_the_cutoff() {
-    let ws = TempDir::new().unwrap();
+async fn prune_deletes_only_whole_finished_trees_past_the_cutoff(ws: Store) {
     let ledger = open(&ws);
     let done_root = ledger.create_run(named("done")).await.unwrap();
     let done_child = ledger
@@ -59,16 +57,14 @@ async fn prune_deletes_only_whole_finished_trees_past_the_cutoff() {
     assert_eq!(reader.run(&busy_child).unwrap().status, RunStatus::Running);
 }
 
-#[tokio::test]
-async fn cancel_requests_reach_the_live_owner_once() {
-    let ws = TempDir::new().unwrap();
+async fn cancel_requests_reach_the_live_owner_once(ws: Store) {
     let owner = open(&ws);
     let id = owner.create_run(named("r")).await.unwrap();
     owner.mark_running(&id).await.unwrap();
     assert!(owner.take_cancel_requests().await.unwrap().is_empty());
 
     // From outside (as `brood agents cancel` does): the owner is alive, so ask it.
-    let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
+    let mut cli = ws.maintenance();
     let outcome = cli.request_cancel(&id).unwrap();
     assert_eq!(
         outcome,
@@ -107,9 +103,7 @@ async fn cancel_requests_reach_the_live_owner_once() {
     ));
 }
 
-#[tokio::test]
-async fn two_live_ledgers_never_interrupt_each_other() {
-    let ws = TempDir::new().unwrap();
+async fn two_live_ledgers_never_interrupt_each_other(ws: Store) {
     let first = open(&ws);
     let id = first.create_run(named("r")).await.unwrap();
     first.mark_running(&id).await.unwrap();
@@ -126,10 +120,11 @@ async fn two_live_ledgers_never_interrupt_each_other() {
     assert_eq!(reader.run(&id).unwrap().status, RunStatus::Running);
 
     // The first ledger goes away; its own close marks its run, not the other's.
-    let lock = first.boot_lock_path();
-    assert!(lock.exists());
+    // SQLite: the boot's lock file goes with it (PostgreSQL: its advisory lock).
+    let lock = (!ws.is_postgres()).then(|| first.boot_lock_path());
+    assert!(lock.as_ref().is_none_or(|l| l.exists()));
     drop(first);
-    assert!(!lock.exists());
+    assert!(lock.as_ref().is_none_or(|l| !l.exists()));
     let r = reader.run(&id).unwrap();
     assert_eq!(r.status, RunStatus::Interrupted);
     assert_eq!(reader.run(&theirs).unwrap().status, RunStatus::Running);
@@ -138,9 +133,7 @@ async fn two_live_ledgers_never_interrupt_each_other() {
     assert_eq!(reader.run(&theirs).unwrap().status, RunStatus::Running);
 }
 
-#[tokio::test]
-async fn export_is_versioned_and_carries_events() {
-    let ws = TempDir::new().unwrap();
+async fn export_is_versioned_and_carries_events(ws: Store) {
     let ledger = open(&ws);
     let a = ledger.create_run(named("a")).await.unwrap();
     ledger.mark_running(&a).await.unwrap();
@@ -171,9 +164,7 @@ async fn export_is_versioned_and_carries_events() {
     assert_eq!(back, export);
 }
 
-#[tokio::test]
-async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writes() {
-    let ws = TempDir::new().unwrap();
+async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writes(ws: Store) {
     let ledger = open(&ws);
     let pending = ledger.create_run(named("pending")).await.unwrap();
     let queued = ledger.create_run(named("queued")).await.unwrap();
@@ -370,3 +361,11 @@ async fn a_result_refers_to_its_spilled_answer_and_reads_back_whole() {
     ledger.complete(&other, lookalike.clone()).await.unwrap();
     assert_eq!(reader.run(&other).unwrap().result, Some(lookalike));
 }
+
+crate::both!(
+    prune_deletes_only_whole_finished_trees_past_the_cutoff,
+    cancel_requests_reach_the_live_owner_once,
+    two_live_ledgers_never_interrupt_each_other,
+    export_is_versioned_and_carries_events,
+    closing_interrupts_each_unfinished_run_with_the_event_a_transition_writes,
+);

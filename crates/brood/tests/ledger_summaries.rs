@@ -4,12 +4,10 @@
 //! sessions at once, trees, every status, and objectives cut at a character boundary.
 
 use brood::ledger::{
-    Ledger, LedgerOptions, ListFilter, ListedRun, NewRun, RunId, RunSummaries, UsageDelta,
-    SUMMARY_OBJECTIVE_CHARS,
+    Ledger, ListFilter, ListedRun, NewRun, RunId, RunSummaries, UsageDelta, SUMMARY_OBJECTIVE_CHARS,
 };
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tempfile::TempDir;
 
 const ALL: ListFilter = ListFilter {
     include_archived: true,
@@ -18,13 +16,8 @@ const CURRENT: ListFilter = ListFilter {
     include_archived: false,
 };
 
-fn open_session(ws: &TempDir, session: &str) -> Ledger {
-    let opts = LedgerOptions {
-        session_id: Some(session.to_string()),
-        ..LedgerOptions::default()
-    };
-    Ledger::open(ws.path(), opts).unwrap()
-}
+mod ledger_common;
+use ledger_common::{open_session, Store};
 
 /// Every field a summary has, checked against the full record it summarizes, and the
 /// same runs in the same order.
@@ -146,9 +139,7 @@ async fn record_runs(ledger: &Ledger, tag: &str) -> Vec<RunId> {
     vec![root, child, grandchild, failed, cancelled, queued]
 }
 
-#[tokio::test]
-async fn summaries_list_what_the_full_listing_lists_across_sessions() {
-    let ws = TempDir::new().unwrap();
+async fn summaries_list_what_the_full_listing_lists_across_sessions(ws: Store) {
     // A prior session, closed: its unfinished runs were interrupted.
     let old = open_session(&ws, "session-old");
     let old_ids = record_runs(&old, "old").await;
@@ -175,7 +166,7 @@ async fn summaries_list_what_the_full_listing_lists_across_sessions() {
     b_ids.push(across.clone());
 
     // An outside reader (the CLI): both live sessions are current.
-    let outside = Ledger::open_reader(ws.path()).unwrap();
+    let outside = ws.reader();
     for filter in [CURRENT, ALL] {
         let full = outside.list_runs(filter).unwrap();
         assert_same(&outside.list_summaries(filter).unwrap(), &full);
@@ -243,9 +234,7 @@ async fn summaries_list_what_the_full_listing_lists_across_sessions() {
     }
 }
 
-#[tokio::test]
-async fn statuses_times_and_usage_are_those_of_the_records() {
-    let ws = TempDir::new().unwrap();
+async fn statuses_times_and_usage_are_those_of_the_records(ws: Store) {
     let ledger = open_session(&ws, "only");
     let ids = record_runs(&ledger, "one").await;
     let summaries = ledger.list_summaries(CURRENT).await.unwrap();
@@ -280,7 +269,7 @@ async fn statuses_times_and_usage_are_those_of_the_records() {
     // Closing interrupts the unfinished runs; the summaries follow.
     drop(summaries);
     ledger.close().await.unwrap();
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = ws.reader();
     let after = reader.list_summaries(CURRENT).unwrap();
     let status: Vec<&str> = after.iter().map(|s| s.status.as_str()).collect();
     assert_eq!(
@@ -297,9 +286,7 @@ async fn statuses_times_and_usage_are_those_of_the_records() {
     assert_same(&after, &reader.list_runs(CURRENT).unwrap());
 }
 
-#[tokio::test]
-async fn objectives_are_cut_to_their_first_characters() {
-    let ws = TempDir::new().unwrap();
+async fn objectives_are_cut_to_their_first_characters(ws: Store) {
     let ledger = open_session(&ws, "cut");
     let exact = "é".repeat(SUMMARY_OBJECTIVE_CHARS);
     let longer = format!("{exact}ü and more");
@@ -321,9 +308,7 @@ async fn objectives_are_cut_to_their_first_characters() {
     assert_eq!(ledger.reader().unwrap().run(&id).unwrap().objective, longer);
 }
 
-#[tokio::test]
-async fn an_empty_ledger_lists_no_summaries() {
-    let ws = TempDir::new().unwrap();
+async fn an_empty_ledger_lists_no_summaries(ws: Store) {
     let ledger = open_session(&ws, "empty");
     for filter in [CURRENT, ALL] {
         let summaries = ledger.list_summaries(filter).await.unwrap();
@@ -333,3 +318,10 @@ async fn an_empty_ledger_lists_no_summaries() {
     }
     assert!(RunSummaries::default().is_empty());
 }
+
+crate::both!(
+    summaries_list_what_the_full_listing_lists_across_sessions,
+    statuses_times_and_usage_are_those_of_the_records,
+    objectives_are_cut_to_their_first_characters,
+    an_empty_ledger_lists_no_summaries,
+);

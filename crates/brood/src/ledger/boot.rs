@@ -19,8 +19,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, TransactionBehavior};
-
+use super::db::{args, query_vec, Db, Dialect, RowExt, Tuning};
 use super::error::{LedgerError, SqlContext};
 use super::ops::{self, NON_TERMINAL_SQL};
 use super::store::{now_ms, LedgerPaths};
@@ -28,11 +27,6 @@ use super::types::RecoveryReport;
 
 /// The reason written on runs of a boot found dead.
 pub(crate) const DEAD_BOOT_REASON: &str = "process exited";
-
-/// Page cache (KiB) for a recovery transaction: marking ten thousand runs touches a few
-/// thousand pages of `runs`, `events` and their indexes; with SQLite's default 2 MiB
-/// cache the transaction spills dirty pages to the WAL before it commits.
-const RECOVERY_CACHE_KIB: i64 = 64 * 1024;
 
 /// Temporary lock files older than this are leftovers of a crash during open.
 const STALE_TEMP: Duration = Duration::from_secs(600);
@@ -89,6 +83,14 @@ pub(crate) struct DeadBoot {
 }
 
 impl DeadBoot {
+    /// A dead boot with no lock file to remove (its liveness was not a file).
+    pub fn without_file() -> Self {
+        DeadBoot {
+            path: PathBuf::new(),
+            file: None,
+        }
+    }
+
     /// Remove the dead boot's lock file (after its runs were marked), then release it.
     pub fn remove_lock_file(self) {
         if self.file.is_some() {
@@ -137,14 +139,15 @@ fn try_flock(file: &File) -> std::io::Result<bool> {
 
 /// Record this boot.
 pub(crate) fn register(
-    conn: &Connection,
+    db: &dyn Db,
     boot_id: &str,
     session_id: &str,
     at: i64,
 ) -> Result<(), LedgerError> {
-    conn.execute(
+    let host = hostname();
+    db.execute(
         "INSERT INTO boots (boot_id, session_id, pid, started_at, host) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![boot_id, session_id, std::process::id(), at, hostname()],
+        args![boot_id, session_id, std::process::id(), at, &host],
     )
     .ctx("registering this boot")?;
     Ok(())
@@ -152,38 +155,46 @@ pub(crate) fn register(
 
 /// Probe every other boot that might need recovery and recover the dead ones.
 pub(crate) fn recover(
-    conn: &mut Connection,
+    db: &dyn Db,
     paths: &LedgerPaths,
     own_boot: &str,
 ) -> Result<RecoveryReport, LedgerError> {
-    let mut candidates: Vec<String> = conn
-        .prepare(&format!(
+    let mut candidates: Vec<String> = query_vec(
+        db,
+        &format!(
             "SELECT DISTINCT session_boot_id FROM runs WHERE status IN {NON_TERMINAL_SQL}
              UNION SELECT boot_id FROM boots WHERE ended_at IS NULL"
-        ))
-        .and_then(|mut st| {
-            st.query_map([], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()
-        })
-        .ctx("finding boots to check")?;
-    candidates.extend(lock_files(&paths.boots)?);
+        ),
+        &[],
+        |r| r.string(0),
+    )
+    .ctx("finding boots to check")?;
+    if db.dialect() == Dialect::Sqlite {
+        candidates.extend(lock_files(&paths.boots)?);
+    }
     candidates.sort();
     candidates.dedup();
     candidates.retain(|b| b != own_boot);
 
     let mut report = RecoveryReport::default();
     for boot in candidates {
-        match probe(paths, &boot)? {
+        // Only a well-formed id names a lock file or a lock (the database is
+        // untrusted); no live boot has another.
+        let liveness = match ops::validate_id("boot id", &boot) {
+            Ok(()) => db.probe_boot(&boot)?,
+            Err(_) => Liveness::Dead(DeadBoot::without_file()),
+        };
+        match liveness {
             Liveness::Alive => report.live_boots.push(boot),
             Liveness::Dead(guard) => {
-                let runs = with_cache_kib(conn, RECOVERY_CACHE_KIB, |conn| {
-                    let tx = conn
-                        .transaction_with_behavior(TransactionBehavior::Immediate)
-                        .ctx("starting recovery")?;
-                    let runs = ops::interrupt_boot(&tx, &boot, DEAD_BOOT_REASON, now_ms())?;
-                    tx.commit().ctx("committing recovery")?;
-                    Ok(runs)
-                })?;
+                db.tune(Tuning::RecoveryCache)
+                    .ctx("raising cache_size for recovery")?;
+                let runs = interrupt_dead(db, &boot);
+                let restored = db
+                    .tune(Tuning::NormalCache)
+                    .ctx("restoring cache_size after recovery");
+                let runs = runs?;
+                restored?;
                 guard.remove_lock_file();
                 report.interrupted.extend(runs);
                 report.dead_boots.push(boot);
@@ -194,25 +205,15 @@ pub(crate) fn recover(
     Ok(report)
 }
 
-/// Run `f` with the connection's page cache raised to `kib` KiB, then put the old size
-/// back (also when `f` fails). SQLite allocates cache pages only as they are used.
-fn with_cache_kib<T>(
-    conn: &mut Connection,
-    kib: i64,
-    f: impl FnOnce(&mut Connection) -> Result<T, LedgerError>,
-) -> Result<T, LedgerError> {
-    let old: i64 = conn
-        .query_row("PRAGMA cache_size", [], |r| r.get(0))
-        .ctx("reading cache_size")?;
-    conn.pragma_update(None, "cache_size", -kib)
-        .ctx("raising cache_size for recovery")?;
-    let outcome = f(conn);
-    let restored = conn
-        .pragma_update(None, "cache_size", old)
-        .ctx("restoring cache_size after recovery");
-    let value = outcome?;
-    restored?;
-    Ok(value)
+/// Mark a dead boot's unfinished runs interrupted, in one transaction.
+fn interrupt_dead(db: &dyn Db, boot: &str) -> Result<Vec<super::types::RunId>, LedgerError> {
+    db.begin().ctx("starting recovery")?;
+    let marked = ops::interrupt_boot(db, boot, DEAD_BOOT_REASON, now_ms())
+        .and_then(|runs| db.commit().ctx("committing recovery").map(|()| runs));
+    if marked.is_err() {
+        let _ = db.rollback();
+    }
+    marked
 }
 
 /// Boot ids that have a lock file.

@@ -39,6 +39,14 @@ pub enum LedgerError {
         /// Where the ledger would be.
         path: PathBuf,
     },
+    /// A ledger URL (`ledger_url`, `--ledger`) that brood cannot use.
+    #[error("ledger URL {url}: {why}")]
+    BadUrl {
+        /// The URL, its password hidden.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A read-only open found a ledger of an older schema; readers never migrate.
     #[error("{path} has ledger schema version {found}, older than this brood's {supported}; run brood once (e.g. `brood run`) to upgrade it, then retry")]
     NeedsUpgrade {
@@ -180,6 +188,15 @@ impl LedgerError {
 /// Attach "while doing X" context to an SQLite error.
 pub(crate) trait SqlContext<T> {
     fn ctx(self, context: &str) -> Result<T, LedgerError>;
+}
+
+impl<T> SqlContext<T> for Result<T, super::db::DbError> {
+    fn ctx(self, context: &str) -> Result<T, LedgerError> {
+        self.map_err(|e| LedgerError::Sqlite {
+            context: context.to_string(),
+            detail: e.detail,
+        })
+    }
 }
 
 impl<T> SqlContext<T> for Result<T, rusqlite::Error> {

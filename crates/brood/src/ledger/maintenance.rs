@@ -7,13 +7,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, TransactionBehavior};
-
-use super::boot::{self, Liveness};
+use super::boot::Liveness;
+use super::db::{args, query_one, query_vec, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::ops;
 use super::spill;
-use super::store::{self, now_ms, LedgerPaths};
+use super::store::{self, now_ms, LedgerPaths, Location};
 use super::types::{
     CancelOutcome, Durability, EventKind, PruneReport, RunId, RunStatus, Transition,
 };
@@ -24,13 +23,12 @@ const CANCEL_DEAD_REASON: &str = "cancelled on request; its process had already 
 /// Ask for `run` to be cancelled. `own_boot` is the caller's boot, if it has one: a
 /// request for one of its own runs is queued like any other (the owner polls).
 pub(crate) fn request_cancel(
-    conn: &Connection,
-    paths: &LedgerPaths,
+    db: &dyn Db,
     own_boot: Option<&str>,
     run: &str,
     at: i64,
 ) -> Result<CancelOutcome, LedgerError> {
-    let status = ops::status_of(conn, run)?;
+    let status = ops::status_of(db, run)?;
     if status.is_terminal() {
         return Err(LedgerError::InvalidTransition {
             run: run.to_string(),
@@ -38,18 +36,22 @@ pub(crate) fn request_cancel(
             to: RunStatus::Cancelled,
         });
     }
-    let boot_id: String = conn
-        .prepare_cached("SELECT session_boot_id FROM runs WHERE id = ?1")
-        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
-        .ctx("reading a run's boot")?;
+    let boot_id: String = query_one(
+        db,
+        "SELECT session_boot_id FROM runs WHERE id = ?1",
+        args![run],
+        |r| r.string(0),
+    )
+    .ctx("reading a run's boot")?;
     let alive = own_boot == Some(boot_id.as_str())
-        || matches!(boot::probe(paths, &boot_id)?, Liveness::Alive);
+        || (ops::validate_id("boot id", &boot_id).is_ok()
+            && matches!(db.probe_boot(&boot_id)?, Liveness::Alive));
     if alive {
-        conn.prepare_cached(
+        db.execute(
             "INSERT INTO cancel_requests (run_id, boot_id, requested_at) VALUES (?1, ?2, ?3)
              ON CONFLICT (run_id) DO UPDATE SET requested_at = excluded.requested_at",
+            args![run, &boot_id, at],
         )
-        .and_then(|mut st| st.execute(params![run, boot_id, at]))
         .ctx("recording a cancel request")?;
         Ok(CancelOutcome::Requested {
             run_id: RunId::from_string(run),
@@ -59,7 +61,7 @@ pub(crate) fn request_cancel(
         let change = Transition::Cancelled {
             reason: CANCEL_DEAD_REASON.to_string(),
         };
-        ops::transition(conn, None, run, &change, at, None)?;
+        ops::transition(db, None, run, &change, at, None)?;
         Ok(CancelOutcome::MarkedCancelled {
             run_id: RunId::from_string(run),
         })
@@ -67,17 +69,14 @@ pub(crate) fn request_cancel(
 }
 
 /// Remove and return the pending cancel requests for runs of `boot_id`.
-pub(crate) fn take_cancel_requests(
-    conn: &Connection,
-    boot_id: &str,
-) -> Result<Vec<RunId>, LedgerError> {
-    let mut ids: Vec<String> = conn
-        .prepare_cached("DELETE FROM cancel_requests WHERE boot_id = ?1 RETURNING run_id")
-        .and_then(|mut st| {
-            st.query_map([boot_id], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()
-        })
-        .ctx("taking cancel requests")?;
+pub(crate) fn take_cancel_requests(db: &dyn Db, boot_id: &str) -> Result<Vec<RunId>, LedgerError> {
+    let mut ids: Vec<String> = query_vec(
+        db,
+        "DELETE FROM cancel_requests WHERE boot_id = ?1 RETURNING run_id",
+        args![boot_id],
+        |r| r.string(0),
+    )
+    .ctx("taking cancel requests")?;
     ids.sort();
     Ok(ids.into_iter().map(RunId::from_string).collect())
 }
@@ -86,42 +85,40 @@ pub(crate) fn take_cancel_requests(
 /// their events, transcripts and cancel requests, and boots left without runs.
 /// Returns the report and the spill files to remove once the transaction committed.
 pub(crate) fn prune(
-    conn: &Connection,
+    db: &dyn Db,
     paths: &LedgerPaths,
     cutoff_ms: i64,
 ) -> Result<(PruneReport, Vec<PathBuf>), LedgerError> {
-    let roots: Vec<String> = conn
-        .prepare(&format!(
+    let roots: Vec<String> = query_vec(
+        db,
+        &format!(
             "SELECT root_id FROM runs GROUP BY root_id
              HAVING SUM(CASE WHEN status NOT IN {} AND ended_at IS NOT NULL AND ended_at <= ?1
                         THEN 0 ELSE 1 END) = 0",
             ops::NON_TERMINAL_SQL
-        ))
-        .and_then(|mut st| {
-            st.query_map([cutoff_ms], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()
-        })
-        .ctx("finding prunable runs")?;
+        ),
+        args![cutoff_ms],
+        |r| r.string(0),
+    )
+    .ctx("finding prunable runs")?;
     let mut report = PruneReport::default();
     let mut files = Vec::new();
     for root in &roots {
-        let runs: Vec<String> = conn
-            .prepare_cached("SELECT id FROM runs WHERE root_id = ?1")
-            .and_then(|mut st| {
-                st.query_map([root], |r| r.get(0))?
-                    .collect::<Result<Vec<String>, _>>()
-            })
-            .ctx("listing a run tree")?;
+        let runs: Vec<String> = query_vec(
+            db,
+            "SELECT id FROM runs WHERE root_id = ?1",
+            args![root],
+            |r| r.string(0),
+        )
+        .ctx("listing a run tree")?;
         for run in &runs {
-            let spills: Vec<(i64, String)> = conn
-                .prepare_cached(
-                    "SELECT seq, spill_path FROM transcripts WHERE run_id = ?1 AND spill_path IS NOT NULL",
-                )
-                .and_then(|mut st| {
-                    st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?
-                        .collect::<Result<Vec<(i64, String)>, _>>()
-                })
-                .ctx("listing spill files")?;
+            let spills: Vec<(i64, String)> = query_vec(
+                db,
+                "SELECT seq, spill_path FROM transcripts WHERE run_id = ?1 AND spill_path IS NOT NULL",
+                args![run],
+                |r| Ok((r.i64(0)?, r.string(1)?)),
+            )
+            .ctx("listing spill files")?;
             for (seq, rel) in spills {
                 match paths.resolve_relative(&rel) {
                     Ok(path) => files.push(path),
@@ -130,29 +127,26 @@ pub(crate) fn prune(
                     )),
                 }
             }
-            report.events += delete(conn, "DELETE FROM events WHERE run_id = ?1", run)?;
+            report.events += delete(db, "DELETE FROM events WHERE run_id = ?1", run)?;
             report.transcript_entries +=
-                delete(conn, "DELETE FROM transcripts WHERE run_id = ?1", run)?;
-            delete(conn, "DELETE FROM cancel_requests WHERE run_id = ?1", run)?;
-            delete(conn, "DELETE FROM run_results WHERE run_id = ?1", run)?;
-            report.runs += delete(conn, "DELETE FROM runs WHERE id = ?1", run)?;
+                delete(db, "DELETE FROM transcripts WHERE run_id = ?1", run)?;
+            delete(db, "DELETE FROM cancel_requests WHERE run_id = ?1", run)?;
+            delete(db, "DELETE FROM run_results WHERE run_id = ?1", run)?;
+            report.runs += delete(db, "DELETE FROM runs WHERE id = ?1", run)?;
         }
     }
     report.spill_files = files.len() as u64;
-    conn.execute(
+    db.execute(
         "DELETE FROM boots WHERE ended_at IS NOT NULL AND ended_at <= ?1
            AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_boot_id = boots.boot_id)",
-        [cutoff_ms],
+        args![cutoff_ms],
     )
     .ctx("pruning old boots")?;
     Ok((report, files))
 }
 
-fn delete(conn: &Connection, sql: &str, run: &str) -> Result<u64, LedgerError> {
-    conn.prepare_cached(sql)
-        .and_then(|mut st| st.execute([run]))
-        .map(|n| n as u64)
-        .ctx("pruning")
+fn delete(db: &dyn Db, sql: &str, run: &str) -> Result<u64, LedgerError> {
+    db.execute(sql, args![run]).ctx("pruning")
 }
 
 /// Remove the spill files of pruned runs (best effort: a file already gone, or one
@@ -173,37 +167,59 @@ pub(crate) fn cutoff(age: Duration) -> i64 {
 /// boot, no recovery), so inspecting a workspace never disturbs the sessions in it.
 pub struct LedgerMaintenance {
     paths: LedgerPaths,
-    conn: Connection,
+    db: Box<dyn Db>,
 }
 
 impl LedgerMaintenance {
-    pub(crate) fn open(paths: LedgerPaths) -> Result<Self, LedgerError> {
-        if !paths.db.exists() {
-            return Err(LedgerError::Missing { path: paths.db });
+    pub(crate) fn open(paths: LedgerPaths, at: &Location) -> Result<Self, LedgerError> {
+        let db = match at {
+            Location::Workspace => {
+                if !paths.db.exists() {
+                    return Err(LedgerError::Missing { path: paths.db });
+                }
+                store::open_writer(&paths, Durability::Full, Duration::from_secs(10))?
+            }
+            #[cfg(feature = "postgres")]
+            Location::Postgres(url) => super::pg::open_existing(url, &paths)?,
+        };
+        Ok(LedgerMaintenance { paths, db })
+    }
+
+    /// Run `f` in one write transaction: committed when it succeeds, rolled back
+    /// when it fails.
+    fn in_transaction<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&dyn Db, &LedgerPaths) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let db = &*self.db;
+        db.begin().ctx(&format!("starting {what}"))?;
+        match f(db, &self.paths) {
+            Ok(v) => {
+                if let Err(e) = db.commit() {
+                    let _ = db.rollback();
+                    return Err(e).ctx(&format!("committing {what}"));
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = db.rollback();
+                Err(e)
+            }
         }
-        let conn = store::open_writer(&paths, Durability::Full, Duration::from_secs(10))?;
-        Ok(LedgerMaintenance { paths, conn })
     }
 
     /// See [`Ledger::request_cancel`](super::Ledger::request_cancel).
     pub fn request_cancel(&mut self, run: &RunId) -> Result<CancelOutcome, LedgerError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .ctx("starting a cancel request")?;
-        let outcome = request_cancel(&tx, &self.paths, None, run.as_str(), now_ms())?;
-        tx.commit().ctx("committing a cancel request")?;
-        Ok(outcome)
+        self.in_transaction("a cancel request", |db, _| {
+            request_cancel(db, None, run.as_str(), now_ms())
+        })
     }
 
     /// See [`Ledger::prune`](super::Ledger::prune).
     pub fn prune(&mut self, older_than: Duration) -> Result<PruneReport, LedgerError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .ctx("starting a prune")?;
-        let (report, files) = prune(&tx, &self.paths, cutoff(older_than))?;
-        tx.commit().ctx("committing a prune")?;
+        let (report, files) =
+            self.in_transaction("a prune", |db, paths| prune(db, paths, cutoff(older_than)))?;
         remove_spill_files(&files);
         Ok(report)
     }
@@ -222,14 +238,10 @@ impl LedgerMaintenance {
                 kind: kind.as_str().to_string(),
             });
         }
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .ctx("starting an event")?;
-        ops::status_of(&tx, run.as_str())?;
-        let seq = ops::next_seq(&tx, ops::Numbered::Events, run.as_str())?;
-        ops::insert_event_value(&tx, run.as_str(), seq, kind, payload, now_ms())?;
-        tx.commit().ctx("committing an event")?;
-        Ok(())
+        self.in_transaction("an event", |db, _| {
+            ops::status_of(db, run.as_str())?;
+            let seq = ops::next_seq(db, ops::Numbered::Events, run.as_str())?;
+            ops::insert_event_value(db, run.as_str(), seq, kind, payload, now_ms())
+        })
     }
 }

@@ -19,11 +19,15 @@
 
 mod boot;
 mod columns;
+mod db;
 mod error;
 mod export;
 mod maintenance;
 mod memo;
 mod ops;
+#[cfg(feature = "postgres")]
+mod pg;
+mod pg_url;
 mod query_only;
 mod queue;
 mod reader;
@@ -58,9 +62,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use db::{Db, Tuning};
+use error::SqlContext;
 use queue::Gauge;
 use reader::Current;
-use store::{now_ms, LedgerPaths};
+use store::{now_ms, LedgerPaths, Location};
 use writer::{Counters, Op, Writer};
 
 /// One boot of a session on a workspace's ledger. Share it with `Arc`; every method
@@ -69,6 +75,7 @@ use writer::{Counters, Op, Writer};
 /// `interrupted`, stops the writer, and releases the boot lock.
 pub struct Ledger {
     paths: LedgerPaths,
+    location: Location,
     session_id: String,
     boot_id: String,
     options: LedgerOptions,
@@ -78,8 +85,9 @@ pub struct Ledger {
     /// The bound on the writer's queue (`LedgerOptions::max_queued`).
     gauge: Arc<Gauge>,
     recovery: RecoveryReport,
-    /// Dropped after the writer has stopped (see `Drop`).
-    _boot_lock: boot::BootLock,
+    /// Dropped after the writer has stopped (see `Drop`). None when the boot's
+    /// liveness is held by the writer's connection (PostgreSQL's advisory lock).
+    _boot_lock: Option<boot::BootLock>,
 }
 
 impl Ledger {
@@ -98,21 +106,30 @@ impl Ledger {
             None => uuid::Uuid::now_v7().to_string(),
         };
         let boot_id = uuid::Uuid::now_v7().to_string();
-        let mut conn = store::open_writer(&paths, options.durability, options.busy_timeout)?;
-        let lock = boot::BootLock::acquire(&paths, &boot_id)?;
+        let location = Location::from_url(options.url.as_deref())?;
+        let db: Box<dyn Db> = match &location {
+            Location::Workspace => {
+                store::open_writer(&paths, options.durability, options.busy_timeout)?
+            }
+            #[cfg(feature = "postgres")]
+            Location::Postgres(url) => pg::open_writer(url, &paths, options.durability)?,
+        };
+        let lock = db.hold_boot(&boot_id)?;
         // The boot row and the recovery commit without folding the WAL into the
         // database (after a crash the WAL can hold thousands of pages): the writer
         // thread checkpoints first thing, off the caller's path.
-        let autocheckpoint = store::suspend_autocheckpoint(&conn)?;
-        boot::register(&conn, &boot_id, &session_id, now_ms())?;
-        let recovery = boot::recover(&mut conn, &paths, &boot_id)?;
-        store::resume_autocheckpoint(&conn, autocheckpoint)?;
+        db.tune(Tuning::SuspendCheckpoints)
+            .ctx("suspending the automatic checkpoint")?;
+        boot::register(&*db, &boot_id, &session_id, now_ms())?;
+        let recovery = boot::recover(&*db, &paths, &boot_id)?;
+        db.tune(Tuning::ResumeCheckpoints)
+            .ctx("resuming the automatic checkpoint")?;
 
         let counters = Arc::new(Counters::default());
         let gauge = Arc::new(Gauge::new(options.max_queued));
         let (tx, rx) = mpsc::channel();
         let writer = Writer {
-            conn,
+            db,
             paths: paths.clone(),
             session_id: session_id.clone(),
             boot_id: boot_id.clone(),
@@ -133,6 +150,7 @@ impl Ledger {
             .map_err(|e| LedgerError::io(&paths.db, e))?;
         Ok(Ledger {
             paths,
+            location,
             session_id,
             boot_id,
             options,
@@ -150,7 +168,18 @@ impl Ledger {
     /// a live boot, or the most recent one when none is alive. A workspace without a
     /// ledger gives [`LedgerError::Missing`]; nothing is created.
     pub fn open_reader(workspace: &Path) -> Result<LedgerReader, LedgerError> {
-        LedgerReader::open(LedgerPaths::new(workspace), Current::Live)
+        Self::open_reader_at(workspace, None)
+    }
+
+    /// [`Ledger::open_reader`] of the ledger at `url` (`None`: the workspace's SQLite
+    /// file; `postgres://…`: that database). A database without a ledger gives
+    /// [`LedgerError::Missing`].
+    pub fn open_reader_at(
+        workspace: &Path,
+        url: Option<&str>,
+    ) -> Result<LedgerReader, LedgerError> {
+        let location = Location::from_url(url)?;
+        LedgerReader::open(LedgerPaths::new(workspace), &location, Current::Live)
     }
 
     /// Look at the ledger of `workspace` without writing anything (`brood doctor`):
@@ -168,7 +197,17 @@ impl Ledger {
     /// Cancel and prune for a process that is not a session (the CLI). Registers no
     /// boot and recovers nothing. A workspace without a ledger gives `Missing`.
     pub fn open_maintenance(workspace: &Path) -> Result<LedgerMaintenance, LedgerError> {
-        LedgerMaintenance::open(LedgerPaths::new(workspace))
+        Self::open_maintenance_at(workspace, None)
+    }
+
+    /// [`Ledger::open_maintenance`] of the ledger at `url` (see
+    /// [`Ledger::open_reader_at`]).
+    pub fn open_maintenance_at(
+        workspace: &Path,
+        url: Option<&str>,
+    ) -> Result<LedgerMaintenance, LedgerError> {
+        let location = Location::from_url(url)?;
+        LedgerMaintenance::open(LedgerPaths::new(workspace), &location)
     }
 
     /// This session's id (its runs carry it).
@@ -420,6 +459,7 @@ impl Ledger {
     pub fn reader(&self) -> Result<LedgerReader, LedgerError> {
         LedgerReader::open(
             self.paths.clone(),
+            &self.location,
             Current::Session(self.session_id.clone()),
         )
     }
@@ -436,8 +476,9 @@ impl Ledger {
         // A writer that has stopped cannot flush; the read still shows what is on disk.
         let _ = self.flush().await;
         let paths = self.paths.clone();
+        let location = self.location.clone();
         let current = Current::Session(self.session_id.clone());
-        tokio::task::spawn_blocking(move || f(&LedgerReader::open(paths, current)?))
+        tokio::task::spawn_blocking(move || f(&LedgerReader::open(paths, &location, current)?))
             .await
             .map_err(|e| LedgerError::ReadTask {
                 detail: e.to_string(),

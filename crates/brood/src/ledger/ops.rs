@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
+use super::db::{args, query_one, query_row, query_vec, Db, DbErrorKind, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::memo::RunFacts;
 use super::shared::{self, SpillDir};
@@ -47,11 +47,14 @@ pub(crate) fn validate_id(what: &'static str, id: &str) -> Result<(), LedgerErro
 }
 
 /// The current status of `run`, or `UnknownRun`.
-pub(crate) fn status_of(conn: &Connection, run: &str) -> Result<RunStatus, LedgerError> {
-    let text: Option<String> = conn
-        .prepare_cached("SELECT status FROM runs WHERE id = ?1")
-        .and_then(|mut st| st.query_row([run], |r| r.get(0)).optional())
-        .ctx("reading a run's status")?;
+pub(crate) fn status_of(db: &dyn Db, run: &str) -> Result<RunStatus, LedgerError> {
+    let text: Option<String> = query_row(
+        db,
+        "SELECT status FROM runs WHERE id = ?1",
+        args![run],
+        |r| r.string(0),
+    )
+    .ctx("reading a run's status")?;
     let text = text.ok_or_else(|| LedgerError::UnknownRun {
         id: run.to_string(),
     })?;
@@ -64,7 +67,7 @@ pub(crate) fn status_of(conn: &Connection, run: &str) -> Result<RunStatus, Ledge
 /// Insert a run in `Pending` with its `spawned` event (seq 0). `parent` is what the
 /// caller knows of the run's parent, if anything.
 pub(crate) fn insert_run(
-    conn: &Connection,
+    db: &dyn Db,
     author: &Author<'_>,
     id: &RunId,
     run: &NewRun,
@@ -75,13 +78,13 @@ pub(crate) fn insert_run(
         (None, _) => (Arc::from(id.as_str()), 0u32),
         (Some(_), Some(p)) => (p.root_id.clone(), p.depth + 1),
         (Some(parent), None) => {
-            let row: Option<(String, u32)> = conn
-                .prepare_cached("SELECT root_id, depth FROM runs WHERE id = ?1")
-                .and_then(|mut st| {
-                    st.query_row([parent.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .optional()
-                })
-                .ctx("reading the parent run")?;
+            let row: Option<(String, u32)> = query_row(
+                db,
+                "SELECT root_id, depth FROM runs WHERE id = ?1",
+                args![parent.as_str()],
+                |r| Ok((r.string(0)?, r.u32(1)?)),
+            )
+            .ctx("reading the parent run")?;
             let (root, depth) = row.ok_or_else(|| LedgerError::UnknownRun {
                 id: parent.to_string(),
             })?;
@@ -89,42 +92,36 @@ pub(crate) fn insert_run(
         }
     };
     let workspace = run.workspace.as_deref().unwrap_or(author.workspace);
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
              agent_type, objective, model, provider, workspace, git_branch, status, created_at,
              priced_steps, unpriced)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15, 0, ?16)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
+        args![
             id.as_str(),
             run.parent_id.as_ref().map(RunId::as_str),
             &*root_id,
             depth,
             author.session_id,
             author.boot_id,
-            run.name,
-            run.role,
-            run.agent_type,
-            run.objective,
-            run.model,
-            run.provider,
+            &run.name,
+            &run.role,
+            &run.agent_type,
+            &run.objective,
+            &run.model,
+            &run.provider,
             workspace,
-            run.git_branch,
+            &run.git_branch,
             at,
             run.unpriced,
-        ])
-    })
-    .map_err(|e| match &e {
+        ],
+    )
+    .map_err(|e| match e.kind {
         // The primary key: a run with this id is already recorded.
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-        {
-            LedgerError::DuplicateRun { id: id.to_string() }
-        }
+        DbErrorKind::Duplicate => LedgerError::DuplicateRun { id: id.to_string() },
         _ => LedgerError::Sqlite {
             context: "inserting a run".into(),
-            detail: e.to_string(),
+            detail: e.detail,
         },
     })?;
     let mut payload = serde_json::Map::new();
@@ -149,7 +146,7 @@ pub(crate) fn insert_run(
         payload.insert("grant".into(), grant.clone());
     }
     let payload = Value::Object(payload);
-    insert_event_value(conn, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
+    insert_event_value(db, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
     Ok(RunFacts {
         status: RunStatus::Pending,
         next_event: 1,
@@ -160,14 +157,14 @@ pub(crate) fn insert_run(
 }
 
 /// The facts of `run` as the database has them (`UnknownRun` when absent).
-pub(crate) fn read_facts(conn: &Connection, run: &str) -> Result<RunFacts, LedgerError> {
-    let row: Option<(String, String, u32)> = conn
-        .prepare_cached("SELECT status, root_id, depth FROM runs WHERE id = ?1")
-        .and_then(|mut st| {
-            st.query_row([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()
-        })
-        .ctx("reading a run")?;
+pub(crate) fn read_facts(db: &dyn Db, run: &str) -> Result<RunFacts, LedgerError> {
+    let row: Option<(String, String, u32)> = query_row(
+        db,
+        "SELECT status, root_id, depth FROM runs WHERE id = ?1",
+        args![run],
+        |r| Ok((r.string(0)?, r.string(1)?, r.u32(2)?)),
+    )
+    .ctx("reading a run")?;
     let (status, root_id, depth) = row.ok_or_else(|| LedgerError::UnknownRun {
         id: run.to_string(),
     })?;
@@ -177,22 +174,18 @@ pub(crate) fn read_facts(conn: &Connection, run: &str) -> Result<RunFacts, Ledge
     })?;
     Ok(RunFacts {
         status,
-        next_event: next_seq(conn, Numbered::Events, run)?,
-        next_message: next_seq(conn, Numbered::Transcripts, run)?,
+        next_event: next_seq(db, Numbered::Events, run)?,
+        next_message: next_seq(db, Numbered::Transcripts, run)?,
         root_id: Arc::from(root_id),
         depth,
     })
 }
 
 /// The facts of `run`: `known` when given, else read.
-fn facts_of(
-    conn: &Connection,
-    run: &str,
-    known: Option<&RunFacts>,
-) -> Result<RunFacts, LedgerError> {
+fn facts_of(db: &dyn Db, run: &str, known: Option<&RunFacts>) -> Result<RunFacts, LedgerError> {
     match known {
         Some(f) => Ok(f.clone()),
-        None => read_facts(conn, run),
+        None => read_facts(db, run),
     }
 }
 
@@ -200,14 +193,14 @@ fn facts_of(
 /// With `spill`, a result's long strings already in the run's last spill file are
 /// stored as references to it ([`shared`]).
 pub(crate) fn transition(
-    conn: &Connection,
+    db: &dyn Db,
     spill: Option<&SpillDir<'_>>,
     run: &str,
     change: &Transition,
     at: i64,
     known: Option<&RunFacts>,
 ) -> Result<RunFacts, LedgerError> {
-    let mut facts = facts_of(conn, run, known)?;
+    let mut facts = facts_of(db, run, known)?;
     let from = facts.status;
     let to = change.target();
     if !from.can_transition_to(to) {
@@ -228,30 +221,37 @@ pub(crate) fn transition(
     // The result is encoded once, for its row; the event only says it has one (21.3:
     // a child's answer stored once, not again inside its `completed` event).
     let result_text = match result {
-        Some(v) => Some(shared::store(conn, spill, run, v)?),
+        Some(v) => Some(shared::store(db, spill, run, v)?),
         None => None,
     };
     let payload = transition_payload(from, change, result_text.as_deref())?;
     let started = (to == RunStatus::Running).then_some(at);
     let ended = to.is_terminal().then_some(at);
-    conn.prepare_cached(
+    db.execute(
         "UPDATE runs SET status = ?2, status_reason = ?3,
              started_at = COALESCE(?4, started_at), ended_at = COALESCE(?5, ended_at),
              error = COALESCE(?6, error)
          WHERE id = ?1",
+        args![
+            run,
+            to.as_str(),
+            reason.map(String::as_str),
+            started,
+            ended,
+            error.map(String::as_str)
+        ],
     )
-    .and_then(|mut st| st.execute(params![run, to.as_str(), reason, started, ended, error]))
     .ctx("updating a run's status")?;
     if let Some(text) = &result_text {
-        conn.prepare_cached(
+        db.execute(
             "INSERT INTO run_results (run_id, result) VALUES (?1, ?2)
              ON CONFLICT (run_id) DO UPDATE SET result = excluded.result",
+            args![run, text],
         )
-        .and_then(|mut st| st.execute(params![run, text]))
         .ctx("storing a run's result")?;
     }
     insert_event_at(
-        conn,
+        db,
         run,
         facts.next_event,
         EventKind::for_status(to),
@@ -308,7 +308,7 @@ fn transition_payload(
 
 /// Append a progress event (lifecycle kinds are refused: they come with transitions).
 pub(crate) fn append_event(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     kind: EventKind,
     payload: &Value,
@@ -320,15 +320,15 @@ pub(crate) fn append_event(
             kind: kind.as_str().to_string(),
         });
     }
-    let mut facts = facts_of(conn, run, known)?;
-    insert_event_value(conn, run, facts.next_event, kind, payload, at)?;
+    let mut facts = facts_of(db, run, known)?;
+    insert_event_value(db, run, facts.next_event, kind, payload, at)?;
     facts.next_event += 1;
     Ok(facts)
 }
 
 /// Add usage to a run's counters and append a `usage` event carrying the delta.
 pub(crate) fn add_usage(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     delta: &UsageDelta,
     at: i64,
@@ -340,8 +340,8 @@ pub(crate) fn add_usage(
         Some(c) if c.is_finite() && c >= 0.0 => (c, delta.steps),
         _ => (0.0, 0),
     };
-    let changed = conn
-        .prepare_cached(
+    let changed = db
+        .execute(
             // Saturating sums: SQLite turns an overflowing integer `+` into a REAL,
             // which would make the row unreadable as a count.
             "UPDATE runs SET
@@ -357,9 +357,7 @@ pub(crate) fn add_usage(
                  priced_steps = CASE WHEN priced_steps > 9223372036854775807 - ?7
                      THEN 9223372036854775807 ELSE priced_steps + ?7 END
              WHERE id = ?1",
-        )
-        .and_then(|mut st| {
-            st.execute(params![
+            args![
                 run,
                 clamp_i64(delta.steps),
                 clamp_i64(delta.input_tokens),
@@ -367,8 +365,8 @@ pub(crate) fn add_usage(
                 clamp_i64(delta.cached_input_tokens),
                 cost,
                 clamp_i64(priced_steps)
-            ])
-        })
+            ],
+        )
         .ctx("adding usage to a run")?;
     if changed == 0 {
         return Err(LedgerError::UnknownRun {
@@ -377,8 +375,8 @@ pub(crate) fn add_usage(
     }
     let payload =
         serde_json::to_value(delta).map_err(|e| LedgerError::json("encoding usage", e))?;
-    let mut facts = facts_of(conn, run, known)?;
-    insert_event_value(conn, run, facts.next_event, EventKind::Usage, &payload, at)?;
+    let mut facts = facts_of(db, run, known)?;
+    insert_event_value(db, run, facts.next_event, EventKind::Usage, &payload, at)?;
     facts.next_event += 1;
     Ok(facts)
 }
@@ -394,7 +392,7 @@ pub(crate) struct SpillTo<'a> {
 
 /// Append a transcript message, capping (and spilling) an oversized content.
 pub(crate) fn append_message(
-    conn: &Connection,
+    db: &dyn Db,
     spill_to: &SpillTo<'_>,
     run: &str,
     role: &str,
@@ -402,7 +400,7 @@ pub(crate) fn append_message(
     at: i64,
     known: Option<&RunFacts>,
 ) -> Result<RunFacts, LedgerError> {
-    let mut facts = facts_of(conn, run, known)?;
+    let mut facts = facts_of(db, run, known)?;
     let seq = facts.next_message;
     let (spill_abs, spill_rel) = spill_to.paths.spill_file(run, seq);
     let capped = spill::cap(content, spill_to.cap_bytes, &spill_rel);
@@ -416,22 +414,20 @@ pub(crate) fn append_message(
     };
     let content_text = serde_json::to_string(&*capped.content)
         .map_err(|e| LedgerError::json("encoding a transcript message", e))?;
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO transcripts (run_id, seq, at, role, content, truncated, full_bytes, spill_path)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
+        args![
             run,
             seq,
             at,
             role,
-            content_text,
+            &content_text,
             capped.truncated,
             capped.full_bytes,
-            spill_path
-        ])
-    })
+            &spill_path
+        ],
+    )
     .ctx("appending a transcript message")?;
     facts.next_message += 1;
     Ok(facts)
@@ -446,47 +442,45 @@ pub(crate) fn append_message(
 /// returns the ids, reported oldest first as before). Every run
 /// selected here may go to `interrupted` (`pending | queued | running → interrupted`).
 pub(crate) fn interrupt_boot(
-    conn: &Connection,
+    db: &dyn Db,
     boot_id: &str,
     reason: &str,
     at: i64,
 ) -> Result<Vec<RunId>, LedgerError> {
     let to = RunStatus::Interrupted;
     // Events first: they read each run's status before the UPDATE changes it.
-    conn.prepare_cached(&format!(
-        "INSERT INTO events (run_id, seq, at, kind, payload)
-         SELECT r.id,
-                COALESCE((SELECT MAX(e.seq) + 1 FROM events e WHERE e.run_id = r.id), 0),
-                ?2, ?3, json_object('from', r.status, 'reason', ?4)
-         FROM runs r
-         WHERE r.session_boot_id = ?1 AND r.status IN {NON_TERMINAL_SQL}"
-    ))
-    .and_then(|mut st| {
-        st.execute(params![
-            boot_id,
-            at,
-            EventKind::for_status(to).as_str(),
-            reason
-        ])
-    })
+    let payload = db
+        .dialect()
+        .json_object("'from', r.status, 'reason', CAST(?4 AS TEXT)");
+    db.execute(
+        &format!(
+            "INSERT INTO events (run_id, seq, at, kind, payload)
+             SELECT r.id,
+                    COALESCE((SELECT MAX(e.seq) + 1 FROM events e WHERE e.run_id = r.id), 0),
+                    CAST(?2 AS BIGINT), CAST(?3 AS TEXT), {payload}
+             FROM runs r
+             WHERE r.session_boot_id = ?1 AND r.status IN {NON_TERMINAL_SQL}"
+        ),
+        args![boot_id, at, EventKind::for_status(to).as_str(), reason],
+    )
     .ctx("appending the interrupted events of a boot's runs")?;
-    let mut runs: Vec<(i64, String)> = conn
-        .prepare_cached(&format!(
+    let mut runs: Vec<(i64, String)> = query_vec(
+        db,
+        &format!(
             "UPDATE runs SET status = ?2, status_reason = ?3, ended_at = ?4
              WHERE session_boot_id = ?1 AND status IN {NON_TERMINAL_SQL}
              RETURNING created_at, id"
-        ))
-        .and_then(|mut st| {
-            st.query_map(params![boot_id, to.as_str(), reason, at], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()
-        })
-        .ctx("marking a boot's runs interrupted")?;
+        ),
+        args![boot_id, to.as_str(), reason, at],
+        |r| Ok((r.i64(0)?, r.string(1)?)),
+    )
+    .ctx("marking a boot's runs interrupted")?;
     runs.sort_unstable();
-    conn.prepare_cached("UPDATE boots SET ended_at = ?2 WHERE boot_id = ?1 AND ended_at IS NULL")
-        .and_then(|mut st| st.execute(params![boot_id, at]))
-        .ctx("marking a boot ended")?;
+    db.execute(
+        "UPDATE boots SET ended_at = ?2 WHERE boot_id = ?1 AND ended_at IS NULL",
+        args![boot_id, at],
+    )
+    .ctx("marking a boot ended")?;
     Ok(runs
         .into_iter()
         .map(|(_, id)| RunId::from_string(id))
@@ -507,21 +501,19 @@ fn clamp_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-pub(crate) fn next_seq(conn: &Connection, table: Numbered, run: &str) -> Result<u64, LedgerError> {
+pub(crate) fn next_seq(db: &dyn Db, table: Numbered, run: &str) -> Result<u64, LedgerError> {
     let sql = match table {
         Numbered::Events => "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE run_id = ?1",
         Numbered::Transcripts => {
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM transcripts WHERE run_id = ?1"
         }
     };
-    conn.prepare_cached(sql)
-        .and_then(|mut st| st.query_row([run], |r| r.get(0)))
-        .ctx("numbering a run's rows")
+    query_one(db, sql, args![run], |r| r.u64(0)).ctx("numbering a run's rows")
 }
 
 /// Insert one event row at `seq` with a payload value.
 pub(crate) fn insert_event_value(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     seq: u64,
     kind: EventKind,
@@ -530,22 +522,22 @@ pub(crate) fn insert_event_value(
 ) -> Result<(), LedgerError> {
     let text = serde_json::to_string(payload)
         .map_err(|e| LedgerError::json("encoding an event payload", e))?;
-    insert_event_at(conn, run, seq, kind, &text, at)
+    insert_event_at(db, run, seq, kind, &text, at)
 }
 
 /// Insert one event row at `seq` with its payload's JSON text.
 fn insert_event_at(
-    conn: &Connection,
+    db: &dyn Db,
     run: &str,
     seq: u64,
     kind: EventKind,
     payload_text: &str,
     at: i64,
 ) -> Result<(), LedgerError> {
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO events (run_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+        args![run, seq, at, kind.as_str(), payload_text],
     )
-    .and_then(|mut st| st.execute(params![run, seq, at, kind.as_str(), payload_text]))
     .ctx("appending an event")?;
     Ok(())
 }

@@ -3,14 +3,15 @@
 //! A reader has its own read-only connection; in WAL mode it never blocks the writer
 //! and sees every transaction committed before each query started.
 
-use rusqlite::{Connection, OptionalExtension, Row};
-
-use super::boot::{self, Liveness};
+use super::boot::Liveness;
 use super::columns::count_column;
+use super::db::{
+    args, query_one, query_row, query_vec, Arg, Cell, Db, DbError, Dialect, Row, RowExt,
+};
 use super::error::{LedgerError, SqlContext};
 use super::ops::validate_id;
 use super::shared;
-use super::store::{to_time, LedgerPaths};
+use super::store::{to_time, LedgerPaths, Location};
 use super::summary::{RunSummaries, SummaryBuilder, SUMMARY_COLUMNS, SUMMARY_COLUMNS_WITH_SESSION};
 use super::types::{
     EventKind, EventRecord, ListFilter, ListedRun, RunDetail, RunId, RunRecord, RunStatus,
@@ -48,14 +49,22 @@ const LIST_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_b
 /// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
 /// open one per thread or task.
 pub struct LedgerReader {
-    conn: Connection,
+    conn: Box<dyn Db>,
     paths: LedgerPaths,
     current: Current,
 }
 
 impl LedgerReader {
-    pub(crate) fn open(paths: LedgerPaths, current: Current) -> Result<Self, LedgerError> {
-        let conn = super::store::open_reader(&paths)?;
+    pub(crate) fn open(
+        paths: LedgerPaths,
+        at: &Location,
+        current: Current,
+    ) -> Result<Self, LedgerError> {
+        let conn = match at {
+            Location::Workspace => super::store::open_reader(&paths)?,
+            #[cfg(feature = "postgres")]
+            Location::Postgres(url) => super::pg::open_existing(url, &paths)?,
+        };
         Ok(LedgerReader {
             conn,
             paths,
@@ -68,35 +77,32 @@ impl LedgerReader {
         match &self.current {
             Current::Session(s) => Ok(vec![s.clone()]),
             Current::Live => {
-                let open_boots: Vec<(String, String)> = self
-                    .conn
-                    .prepare(
-                        "SELECT boot_id, session_id FROM boots WHERE ended_at IS NULL
-                         ORDER BY started_at",
-                    )
-                    .and_then(|mut st| {
-                        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                    .ctx("listing boots")?;
+                let open_boots: Vec<(String, String)> = query_vec(
+                    &*self.conn,
+                    "SELECT boot_id, session_id FROM boots WHERE ended_at IS NULL
+                     ORDER BY started_at",
+                    &[],
+                    |r| Ok((r.string(0)?, r.string(1)?)),
+                )
+                .ctx("listing boots")?;
                 let mut live = Vec::new();
                 for (boot_id, session) in open_boots {
-                    if matches!(boot::probe(&self.paths, &boot_id)?, Liveness::Alive)
+                    if validate_id("boot id", &boot_id).is_ok()
+                        && matches!(self.conn.probe_boot(&boot_id)?, Liveness::Alive)
                         && !live.contains(&session)
                     {
                         live.push(session);
                     }
                 }
                 if live.is_empty() {
-                    let latest: Option<String> = self
-                        .conn
-                        .query_row(
-                            "SELECT session_id FROM boots ORDER BY started_at DESC, rowid DESC LIMIT 1",
-                            [],
-                            |r| r.get(0),
-                        )
-                        .optional()
-                        .ctx("finding the latest session")?;
+                    // Boot ids are UUIDv7: among boots of one millisecond, the later id.
+                    let latest: Option<String> = query_row(
+                        &*self.conn,
+                        "SELECT session_id FROM boots ORDER BY started_at DESC, boot_id DESC LIMIT 1",
+                        &[],
+                        |r| r.string(0),
+                    )
+                    .ctx("finding the latest session")?;
                     live.extend(latest);
                 }
                 Ok(live)
@@ -153,11 +159,14 @@ impl LedgerReader {
     /// How many runs a listing has (a capacity hint).
     fn listing_size(&self, filter: ListFilter, current: &[String]) -> Result<usize, LedgerError> {
         if filter.include_archived {
-            return self.count("SELECT COUNT(*) FROM runs", []);
+            return self.count("SELECT COUNT(*) FROM runs", &[]);
         }
         let mut count = 0;
         for session in current {
-            count += self.count("SELECT COUNT(*) FROM runs WHERE session_id = ?1", [session])?;
+            count += self.count(
+                "SELECT COUNT(*) FROM runs WHERE session_id = ?1",
+                args![session],
+            )?;
         }
         Ok(count)
     }
@@ -173,43 +182,33 @@ impl LedgerReader {
         mut each: F,
     ) -> Result<(), LedgerError>
     where
-        F: FnMut(&Row<'_>) -> rusqlite::Result<()>,
+        F: FnMut(&dyn Row) -> Result<(), DbError>,
     {
         let columns = with_liveness(columns, "", &self.dead_boots()?);
         if filter.include_archived {
             let sql = format!("SELECT {columns} FROM runs ORDER BY created_at, id");
-            return self.scan(&sql, [], &mut each);
+            return self.scan(&sql, &[], &mut each);
         }
         // Served in order by the index runs_by_session_order (schema v3): no sort.
         let sql =
             format!("SELECT {columns} FROM runs WHERE session_id = ?1 ORDER BY created_at, id");
         for session in current {
-            self.scan(&sql, [session], &mut each)?;
+            self.scan(&sql, args![session], &mut each)?;
         }
         Ok(())
     }
 
     /// Step through the rows of one listing query.
-    fn scan<P, F>(&self, sql: &str, params: P, each: &mut F) -> Result<(), LedgerError>
+    fn scan<F>(&self, sql: &str, args: &[Arg<'_>], each: &mut F) -> Result<(), LedgerError>
     where
-        P: rusqlite::Params,
-        F: FnMut(&Row<'_>) -> rusqlite::Result<()>,
+        F: FnMut(&dyn Row) -> Result<(), DbError>,
     {
-        let mut st = self.conn.prepare_cached(sql).ctx("listing runs")?;
-        let mut rows = st.query(params).ctx("listing runs")?;
-        while let Some(row) = rows.next().ctx("listing runs")? {
-            each(row).ctx("listing runs")?;
-        }
-        Ok(())
+        self.conn.query(sql, args, each).ctx("listing runs")
     }
 
     /// A `SELECT COUNT(*)` as a capacity hint.
-    fn count<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<usize, LedgerError> {
-        let n: i64 = self
-            .conn
-            .prepare_cached(sql)
-            .and_then(|mut st| st.query_row(params, |r| r.get(0)))
-            .ctx("counting runs")?;
+    fn count(&self, sql: &str, args: &[Arg<'_>]) -> Result<usize, LedgerError> {
+        let n = query_one(&*self.conn, sql, args, |r| r.i64(0)).ctx("counting runs")?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
@@ -217,18 +216,17 @@ impl LedgerReader {
     /// live runs were never recorded as ended, and no later session has marked
     /// them yet. Ids that are not well-formed are left out (the file is untrusted).
     fn dead_boots(&self) -> Result<Vec<String>, LedgerError> {
-        let open: Vec<String> = self
-            .conn
-            .prepare_cached("SELECT boot_id FROM boots WHERE ended_at IS NULL")
-            .and_then(|mut st| {
-                st.query_map([], |r| r.get(0))?
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .ctx("listing boots")?;
+        let open: Vec<String> = query_vec(
+            &*self.conn,
+            "SELECT boot_id FROM boots WHERE ended_at IS NULL",
+            &[],
+            |r| r.string(0),
+        )
+        .ctx("listing boots")?;
         let mut dead = Vec::new();
         for boot_id in open {
             if validate_id("boot id", &boot_id).is_ok()
-                && matches!(boot::probe(&self.paths, &boot_id)?, Liveness::Dead(_))
+                && matches!(self.conn.probe_boot(&boot_id)?, Liveness::Dead(_))
             {
                 dead.push(boot_id);
             }
@@ -240,7 +238,7 @@ impl LedgerReader {
     pub fn run(&self, id: &RunId) -> Result<RunRecord, LedgerError> {
         let select = with_liveness(RUN_SELECT, "r.", &self.dead_boots()?);
         let sql = format!("{select} WHERE r.id = ?1");
-        self.query_runs(&sql, [id.as_str()])?
+        self.query_runs(&sql, args![id.as_str()])?
             .pop()
             .ok_or_else(|| LedgerError::UnknownRun { id: id.to_string() })
     }
@@ -259,33 +257,31 @@ impl LedgerReader {
 
     /// A run's events, in order.
     pub fn events(&self, id: &RunId) -> Result<Vec<EventRecord>, LedgerError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT run_id, seq, at, kind, payload FROM events WHERE run_id = ?1 ORDER BY seq",
-            )
-            .ctx("reading events")?;
-        let rows = st
-            .query_map([id.as_str()], event_from_row)
-            .ctx("reading events")?;
-        rows.collect::<Result<Vec<_>, _>>().ctx("reading events")
+        query_vec(
+            &*self.conn,
+            "SELECT run_id, seq, at, kind, payload FROM events WHERE run_id = ?1 ORDER BY seq",
+            args![id.as_str()],
+            event_from_row,
+        )
+        .ctx("reading events")
     }
 
     /// Every event of every run, grouped by run id (for export).
     pub(crate) fn all_events(&self) -> Result<Vec<EventRecord>, LedgerError> {
-        let mut st = self
-            .conn
-            .prepare("SELECT run_id, seq, at, kind, payload FROM events ORDER BY run_id, seq")
-            .ctx("reading events")?;
-        let rows = st.query_map([], event_from_row).ctx("reading events")?;
-        rows.collect::<Result<Vec<_>, _>>().ctx("reading events")
+        query_vec(
+            &*self.conn,
+            "SELECT run_id, seq, at, kind, payload FROM events ORDER BY run_id, seq",
+            &[],
+            event_from_row,
+        )
+        .ctx("reading events")
     }
 
     /// The direct children of a run, oldest first.
     pub fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, LedgerError> {
         self.run(id)?;
         let sql = format!("{RUN_SELECT} WHERE r.parent_id = ?1 ORDER BY r.created_at, r.id");
-        self.query_runs(&sql, [id.as_str()])
+        self.query_runs(&sql, args![id.as_str()])
     }
 
     /// Up to `limit` transcript messages of a run starting at seq `from`.
@@ -296,27 +292,22 @@ impl LedgerReader {
         limit: usize,
     ) -> Result<TranscriptSlice, LedgerError> {
         self.run(id)?;
-        let total: u64 = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM transcripts WHERE run_id = ?1")
-            .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)))
-            .ctx("counting transcript messages")?;
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT run_id, seq, at, role, content, truncated, full_bytes, spill_path
-                 FROM transcripts WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
-            )
-            .ctx("reading the transcript")?;
+        let total: u64 = query_one(
+            &*self.conn,
+            "SELECT COUNT(*) FROM transcripts WHERE run_id = ?1",
+            args![id.as_str()],
+            |r| r.u64(0),
+        )
+        .ctx("counting transcript messages")?;
         let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
-        let entries = st
-            .query_map(
-                rusqlite::params![id.as_str(), from as i64, limit_sql],
-                transcript_from_row,
-            )
-            .ctx("reading the transcript")?
-            .collect::<Result<Vec<_>, _>>()
-            .ctx("reading the transcript")?;
+        let entries = query_vec(
+            &*self.conn,
+            "SELECT run_id, seq, at, role, content, truncated, full_bytes, spill_path
+             FROM transcripts WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+            args![id.as_str(), from, limit_sql],
+            transcript_from_row,
+        )
+        .ctx("reading the transcript")?;
         let end = from.saturating_add(entries.len() as u64);
         Ok(TranscriptSlice {
             run_id: id.clone(),
@@ -352,15 +343,13 @@ impl LedgerReader {
             });
         }
         let upper = format!("{prefix}\u{10FFFF}");
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT 6")
-            .ctx("looking up a run id")?;
-        let ids: Vec<String> = st
-            .query_map([prefix, upper.as_str()], |r| r.get(0))
-            .ctx("looking up a run id")?
-            .collect::<Result<Vec<_>, _>>()
-            .ctx("looking up a run id")?;
+        let ids: Vec<String> = query_vec(
+            &*self.conn,
+            "SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT 6",
+            args![prefix, upper.as_str()],
+            |r| r.string(0),
+        )
+        .ctx("looking up a run id")?;
         if ids.iter().any(|i| i == prefix) {
             return Ok(RunId::from_string(prefix));
         }
@@ -379,15 +368,18 @@ impl LedgerReader {
     /// Every run, oldest first (for export).
     pub(crate) fn all_runs(&self) -> Result<Vec<RunRecord>, LedgerError> {
         let sql = format!("{RUN_SELECT} ORDER BY r.created_at, r.id");
-        self.query_runs(&sql, [])
+        self.query_runs(&sql, &[])
     }
 
-    /// Run `PRAGMA integrity_check`; Ok(()) when the database is sound.
+    /// Run `PRAGMA integrity_check` (SQLite); Ok(()) when the database is sound.
+    /// PostgreSQL checks its own pages: Ok(()) there.
     pub fn integrity_check(&self) -> Result<(), LedgerError> {
-        let verdict: String = self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .ctx("checking integrity")?;
+        if self.conn.dialect() != Dialect::Sqlite {
+            return Ok(());
+        }
+        let verdict: String =
+            query_one(&*self.conn, "PRAGMA integrity_check", &[], |r| r.string(0))
+                .ctx("checking integrity")?;
         if verdict == "ok" {
             Ok(())
         } else {
@@ -398,14 +390,8 @@ impl LedgerReader {
         }
     }
 
-    fn query_runs<P: rusqlite::Params>(
-        &self,
-        sql: &str,
-        params: P,
-    ) -> Result<Vec<RunRecord>, LedgerError> {
-        let mut st = self.conn.prepare_cached(sql).ctx("reading runs")?;
-        let rows = st.query_map(params, run_from_row).ctx("reading runs")?;
-        let mut runs = rows.collect::<Result<Vec<_>, _>>().ctx("reading runs")?;
+    fn query_runs(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<RunRecord>, LedgerError> {
+        let mut runs = query_vec(&*self.conn, sql, args, run_from_row).ctx("reading runs")?;
         // A result's long strings may be references to the run's spill file.
         for run in &mut runs {
             if let Some(stored) = run.result.take() {
@@ -416,19 +402,14 @@ impl LedgerReader {
     }
 }
 
-fn bad_column(col: usize, detail: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(col, rusqlite::types::Type::Text, detail.into())
-}
-
-fn json_column(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<serde_json::Value>> {
-    let text: Option<String> = row.get(col)?;
-    text.map(|t| serde_json::from_str(&t).map_err(|e| bad_column(col, e.to_string())))
+fn json_column(row: &dyn Row, col: usize) -> Result<Option<serde_json::Value>, DbError> {
+    row.opt_str(col)?
+        .map(|t| serde_json::from_str(t).map_err(|e| DbError::column(col, e.to_string())))
         .transpose()
 }
 
-fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
-    let status: String = row.get(14)?;
-    let status: RunStatus = status.parse().map_err(|e| bad_column(14, e))?;
+fn run_from_row(row: &dyn Row) -> Result<RunRecord, DbError> {
+    let status: RunStatus = row.str(14)?.parse().map_err(|e| DbError::column(14, e))?;
     let mut notes = Vec::new();
     let steps = count_column(row, 19, "steps", &mut notes)?;
     let input_tokens = count_column(row, 20, "input_tokens", &mut notes)?;
@@ -441,25 +422,25 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         None
     });
     Ok(RunRecord {
-        id: RunId::from_string(row.get::<_, String>(0)?),
-        parent_id: row.get::<_, Option<String>>(1)?.map(RunId::from_string),
-        root_id: RunId::from_string(row.get::<_, String>(2)?),
-        depth: row.get(3)?,
-        session_id: row.get(4)?,
-        session_boot_id: row.get(5)?,
-        name: row.get(6)?,
-        role: row.get(7)?,
-        agent_type: row.get(8)?,
-        objective: row.get(9)?,
-        model: row.get(10)?,
-        provider: row.get(11)?,
-        workspace: row.get(12)?,
-        git_branch: row.get(13)?,
+        id: RunId::from_string(row.string(0)?),
+        parent_id: row.opt_string(1)?.map(RunId::from_string),
+        root_id: RunId::from_string(row.string(2)?),
+        depth: row.u32(3)?,
+        session_id: row.string(4)?,
+        session_boot_id: row.string(5)?,
+        name: row.opt_string(6)?,
+        role: row.opt_string(7)?,
+        agent_type: row.opt_string(8)?,
+        objective: row.string(9)?,
+        model: row.opt_string(10)?,
+        provider: row.opt_string(11)?,
+        workspace: row.string(12)?,
+        git_branch: row.opt_string(13)?,
         status,
-        status_reason: row.get(15)?,
-        created_at: to_time(row.get(16)?),
-        started_at: row.get::<_, Option<i64>>(17)?.map(to_time),
-        ended_at: row.get::<_, Option<i64>>(18)?.map(to_time),
+        status_reason: row.opt_string(15)?,
+        created_at: to_time(row.i64(16)?),
+        started_at: row.opt_i64(17)?.map(to_time),
+        ended_at: row.opt_i64(18)?.map(to_time),
         steps,
         input_tokens,
         output_tokens,
@@ -467,7 +448,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         cost_usd,
         cost_recorded,
         result,
-        error: row.get(24)?,
+        error: row.opt_string(24)?,
         notes,
     })
 }
@@ -478,22 +459,21 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
 /// for a row from before costs were recorded (`priced_steps` NULL). An odd stored
 /// value reads as unknown, with a note.
 fn cost_columns(
-    row: &Row<'_>,
+    row: &dyn Row,
     idx: usize,
     steps: u64,
     notes: &mut Vec<String>,
-) -> rusqlite::Result<(Option<f64>, bool)> {
-    use rusqlite::types::ValueRef;
-    if matches!(row.get_ref(idx + 1)?, ValueRef::Null) {
+) -> Result<(Option<f64>, bool), DbError> {
+    if matches!(row.cell(idx + 1)?, Cell::Null) {
         return Ok((None, false));
     }
     let priced = count_column(row, idx + 1, "priced_steps", notes)?;
-    if !matches!(row.get_ref(idx + 2)?, ValueRef::Integer(0)) {
+    if !matches!(row.cell(idx + 2)?, Cell::Int(0)) {
         return Ok((None, true));
     }
-    let cost = match row.get_ref(idx)? {
-        ValueRef::Real(c) => Some(c),
-        ValueRef::Integer(n) => Some(n as f64),
+    let cost = match row.cell(idx)? {
+        Cell::Real(c) => Some(c),
+        Cell::Int(n) => Some(n as f64),
         _ => None,
     };
     match cost {
@@ -505,28 +485,27 @@ fn cost_columns(
     }
 }
 
-fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRecord> {
-    let kind: String = row.get(3)?;
-    let kind: EventKind = kind.parse().map_err(|e| bad_column(3, e))?;
+fn event_from_row(row: &dyn Row) -> Result<EventRecord, DbError> {
+    let kind: EventKind = row.str(3)?.parse().map_err(|e| DbError::column(3, e))?;
     Ok(EventRecord {
-        run_id: RunId::from_string(row.get::<_, String>(0)?),
-        seq: row.get(1)?,
-        at: to_time(row.get(2)?),
+        run_id: RunId::from_string(row.string(0)?),
+        seq: row.u64(1)?,
+        at: to_time(row.i64(2)?),
         kind,
         payload: json_column(row, 4)?.unwrap_or(serde_json::Value::Null),
     })
 }
 
-fn transcript_from_row(row: &Row<'_>) -> rusqlite::Result<TranscriptEntry> {
+fn transcript_from_row(row: &dyn Row) -> Result<TranscriptEntry, DbError> {
     Ok(TranscriptEntry {
-        run_id: RunId::from_string(row.get::<_, String>(0)?),
-        seq: row.get(1)?,
-        at: to_time(row.get(2)?),
-        role: row.get(3)?,
+        run_id: RunId::from_string(row.string(0)?),
+        seq: row.u64(1)?,
+        at: to_time(row.i64(2)?),
+        role: row.string(3)?,
         content: json_column(row, 4)?.unwrap_or(serde_json::Value::Null),
-        truncated: row.get(5)?,
-        full_bytes: row.get(6)?,
-        spill_path: row.get(7)?,
+        truncated: row.bool(5)?,
+        full_bytes: row.u64(6)?,
+        spill_path: row.opt_string(7)?,
     })
 }
 

@@ -10,34 +10,30 @@
 //! `{"from", "reason", "previous_session_id", "previous_boot_id", "session_id",
 //! "boot_id"}`. Earlier events, transcript and counters stay as they were.
 
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 
-use super::boot::{self, Liveness};
+use super::boot::Liveness;
+use super::db::{args, query_row, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::memo::RunFacts;
 use super::ops::{self, Author};
-use super::store::LedgerPaths;
 use super::types::{EventKind, Reopened, RunStatus};
 
 /// Reopen `run` for this boot (see the module doc). Returns what it was and the
 /// run's facts after the change (for the writer's memo).
 pub(crate) fn reopen(
-    conn: &Connection,
-    paths: &LedgerPaths,
+    db: &dyn Db,
     author: &Author<'_>,
     run: &str,
     at: i64,
 ) -> Result<(Reopened, RunFacts), LedgerError> {
-    let row: Option<(String, Option<String>, String, String)> = conn
-        .prepare_cached(
-            "SELECT status, status_reason, session_id, session_boot_id FROM runs WHERE id = ?1",
-        )
-        .and_then(|mut st| {
-            st.query_row([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .optional()
-        })
-        .ctx("reading the run to resume")?;
+    let row: Option<(String, Option<String>, String, String)> = query_row(
+        db,
+        "SELECT status, status_reason, session_id, session_boot_id FROM runs WHERE id = ?1",
+        args![run],
+        |r| Ok((r.string(0)?, r.opt_string(1)?, r.string(2)?, r.string(3)?)),
+    )
+    .ctx("reading the run to resume")?;
     let (status, reason, session_id, boot_id) = row.ok_or_else(|| LedgerError::UnknownRun {
         id: run.to_string(),
     })?;
@@ -62,7 +58,7 @@ pub(crate) fn reopen(
             }
             // Only a well-formed id names a lock file (the database is untrusted).
             let alive = ops::validate_id("boot id", &boot_id).is_ok()
-                && matches!(boot::probe(paths, &boot_id)?, Liveness::Alive);
+                && matches!(db.probe_boot(&boot_id)?, Liveness::Alive);
             if alive {
                 return Err(refuse(format!(
                     "it is still running in another brood process (boot {boot_id}); wait \
@@ -71,14 +67,14 @@ pub(crate) fn reopen(
             }
         }
     }
-    conn.prepare_cached(
+    db.execute(
         "UPDATE runs SET status = 'running', status_reason = NULL, ended_at = NULL,
              error = NULL, session_id = ?2, session_boot_id = ?3
          WHERE id = ?1",
+        args![run, author.session_id, author.boot_id],
     )
-    .and_then(|mut st| st.execute(params![run, author.session_id, author.boot_id]))
     .ctx("reopening a run")?;
-    let mut facts = ops::read_facts(conn, run)?;
+    let mut facts = ops::read_facts(db, run)?;
     let payload = json!({
         "from": from.as_str(),
         "reason": reason,
@@ -87,14 +83,7 @@ pub(crate) fn reopen(
         "session_id": author.session_id,
         "boot_id": author.boot_id,
     });
-    ops::insert_event_value(
-        conn,
-        run,
-        facts.next_event,
-        EventKind::Resumed,
-        &payload,
-        at,
-    )?;
+    ops::insert_event_value(db, run, facts.next_event, EventKind::Resumed, &payload, at)?;
     facts.next_event += 1;
     Ok((
         Reopened {

@@ -26,10 +26,10 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::db::{args, query_row, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::store::LedgerPaths;
 
@@ -67,7 +67,7 @@ struct Stored<'a> {
 /// The text to store for `result` of `run`: its JSON, or the stored form when some
 /// of its strings are already in the run's last spill file.
 pub(crate) fn store(
-    conn: &Connection,
+    db: &dyn Db,
     dir: Option<&SpillDir<'_>>,
     run: &str,
     result: &Value,
@@ -77,7 +77,7 @@ pub(crate) fn store(
     let mut kept = None;
     if let Some(dir) = dir {
         if has_long_string(result, dir.cap_bytes) {
-            if let Some((rel, file)) = last_spill(conn, dir.paths, run)? {
+            if let Some((rel, file)) = last_spill(db, dir.paths, run)? {
                 let mut ptr = String::new();
                 let mut found = Found {
                     cap: dir.cap_bytes,
@@ -113,17 +113,18 @@ fn has_long_string(v: &Value, cap: usize) -> bool {
 /// The run's last spill file: (relative path, its text). None when it has none or
 /// it cannot be read (the result is then stored whole).
 fn last_spill(
-    conn: &Connection,
+    db: &dyn Db,
     paths: &LedgerPaths,
     run: &str,
 ) -> Result<Option<(String, String)>, LedgerError> {
-    let rel: Option<String> = conn
-        .prepare_cached(
-            "SELECT spill_path FROM transcripts
-             WHERE run_id = ?1 AND spill_path IS NOT NULL ORDER BY seq DESC LIMIT 1",
-        )
-        .and_then(|mut st| st.query_row([run], |r| r.get(0)).optional())
-        .ctx("finding a run's last spill file")?;
+    let rel: Option<String> = query_row(
+        db,
+        "SELECT spill_path FROM transcripts
+         WHERE run_id = ?1 AND spill_path IS NOT NULL ORDER BY seq DESC LIMIT 1",
+        args![run],
+        |r| r.string(0),
+    )
+    .ctx("finding a run's last spill file")?;
     let Some(rel) = rel else {
         return Ok(None);
     };

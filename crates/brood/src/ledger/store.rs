@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OpenFlags};
 
+use super::db::{Db, SqliteDb};
 use super::error::{LedgerError, SqlContext};
 use super::query_only::open_query_only;
 use super::schema::{self, Found};
@@ -15,6 +16,36 @@ use super::types::Durability;
 
 /// How long a read waits on a lock (only WAL recovery and checkpoints take them).
 const READ_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a ledger's database is: the workspace's SQLite file (the default), or a
+/// PostgreSQL database (`ledger_url = "postgres://…"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Location {
+    Workspace,
+    #[cfg(feature = "postgres")]
+    Postgres(String),
+}
+
+impl Location {
+    /// From a `ledger_url` (None: the workspace's SQLite file).
+    pub fn from_url(url: Option<&str>) -> Result<Location, LedgerError> {
+        match url {
+            None => Ok(Location::Workspace),
+            #[cfg(feature = "postgres")]
+            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
+                Ok(Location::Postgres(u.to_string()))
+            }
+            Some(u) => Err(LedgerError::BadUrl {
+                url: super::pg_url::redact(u),
+                why: if cfg!(feature = "postgres") {
+                    "a ledger URL starts with postgres:// or postgresql://".into()
+                } else {
+                    "this build of brood has no PostgreSQL backend (the `postgres` feature)".into()
+                },
+            }),
+        }
+    }
+}
 
 /// The files of one workspace's ledger, all under `<workspace>/.brood/state/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +134,7 @@ pub(crate) fn open_writer(
     paths: &LedgerPaths,
     durability: Durability,
     busy_timeout: Duration,
-) -> Result<Connection, LedgerError> {
+) -> Result<Box<dyn Db>, LedgerError> {
     paths.create_dirs()?;
     // Creating, switching to WAL and migrating are one step per workspace: two
     // first opens at once would otherwise race on a half-made file (the WAL switch
@@ -145,7 +176,7 @@ pub(crate) fn open_writer(
     if found != Found::Ledger(schema::SCHEMA_VERSION) {
         schema::migrate(&mut conn, &paths.db)?;
     }
-    Ok(conn)
+    Ok(Box::new(SqliteDb::new(conn, paths.clone())))
 }
 
 /// Block until this process holds the workspace's setup lock
@@ -168,33 +199,10 @@ fn setup_lock(paths: &LedgerPaths) -> Result<std::fs::File, LedgerError> {
     }
 }
 
-/// Turn off the automatic checkpoint on `conn`; returns the page threshold it had.
-pub(crate) fn suspend_autocheckpoint(conn: &Connection) -> Result<i64, LedgerError> {
-    let pages: i64 = conn
-        .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
-        .ctx("reading wal_autocheckpoint")?;
-    conn.pragma_update(None, "wal_autocheckpoint", 0)
-        .ctx("suspending the automatic checkpoint")?;
-    Ok(pages)
-}
-
-/// Put back the automatic checkpoint threshold [`suspend_autocheckpoint`] returned.
-pub(crate) fn resume_autocheckpoint(conn: &Connection, pages: i64) -> Result<(), LedgerError> {
-    conn.pragma_update(None, "wal_autocheckpoint", pages)
-        .ctx("resuming the automatic checkpoint")
-}
-
-/// Copy what the WAL holds into the database file without waiting on anyone
-/// (`PASSIVE`: frames a reader still needs stay for a later checkpoint).
-pub(crate) fn checkpoint_passive(conn: &Connection) -> Result<(), LedgerError> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-        .ctx("checkpointing the WAL")
-}
-
 /// Open a read-only connection. A missing database is [`LedgerError::Missing`]; an
 /// older schema is migrated first (through a short-lived write connection), so a newer
 /// `brood` can read a workspace an older one wrote.
-pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Connection, LedgerError> {
+pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Box<dyn Db>, LedgerError> {
     match schema::inspect(&paths.db)? {
         Found::Absent => {
             return Err(LedgerError::Missing {
@@ -221,7 +229,7 @@ pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Connection, LedgerError
     let conn = open_query_only(&paths.db).ctx("opening the ledger database for reading")?;
     conn.busy_timeout(READ_BUSY_TIMEOUT)
         .ctx("setting the busy timeout")?;
-    Ok(conn)
+    Ok(Box::new(SqliteDb::new(conn, paths.clone())))
 }
 
 pub(crate) fn now_ms() -> i64 {

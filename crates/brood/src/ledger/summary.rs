@@ -13,9 +13,8 @@
 
 use std::ops::Range;
 
+use super::db::{Cell, DbError, Row, RowExt};
 use chrono::{DateTime, Utc};
-use rusqlite::types::ValueRef;
-use rusqlite::Row;
 
 use super::store::to_time;
 use super::types::RunStatus;
@@ -174,18 +173,18 @@ impl<'c> SummaryBuilder<'c> {
     }
 
     /// Add one row of [`SUMMARY_COLUMNS`] (or [`SUMMARY_COLUMNS_WITH_SESSION`]).
-    pub fn push(&mut self, row: &Row<'_>) -> rusqlite::Result<()> {
+    pub fn push(&mut self, row: &dyn Row) -> Result<(), DbError> {
         let id = self.text_column(row, 0, usize::MAX)?;
         let parent_id = self.optional_text(row, 1)?;
         let name = self.optional_text(row, 2)?;
         let role = self.optional_text(row, 3)?;
         let agent_type = self.optional_text(row, 4)?;
         let objective = self.text_column(row, 5, SUMMARY_OBJECTIVE_CHARS)?;
-        let status: RunStatus = str_column(row, 6)?.parse().map_err(|e| bad_column(6, e))?;
+        let status: RunStatus = row.str(6)?.parse().map_err(|e| DbError::column(6, e))?;
         let from_prior_session = match self.current {
             None => false,
             Some(current) => {
-                let session = str_column(row, 12)?;
+                let session = row.str(12)?;
                 !current.iter().any(|s| s == session)
             }
         };
@@ -196,8 +195,8 @@ impl<'c> SummaryBuilder<'c> {
             role,
             agent_type,
             objective,
-            created_at_ms: row.get(7)?,
-            ended_at_ms: row.get(8)?,
+            created_at_ms: row.i64(7)?,
+            ended_at_ms: row.opt_i64(8)?,
             // Lenient like the full reader: an odd count reads as 0 (the note is on
             // the run's full record) rather than failing the whole listing.
             steps: super::columns::count_column(row, 9, "steps", &mut Vec::new())?,
@@ -220,26 +219,28 @@ impl<'c> SummaryBuilder<'c> {
         self.out
     }
 
-    fn optional_text(&mut self, row: &Row<'_>, col: usize) -> rusqlite::Result<Option<Span>> {
-        match row.get_ref(col)? {
-            ValueRef::Null => Ok(None),
-            value => self
-                .push_text(as_str(value, col)?, col, usize::MAX)
-                .map(Some),
+    fn optional_text(&mut self, row: &dyn Row, col: usize) -> Result<Option<Span>, DbError> {
+        match row.cell(col)? {
+            Cell::Null => Ok(None),
+            Cell::Text(t) => self.push_text(t, col, usize::MAX).map(Some),
+            other => Err(DbError::column(
+                col,
+                format!("expected text, found {}", other.describe()),
+            )),
         }
     }
 
     /// Copy (the first `max_chars` characters of) a text column into the buffer.
     fn text_column(
         &mut self,
-        row: &Row<'_>,
+        row: &dyn Row,
         col: usize,
         max_chars: usize,
-    ) -> rusqlite::Result<Span> {
-        self.push_text(str_column(row, col)?, col, max_chars)
+    ) -> Result<Span, DbError> {
+        self.push_text(row.str(col)?, col, max_chars)
     }
 
-    fn push_text(&mut self, mut s: &str, col: usize, max_chars: usize) -> rusqlite::Result<Span> {
+    fn push_text(&mut self, mut s: &str, col: usize, max_chars: usize) -> Result<Span, DbError> {
         if max_chars < s.len() {
             if let Some(head) = s
                 .char_indices()
@@ -252,7 +253,7 @@ impl<'c> SummaryBuilder<'c> {
         let start = self.out.text.len();
         let end = start + s.len();
         let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else {
-            return Err(bad_column(
+            return Err(DbError::column(
                 col,
                 "the listing is too large (over 4 GiB of text)".into(),
             ));
@@ -260,27 +261,4 @@ impl<'c> SummaryBuilder<'c> {
         self.out.text.push_str(s);
         Ok(Span { start, end })
     }
-}
-
-/// A text column as `&str`, borrowed from SQLite (no copy); invalid UTF-8 is an error,
-/// as it is for the full listing.
-fn str_column<'r>(row: &'r Row<'_>, col: usize) -> rusqlite::Result<&'r str> {
-    as_str(row.get_ref(col)?, col)
-}
-
-fn as_str(value: ValueRef<'_>, col: usize) -> rusqlite::Result<&str> {
-    match value {
-        ValueRef::Text(bytes) => {
-            std::str::from_utf8(bytes).map_err(|e| bad_column(col, e.to_string()))
-        }
-        other => Err(rusqlite::Error::InvalidColumnType(
-            col,
-            format!("column {col}"),
-            other.data_type(),
-        )),
-    }
-}
-
-fn bad_column(col: usize, detail: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(col, rusqlite::types::Type::Text, detail.into())
 }

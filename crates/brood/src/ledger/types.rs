@@ -679,6 +679,10 @@ pub struct LedgerOptions {
     /// outstanding. Twice `max_batch` by default, so the writer always has a full
     /// batch waiting while it commits one.
     pub max_queued: usize,
+    /// Where the database is: `None`, the workspace's SQLite file
+    /// (`.brood/state/brood.db`); `postgres://…` (or `postgresql://…`), a PostgreSQL
+    /// database (docs/LEDGER.md, "PostgreSQL"). Spill files stay in the workspace.
+    pub url: Option<String>,
 }
 
 impl Default for LedgerOptions {
@@ -691,6 +695,7 @@ impl Default for LedgerOptions {
             max_batch: 4096,
             writer_niceness: 5,
             max_queued: 8192,
+            url: None,
         }
     }
 }

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::db::{Db, Tuning};
 use super::error::{LedgerError, SqlContext};
 use super::maintenance;
 use super::memo::{Memo, RunFacts};
@@ -246,7 +246,7 @@ fn settle<T: Send + 'static>(
 
 /// The writer thread's state.
 pub(crate) struct Writer {
-    pub conn: Connection,
+    pub db: Box<dyn Db>,
     pub paths: LedgerPaths,
     pub session_id: String,
     pub boot_id: String,
@@ -267,7 +267,7 @@ impl Writer {
         // `Ledger::open` commits its boot row and any recovery without checkpointing;
         // fold the WAL into the database now, before the first batch. A failure here
         // only leaves the WAL for the next automatic checkpoint.
-        let _ = super::store::checkpoint_passive(&self.conn);
+        let _ = self.db.tune(Tuning::CheckpointPassive);
         loop {
             let Ok(first) = rx.recv() else {
                 self.shutdown(None);
@@ -308,12 +308,10 @@ impl Writer {
         let mut shutdown = None;
         let mut spills = SpillFiles::default();
         let mut wait = Wait::new(&self.counters);
+        let db = &*self.db;
         let begun = loop {
-            match self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-            {
-                Err(e) if transient(&e) => wait.again(),
+            match db.begin() {
+                Err(e) if e.transient() => wait.again(),
                 other => break other.ctx("starting a group commit"),
             }
         };
@@ -326,7 +324,7 @@ impl Writer {
                 }
                 Err(e)
             }
-            Ok(mut tx) => {
+            Ok(()) => {
                 let ctx = ApplyCtx {
                     paths: &self.paths,
                     author: Author {
@@ -338,7 +336,7 @@ impl Writer {
                 };
                 for op in batch {
                     if let Some(reply) = ctx.apply(
-                        &mut tx,
+                        db,
                         &mut self.memo,
                         op,
                         &mut settles,
@@ -351,13 +349,13 @@ impl Writer {
                 // A COMMIT refused for a lock (or a transient I/O error) leaves the
                 // transaction open, and it can be committed later: wait, never drop.
                 let committed = loop {
-                    match tx.execute_batch("COMMIT") {
-                        Err(e) if transient(&e) && !tx.is_autocommit() => wait.again(),
+                    match db.commit() {
+                        Err(e) if e.transient() && db.in_transaction() => wait.again(),
                         other => break other.ctx("committing a group commit"),
                     }
                 };
                 // Rolls back only what a failed COMMIT left open (a no-op after COMMIT).
-                drop(tx);
+                let _ = db.rollback();
                 committed
             }
         };
@@ -393,23 +391,28 @@ impl Writer {
     fn shutdown(&mut self, reply: Reply<()>) {
         let result = (|| {
             let mut wait = Wait::new(&self.counters);
-            let tx = loop {
-                match self
-                    .conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                {
-                    Err(e) if transient(&e) => wait.again(),
+            let db = &*self.db;
+            loop {
+                match db.begin() {
+                    Err(e) if e.transient() => wait.again(),
                     other => break other.ctx("starting the closing transaction")?,
                 }
+            }
+            let runs = match ops::interrupt_boot(db, &self.boot_id, SESSION_ENDED_REASON, now_ms())
+            {
+                Ok(runs) => runs,
+                Err(e) => {
+                    let _ = db.rollback();
+                    return Err(e);
+                }
             };
-            let runs = ops::interrupt_boot(&tx, &self.boot_id, SESSION_ENDED_REASON, now_ms())?;
             let committed = loop {
-                match tx.execute_batch("COMMIT") {
-                    Err(e) if transient(&e) && !tx.is_autocommit() => wait.again(),
+                match db.commit() {
+                    Err(e) if e.transient() && db.in_transaction() => wait.again(),
                     other => break other.ctx("committing the closing transaction"),
                 }
             };
-            drop(tx);
+            let _ = db.rollback();
             wait.done();
             committed?;
             self.counters.add(&LedgerStats {
@@ -436,7 +439,7 @@ impl ApplyCtx<'_> {
     /// Apply one op in its own savepoint and queue its answer.
     fn apply(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &dyn Db,
         memo: &mut Memo,
         op: Op,
         settles: &mut Vec<Settle>,
@@ -524,13 +527,7 @@ impl ApplyCtx<'_> {
                 // Maintenance changes runs behind the memo's back.
                 memo.clear();
                 let r = in_savepoint(tx, |c| {
-                    maintenance::request_cancel(
-                        c,
-                        self.paths,
-                        Some(self.author.boot_id),
-                        run.as_str(),
-                        at,
-                    )
+                    maintenance::request_cancel(c, Some(self.author.boot_id), run.as_str(), at)
                 });
                 count(tally, &r, |t| {
                     if matches!(r, Ok(CancelOutcome::MarkedCancelled { .. })) {
@@ -562,13 +559,11 @@ impl ApplyCtx<'_> {
             Op::Reopen { run, at, reply } => {
                 // Read from the database, not the memo: the run may be another
                 // boot's, and it leaves the memo's "ended" state.
-                let r = in_savepoint(tx, |c| {
-                    reopen::reopen(c, self.paths, &self.author, run.as_str(), at)
-                })
-                .map(|(reopened, facts)| {
-                    memo.put(run.as_str(), facts);
-                    reopened
-                });
+                let r = in_savepoint(tx, |c| reopen::reopen(c, &self.author, run.as_str(), at))
+                    .map(|(reopened, facts)| {
+                        memo.put(run.as_str(), facts);
+                        reopened
+                    });
                 count(tally, &r, |t| {
                     t.transitions += 1;
                     t.events_written += 1;
@@ -631,14 +626,16 @@ enum Statements {
 /// only be stale if something else wrote the run), the run is read from the database
 /// and the op tried once more that way, so a stale memo never loses a record.
 fn write_run(
-    tx: &mut Transaction<'_>,
+    tx: &dyn Db,
     memo: &mut Memo,
     run: &str,
     statements: Statements,
-    f: impl Fn(&Connection, Option<&RunFacts>) -> Result<RunFacts, LedgerError>,
+    f: impl Fn(&dyn Db, Option<&RunFacts>) -> Result<RunFacts, LedgerError>,
 ) -> Result<(), LedgerError> {
     let fast = match memo.get(run) {
-        Some(known) if statements == Statements::One => f(tx, Some(known)).ok(),
+        Some(known) if statements == Statements::One && tx.statement_atomic() => {
+            f(tx, Some(known)).ok()
+        }
         Some(known) => in_savepoint(tx, |c| f(c, Some(known))).ok(),
         None => None,
     };
@@ -651,18 +648,12 @@ fn write_run(
 }
 
 fn in_savepoint<T>(
-    tx: &mut Transaction<'_>,
-    f: impl FnOnce(&Connection) -> Result<T, LedgerError>,
+    conn: &dyn Db,
+    f: impl FnOnce(&dyn Db) -> Result<T, LedgerError>,
 ) -> Result<T, LedgerError> {
     // Cached statements, not rusqlite's `Savepoint` (which parses its SQL anew for
     // every op: two parses per event were a visible share of the writer's time).
-    let conn: &Connection = tx;
-    let run = |sql: &str, what: &str| {
-        conn.prepare_cached(sql)
-            .and_then(|mut st| st.execute([]))
-            .map(|_| ())
-            .ctx(what)
-    };
+    let run = |sql: &str, what: &str| conn.execute(sql, &[]).map(|_| ()).ctx(what);
     run("SAVEPOINT op", "opening a savepoint")?;
     match f(conn) {
         Ok(value) => {
@@ -676,17 +667,6 @@ fn in_savepoint<T>(
             Err(e)
         }
     }
-}
-
-/// Whether an error only means "not now": another connection holds the write lock
-/// past the busy timeout, or the disk had a transient failure. The writer waits and
-/// tries again; it never drops a write for these.
-fn transient(e: &rusqlite::Error) -> bool {
-    use rusqlite::ErrorCode as C;
-    matches!(
-        e.sqlite_error_code(),
-        Some(C::DatabaseBusy | C::DatabaseLocked | C::SystemIoFailure | C::DiskFull)
-    )
 }
 
 /// A writer waiting for the database: counts each retry, marks since when it waits

@@ -1,0 +1,506 @@
+//! The seam between the ledger and its database: the few things the ledger asks of a
+//! connection (run a statement with arguments, step through rows, transactions,
+//! "is this boot alive?"), implemented once for SQLite ([`SqliteDb`]) and once for
+//! PostgreSQL (`super::pg`). Every operation of the ledger — the writer's ops,
+//! readers, recovery, maintenance, resume — is written once against [`Db`].
+//!
+//! Statements are written in one dialect: `?N` placeholders (PostgreSQL's `$N` are
+//! put in by its backend), standard SQL that both engines run (`RETURNING`,
+//! `ON CONFLICT … DO UPDATE`, `COALESCE`, `CASE`), and [`Dialect`] for the rest
+//! (a JSON object built in SQL). Arguments are [`Arg`]s: integers, reals, text and
+//! NULL; booleans are stored as 0/1 integers in both.
+
+use super::boot::{BootLock, Liveness};
+use super::error::LedgerError;
+use super::store::LedgerPaths;
+
+/// One statement argument.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(s: &'a str) -> Self {
+        Arg::Text(s)
+    }
+}
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(s: &'a String) -> Self {
+        Arg::Text(s)
+    }
+}
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(s: Option<&'a str>) -> Self {
+        s.map_or(Arg::Null, Arg::Text)
+    }
+}
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(s: &'a Option<String>) -> Self {
+        s.as_deref().map_or(Arg::Null, Arg::Text)
+    }
+}
+impl From<i64> for Arg<'_> {
+    fn from(n: i64) -> Self {
+        Arg::Int(n)
+    }
+}
+impl From<Option<i64>> for Arg<'_> {
+    fn from(n: Option<i64>) -> Self {
+        n.map_or(Arg::Null, Arg::Int)
+    }
+}
+impl From<u32> for Arg<'_> {
+    fn from(n: u32) -> Self {
+        Arg::Int(i64::from(n))
+    }
+}
+impl From<u64> for Arg<'_> {
+    /// Clamped: both engines store signed 64-bit integers.
+    fn from(n: u64) -> Self {
+        Arg::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+impl From<bool> for Arg<'_> {
+    fn from(b: bool) -> Self {
+        Arg::Int(i64::from(b))
+    }
+}
+impl From<f64> for Arg<'_> {
+    fn from(f: f64) -> Self {
+        Arg::Real(f)
+    }
+}
+
+/// `args![a, b, …]`: a slice of [`Arg`]s from anything convertible.
+macro_rules! args {
+    ($($x:expr),* $(,)?) => { &[$($crate::ledger::db::Arg::from($x)),*][..] };
+}
+pub(crate) use args;
+
+/// One value of a row, borrowed from the row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cell<'r> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'r str),
+    /// Anything else (an SQLite blob, a PostgreSQL type the ledger never writes),
+    /// described for error messages and notes.
+    Other(&'static str, usize),
+}
+
+impl Cell<'_> {
+    /// What the value is, for messages about odd stored values.
+    pub fn describe(&self) -> String {
+        match self {
+            Cell::Null => "NULL".into(),
+            Cell::Int(n) => n.to_string(),
+            Cell::Real(f) => f.to_string(),
+            Cell::Text(t) => format!("{:?}", t.get(..40).unwrap_or(t)),
+            Cell::Other(what, len) => format!("a {len}-byte {what}"),
+        }
+    }
+}
+
+/// A row of a query.
+pub(crate) trait Row {
+    /// The value of column `i` (0-based).
+    fn cell(&self, i: usize) -> Result<Cell<'_>, DbError>;
+}
+
+/// Typed reads of a [`Row`]: a value of another type than asked is an error naming
+/// the column, as rusqlite's typed `get` is.
+pub(crate) trait RowExt {
+    fn str(&self, i: usize) -> Result<&str, DbError>;
+    fn opt_str(&self, i: usize) -> Result<Option<&str>, DbError>;
+    fn string(&self, i: usize) -> Result<String, DbError> {
+        self.str(i).map(str::to_string)
+    }
+    fn opt_string(&self, i: usize) -> Result<Option<String>, DbError> {
+        Ok(self.opt_str(i)?.map(str::to_string))
+    }
+    fn i64(&self, i: usize) -> Result<i64, DbError>;
+    fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError>;
+    fn u64(&self, i: usize) -> Result<u64, DbError> {
+        let n = self.i64(i)?;
+        u64::try_from(n).map_err(|_| DbError::column(i, format!("{n} is out of range")))
+    }
+    fn u32(&self, i: usize) -> Result<u32, DbError> {
+        let n = self.i64(i)?;
+        u32::try_from(n).map_err(|_| DbError::column(i, format!("{n} is out of range")))
+    }
+    fn bool(&self, i: usize) -> Result<bool, DbError> {
+        Ok(self.i64(i)? != 0)
+    }
+}
+
+impl<R: Row + ?Sized> RowExt for R {
+    fn str(&self, i: usize) -> Result<&str, DbError> {
+        match self.cell(i)? {
+            Cell::Text(t) => Ok(t),
+            other => Err(DbError::column(
+                i,
+                format!("expected text, found {}", other.describe()),
+            )),
+        }
+    }
+    fn opt_str(&self, i: usize) -> Result<Option<&str>, DbError> {
+        match self.cell(i)? {
+            Cell::Null => Ok(None),
+            Cell::Text(t) => Ok(Some(t)),
+            other => Err(DbError::column(
+                i,
+                format!("expected text, found {}", other.describe()),
+            )),
+        }
+    }
+    fn i64(&self, i: usize) -> Result<i64, DbError> {
+        self.opt_i64(i)?
+            .ok_or_else(|| DbError::column(i, "expected an integer, found NULL".into()))
+    }
+    fn opt_i64(&self, i: usize) -> Result<Option<i64>, DbError> {
+        match self.cell(i)? {
+            Cell::Null => Ok(None),
+            Cell::Int(n) => Ok(Some(n)),
+            other => Err(DbError::column(
+                i,
+                format!("expected an integer, found {}", other.describe()),
+            )),
+        }
+    }
+}
+
+/// What went wrong in the database, in a form both backends give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DbError {
+    pub kind: DbErrorKind,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DbErrorKind {
+    /// "Not now": another connection holds the lock past the busy timeout, or a
+    /// transient I/O failure. The writer waits and tries again.
+    Transient,
+    /// A primary key or unique constraint refused the row.
+    Duplicate,
+    Other,
+}
+
+impl DbError {
+    pub fn other(detail: impl Into<String>) -> Self {
+        DbError {
+            kind: DbErrorKind::Other,
+            detail: detail.into(),
+        }
+    }
+    pub fn column(i: usize, detail: String) -> Self {
+        DbError::other(format!("column {i}: {detail}"))
+    }
+    pub fn transient(&self) -> bool {
+        self.kind == DbErrorKind::Transient
+    }
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+/// Which engine a [`Db`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// A JSON object built in SQL from `key, value, …` pairs, as text.
+    pub fn json_object(self, pairs: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("json_object({pairs})"),
+            Dialect::Postgres => format!("CAST(json_build_object({pairs}) AS TEXT)"),
+        }
+    }
+}
+
+/// A connection to the ledger's database, as the ledger uses it.
+pub(crate) trait Db: Send {
+    fn dialect(&self) -> Dialect;
+    /// Run one statement (cached by its text); the number of rows it changed.
+    fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError>;
+    /// Run one query (cached by its text), handing each row to `each`.
+    fn query(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError>;
+    /// Start a write transaction (SQLite: `BEGIN IMMEDIATE`, the write lock at once).
+    fn begin(&self) -> Result<(), DbError>;
+    /// Commit it. After a transient failure the transaction may still be open
+    /// ([`Db::in_transaction`]) and can be committed later.
+    fn commit(&self) -> Result<(), DbError>;
+    /// Roll back whatever is open (nothing when nothing is).
+    fn rollback(&self) -> Result<(), DbError>;
+    fn in_transaction(&self) -> bool;
+    /// Whether a failed statement leaves its transaction usable (SQLite backs out the
+    /// one statement); PostgreSQL aborts the whole transaction, so every op there
+    /// runs in a savepoint.
+    fn statement_atomic(&self) -> bool;
+    /// Is boot `boot_id` alive? (SQLite: its lock file's `flock`; PostgreSQL: its
+    /// advisory lock.) Never asked of the connection's own boot.
+    fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError>;
+    /// Hold boot `boot_id`'s liveness for as long as the returned lock (SQLite: the
+    /// lock file) or this connection (PostgreSQL: a session advisory lock) lives.
+    fn hold_boot(&self, boot_id: &str) -> Result<Option<BootLock>, LedgerError>;
+    /// Engine-specific tuning around the ledger's phases; a no-op where it means
+    /// nothing.
+    fn tune(&self, _t: Tuning) -> Result<(), DbError> {
+        Ok(())
+    }
+}
+
+/// Moments where one engine wants its settings changed (SQLite's WAL and cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tuning {
+    /// Before the boot row and recovery: no automatic checkpoint (after a crash the
+    /// WAL can hold thousands of pages; the writer thread checkpoints off `open`'s path).
+    SuspendCheckpoints,
+    ResumeCheckpoints,
+    /// The writer thread's first act: fold the WAL into the database, waiting on no one.
+    CheckpointPassive,
+    /// A recovery transaction marks thousands of runs: a page cache that holds it.
+    RecoveryCache,
+    NormalCache,
+}
+
+/// The first row of a query, mapped; `None` when there is none.
+pub(crate) fn query_row<T>(
+    db: &dyn Db,
+    sql: &str,
+    args: &[Arg<'_>],
+    f: impl Fn(&dyn Row) -> Result<T, DbError>,
+) -> Result<Option<T>, DbError> {
+    let mut out = None;
+    db.query(sql, args, &mut |row| {
+        if out.is_none() {
+            out = Some(f(row)?);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Every row of a query, mapped.
+pub(crate) fn query_vec<T>(
+    db: &dyn Db,
+    sql: &str,
+    args: &[Arg<'_>],
+    f: impl Fn(&dyn Row) -> Result<T, DbError>,
+) -> Result<Vec<T>, DbError> {
+    let mut out = Vec::new();
+    db.query(sql, args, &mut |row| {
+        out.push(f(row)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// A query that must give one row (`COUNT(*)`, `MAX`).
+pub(crate) fn query_one<T>(
+    db: &dyn Db,
+    sql: &str,
+    args: &[Arg<'_>],
+    f: impl Fn(&dyn Row) -> Result<T, DbError>,
+) -> Result<T, DbError> {
+    query_row(db, sql, args, f)?.ok_or_else(|| DbError::other("the query returned no row"))
+}
+
+/// The SQLite backend: a rusqlite connection with its statement cache, and the
+/// workspace's boot lock files for liveness.
+pub(crate) struct SqliteDb {
+    conn: rusqlite::Connection,
+    paths: LedgerPaths,
+    /// What [`Tuning`] changed, to put back: (wal_autocheckpoint, cache_size).
+    saved: std::cell::Cell<(Option<i64>, Option<i64>)>,
+}
+
+/// Page cache (KiB) for a recovery transaction: marking ten thousand runs touches a few
+/// thousand pages of `runs`, `events` and their indexes; with SQLite's default 2 MiB
+/// cache the transaction spills dirty pages to the WAL before it commits.
+const RECOVERY_CACHE_KIB: i64 = 64 * 1024;
+
+impl SqliteDb {
+    pub fn new(conn: rusqlite::Connection, paths: LedgerPaths) -> Self {
+        SqliteDb {
+            conn,
+            paths,
+            saved: Default::default(),
+        }
+    }
+
+    fn pragma_int(&self, name: &str) -> Result<i64, DbError> {
+        self.conn
+            .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .map_err(from_sqlite)
+    }
+
+    fn set_pragma(&self, name: &str, value: i64) -> Result<(), DbError> {
+        self.conn
+            .pragma_update(None, name, value)
+            .map_err(from_sqlite)
+    }
+}
+
+impl rusqlite::ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+        Ok(match *self {
+            Arg::Null => ToSqlOutput::Owned(Value::Null),
+            Arg::Int(n) => ToSqlOutput::Owned(Value::Integer(n)),
+            Arg::Real(f) => ToSqlOutput::Owned(Value::Real(f)),
+            Arg::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+        })
+    }
+}
+
+struct SqliteRow<'a, 'b>(&'a rusqlite::Row<'b>);
+
+impl Row for SqliteRow<'_, '_> {
+    fn cell(&self, i: usize) -> Result<Cell<'_>, DbError> {
+        use rusqlite::types::ValueRef;
+        Ok(match self.0.get_ref(i).map_err(from_sqlite)? {
+            ValueRef::Null => Cell::Null,
+            ValueRef::Integer(n) => Cell::Int(n),
+            ValueRef::Real(f) => Cell::Real(f),
+            ValueRef::Text(t) => {
+                Cell::Text(std::str::from_utf8(t).map_err(|e| DbError::column(i, e.to_string()))?)
+            }
+            ValueRef::Blob(b) => Cell::Other("blob", b.len()),
+        })
+    }
+}
+
+/// An SQLite error in the ledger's terms.
+pub(crate) fn from_sqlite(e: rusqlite::Error) -> DbError {
+    use rusqlite::ErrorCode as C;
+    let kind = match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+        {
+            DbErrorKind::Duplicate
+        }
+        _ => match e.sqlite_error_code() {
+            Some(C::DatabaseBusy | C::DatabaseLocked | C::SystemIoFailure | C::DiskFull) => {
+                DbErrorKind::Transient
+            }
+            _ => DbErrorKind::Other,
+        },
+    };
+    DbError {
+        kind,
+        detail: e.to_string(),
+    }
+}
+
+impl Db for SqliteDb {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
+        let mut st = self.conn.prepare_cached(sql).map_err(from_sqlite)?;
+        let n = st
+            .execute(rusqlite::params_from_iter(args))
+            .map_err(from_sqlite)?;
+        Ok(n as u64)
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let mut st = self.conn.prepare_cached(sql).map_err(from_sqlite)?;
+        let mut rows = st
+            .query(rusqlite::params_from_iter(args))
+            .map_err(from_sqlite)?;
+        while let Some(row) = rows.next().map_err(from_sqlite)? {
+            each(&SqliteRow(row))?;
+        }
+        Ok(())
+    }
+
+    fn begin(&self) -> Result<(), DbError> {
+        self.execute("BEGIN IMMEDIATE", &[]).map(|_| ())
+    }
+
+    fn commit(&self) -> Result<(), DbError> {
+        self.execute("COMMIT", &[]).map(|_| ())
+    }
+
+    fn rollback(&self) -> Result<(), DbError> {
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        self.execute("ROLLBACK", &[]).map(|_| ())
+    }
+
+    fn in_transaction(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    fn statement_atomic(&self) -> bool {
+        true
+    }
+
+    fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError> {
+        super::boot::probe(&self.paths, boot_id)
+    }
+
+    fn hold_boot(&self, boot_id: &str) -> Result<Option<BootLock>, LedgerError> {
+        BootLock::acquire(&self.paths, boot_id).map(Some)
+    }
+
+    fn tune(&self, t: Tuning) -> Result<(), DbError> {
+        let (ckpt, cache) = self.saved.get();
+        match t {
+            Tuning::SuspendCheckpoints => {
+                let pages = self.pragma_int("wal_autocheckpoint")?;
+                self.set_pragma("wal_autocheckpoint", 0)?;
+                self.saved.set((Some(pages), cache));
+            }
+            Tuning::ResumeCheckpoints => {
+                if let Some(pages) = ckpt {
+                    self.set_pragma("wal_autocheckpoint", pages)?;
+                    self.saved.set((None, cache));
+                }
+            }
+            Tuning::CheckpointPassive => {
+                self.conn
+                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    .map_err(from_sqlite)?;
+            }
+            Tuning::RecoveryCache => {
+                let old = self.pragma_int("cache_size")?;
+                self.set_pragma("cache_size", -RECOVERY_CACHE_KIB)?;
+                self.saved.set((ckpt, Some(old)));
+            }
+            Tuning::NormalCache => {
+                if let Some(old) = cache {
+                    self.set_pragma("cache_size", old)?;
+                    self.saved.set((ckpt, None));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,586 @@
+//! The PostgreSQL backend of the ledger (`ledger_url = "postgres://…"`): the same
+//! schema (version [`SCHEMA_VERSION`]) and the same operations as SQLite, through the
+//! [`Db`] seam, on the sync `postgres` client.
+//!
+//! - **Connections.** The writer thread owns one connection (its statements prepared
+//!   once and cached); each reader and maintenance handle opens its own. Plain TCP or
+//!   a Unix socket (`?host=/path`); TLS is not built yet (docs/LEDGER.md).
+//! - **Durability.** `Durability::Full` commits with `synchronous_commit = on` (the
+//!   server flushes its WAL before it answers), `Normal` with `off`.
+//! - **Liveness.** A boot holds the session-level advisory lock
+//!   `pg_advisory_lock(key(boot_id))` on the writer's connection; the server drops it
+//!   when that connection ends, however the process dies. A probe is
+//!   `pg_try_advisory_lock` from another connection: taken (then released at once)
+//!   means dead, refused means alive — the same test the SQLite ledger makes with a
+//!   lock file's `flock`, and it works across machines.
+//! - **Schema.** Created at the current version in one transaction under
+//!   `pg_advisory_xact_lock`, so two first opens create it once. The version is the
+//!   `brood_meta` row `version` (SQLite keeps it in `user_version`). Ids are `TEXT
+//!   COLLATE "C"`, so prefix lookups and orderings are by bytes as in SQLite.
+//! - **Statements in one transaction.** A failed statement aborts a PostgreSQL
+//!   transaction, so every op of a group commit runs in its own savepoint
+//!   ([`Db::statement_atomic`] is false).
+//!
+//! The `postgres` client runs its own small Tokio runtime inside each call; called
+//! from a thread that is inside another runtime (a test's async body, a blocking
+//! task), a call is run on a scoped helper thread instead.
+
+use std::cell::{Cell as StdCell, RefCell};
+use std::collections::HashMap;
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use postgres::{Client, NoTls, Statement};
+
+use super::boot::{BootLock, DeadBoot, Liveness};
+use super::db::{args, query_one, Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, RowExt};
+use super::error::{LedgerError, SqlContext};
+use super::pg_url::redact;
+use super::schema::{MARKER, SCHEMA_VERSION};
+use super::store::LedgerPaths;
+use super::types::Durability;
+
+/// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–5 leave it (same
+/// tables, columns and indexes; PostgreSQL types).
+const SCHEMA: &str = r#"
+CREATE TABLE brood_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE boots (
+    boot_id    TEXT COLLATE "C" PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL,
+    pid        BIGINT NOT NULL,
+    started_at BIGINT NOT NULL,
+    ended_at   BIGINT,
+    host       TEXT
+);
+CREATE TABLE runs (
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    parent_id           TEXT COLLATE "C",
+    root_id             TEXT COLLATE "C" NOT NULL,
+    depth               BIGINT NOT NULL,
+    session_id          TEXT COLLATE "C" NOT NULL,
+    session_boot_id     TEXT COLLATE "C" NOT NULL,
+    name                TEXT,
+    role                TEXT,
+    agent_type          TEXT,
+    objective           TEXT NOT NULL,
+    model               TEXT,
+    provider            TEXT,
+    workspace           TEXT NOT NULL,
+    git_branch          TEXT,
+    status              TEXT NOT NULL,
+    status_reason       TEXT,
+    created_at          BIGINT NOT NULL,
+    started_at          BIGINT,
+    ended_at            BIGINT,
+    steps               BIGINT NOT NULL DEFAULT 0,
+    input_tokens        BIGINT NOT NULL DEFAULT 0,
+    output_tokens       BIGINT NOT NULL DEFAULT 0,
+    cached_input_tokens BIGINT NOT NULL DEFAULT 0,
+    result              TEXT,
+    error               TEXT,
+    cost_usd            DOUBLE PRECISION NOT NULL DEFAULT 0,
+    priced_steps        BIGINT,
+    unpriced            BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_session_order ON runs (session_id, created_at, id);
+CREATE INDEX runs_by_boot_status ON runs (session_boot_id, status);
+CREATE INDEX runs_by_parent ON runs (parent_id);
+CREATE INDEX runs_by_root ON runs (root_id);
+CREATE TABLE run_results (
+    run_id TEXT COLLATE "C" PRIMARY KEY,
+    result TEXT NOT NULL
+);
+CREATE TABLE events (
+    run_id  TEXT COLLATE "C" NOT NULL,
+    seq     BIGINT NOT NULL,
+    at      BIGINT NOT NULL,
+    kind    TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE transcripts (
+    run_id     TEXT COLLATE "C" NOT NULL,
+    seq        BIGINT NOT NULL,
+    at         BIGINT NOT NULL,
+    role       TEXT NOT NULL,
+    content    TEXT NOT NULL,
+    truncated  BIGINT NOT NULL DEFAULT 0,
+    full_bytes BIGINT NOT NULL DEFAULT 0,
+    spill_path TEXT,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE cancel_requests (
+    run_id       TEXT COLLATE "C" PRIMARY KEY,
+    boot_id      TEXT COLLATE "C" NOT NULL,
+    requested_at BIGINT NOT NULL
+);
+CREATE INDEX cancel_requests_by_boot ON cancel_requests (boot_id);
+"#;
+
+/// The advisory lock that serializes schema setup (any constant unlikely to be
+/// another program's: "brood" in ASCII).
+const SETUP_LOCK: i64 = 0x6272_6f6f_64;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection to a PostgreSQL ledger.
+pub(crate) struct PgDb {
+    /// Always `Some` but while dropping (closed where the client may block).
+    client: RefCell<Option<Client>>,
+    statements: RefCell<HashMap<String, Statement>>,
+    in_tx: StdCell<bool>,
+}
+
+/// Open (creating the schema when the database has none) the writer's connection.
+pub(crate) fn open_writer(
+    url: &str,
+    paths: &LedgerPaths,
+    durability: Durability,
+) -> Result<Box<dyn Db>, LedgerError> {
+    paths.create_dirs()?;
+    let db = PgDb::connect(url)?;
+    let sync = match durability {
+        Durability::Full => "on",
+        Durability::Normal => "off",
+    };
+    db.simple(&format!("SET synchronous_commit = {sync}"))
+        .ctx("setting synchronous_commit")?;
+    db.begin().ctx("starting the schema check")?;
+    let setup = (|| {
+        db.execute("SELECT pg_advisory_xact_lock(?1)", args![SETUP_LOCK])
+            .ctx("waiting for the schema lock")?;
+        match found(&db, url)? {
+            Some(_) => Ok(()),
+            None => {
+                db.simple(SCHEMA).ctx("creating the ledger schema")?;
+                db.execute(
+                    "INSERT INTO brood_meta (key, value) VALUES ('schema', ?1), ('version', ?2)",
+                    args![MARKER, SCHEMA_VERSION.to_string().as_str()],
+                )
+                .ctx("recording the schema version")
+                .map(|_| ())
+            }
+        }
+    })();
+    match setup {
+        Ok(()) => db.commit().ctx("committing the schema")?,
+        Err(e) => {
+            let _ = db.rollback();
+            return Err(e);
+        }
+    }
+    Ok(Box::new(db))
+}
+
+/// Connect to an existing ledger (readers, maintenance): [`LedgerError::Missing`]
+/// when the database has no ledger yet; nothing is created.
+pub(crate) fn open_existing(url: &str, _paths: &LedgerPaths) -> Result<Box<dyn Db>, LedgerError> {
+    let db = PgDb::connect(url)?;
+    match found(&db, url)? {
+        Some(_) => Ok(Box::new(db)),
+        None => Err(LedgerError::Missing {
+            path: PathBuf::from(redact(url)),
+        }),
+    }
+}
+
+/// The schema version of the ledger in the database, `None` when it has none yet.
+/// Another program's tables, or a version this build does not know, are refused.
+fn found(db: &PgDb, url: &str) -> Result<Option<i64>, LedgerError> {
+    let place = || PathBuf::from(redact(url));
+    let has_meta = query_one(
+        db,
+        "SELECT to_regclass('brood_meta') IS NOT NULL",
+        &[],
+        |r| r.bool(0),
+    )
+    .ctx("looking for the ledger's tables")?;
+    if !has_meta {
+        let tables = super::db::query_vec(
+            db,
+            "SELECT CAST(table_name AS TEXT) FROM information_schema.tables
+             WHERE table_schema = current_schema() ORDER BY table_name LIMIT 8",
+            &[],
+            |r| r.string(0),
+        )
+        .ctx("listing the database's tables")?;
+        if tables.is_empty() {
+            return Ok(None);
+        }
+        return Err(LedgerError::NotALedger {
+            path: place(),
+            reason: format!(
+                "a PostgreSQL database of another program (tables: {})",
+                tables.join(", ")
+            ),
+        });
+    }
+    let meta = super::db::query_vec(
+        db,
+        "SELECT key, value FROM brood_meta WHERE key IN ('schema', 'version')",
+        &[],
+        |r| Ok((r.string(0)?, r.string(1)?)),
+    )
+    .ctx("reading brood_meta")?;
+    let get = |k: &str| {
+        meta.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    if get("schema") != Some(MARKER) {
+        return Err(LedgerError::NotALedger {
+            path: place(),
+            reason: "its brood_meta table lacks the brood.ledger marker".into(),
+        });
+    }
+    let version: i64 = get("version").and_then(|v| v.parse().ok()).unwrap_or(0);
+    if version > SCHEMA_VERSION {
+        return Err(LedgerError::SchemaTooNew {
+            path: place(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < SCHEMA_VERSION {
+        // PostgreSQL ledgers start at this version; there is nothing older to migrate.
+        return Err(LedgerError::NotALedger {
+            path: place(),
+            reason: format!("it records schema version {version}, which no PostgreSQL ledger had"),
+        });
+    }
+    Ok(Some(version))
+}
+
+impl PgDb {
+    fn connect(url: &str) -> Result<PgDb, LedgerError> {
+        let mut config: postgres::Config = url.parse().map_err(|e| LedgerError::BadUrl {
+            url: redact(url),
+            why: format!("{e}"),
+        })?;
+        config.application_name("brood");
+        config.connect_timeout(CONNECT_TIMEOUT);
+        let client = off_runtime(|| config.connect(NoTls)).map_err(|e| LedgerError::Sqlite {
+            context: format!("connecting to {}", redact(url)),
+            detail: describe(&e),
+        })?;
+        Ok(PgDb {
+            client: RefCell::new(Some(client)),
+            statements: RefCell::new(HashMap::new()),
+            in_tx: StdCell::new(false),
+        })
+    }
+
+    /// Statements without arguments, by the simple protocol (one round trip).
+    fn simple(&self, sql: &str) -> Result<(), DbError> {
+        let mut guard = self.client.borrow_mut();
+        let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+        off_runtime(move || client.batch_execute(sql)).map_err(from_pg)
+    }
+
+    fn prepared(&self, sql: &str) -> Result<Statement, DbError> {
+        if let Some(st) = self.statements.borrow().get(sql) {
+            return Ok(st.clone());
+        }
+        let text = placeholders(sql);
+        let st = {
+            let mut guard = self.client.borrow_mut();
+            let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+            off_runtime(move || client.prepare(&text)).map_err(from_pg)?
+        };
+        let mut cache = self.statements.borrow_mut();
+        // Listings with dead boots write their ids into the text: keep the cache bounded.
+        if cache.len() >= 256 {
+            cache.clear();
+        }
+        cache.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        // Closing the connection blocks on the client's runtime too.
+        if let Some(client) = self.client.get_mut().take() {
+            off_runtime(move || drop(client));
+        }
+    }
+}
+
+fn closed() -> DbError {
+    DbError::other("the connection is closed")
+}
+
+/// Run `f` where the `postgres` client may block: on this thread, or on a scoped
+/// helper thread when this one is inside a Tokio runtime (the client's own runtime
+/// cannot be entered from there).
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// `?N` placeholders (the ledger's one dialect) as PostgreSQL's `$N`, outside quotes.
+fn placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quoted: Option<char> = None;
+    for c in sql.chars() {
+        match (quoted, c) {
+            (Some(q), c) if c == q => quoted = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quoted = Some(c),
+            (None, '?') => {
+                out.push('$');
+                continue;
+            }
+            (None, _) => {}
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A PostgreSQL error with what the server said (SQLSTATE and message).
+fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => match e.source() {
+            Some(src) => format!("{e}: {src}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+fn from_pg(e: postgres::Error) -> DbError {
+    use postgres::error::SqlState;
+    let kind = match e.code() {
+        Some(c) if *c == SqlState::UNIQUE_VIOLATION => DbErrorKind::Duplicate,
+        _ => DbErrorKind::Other,
+    };
+    DbError {
+        kind,
+        detail: describe(&e),
+    }
+}
+
+/// A 64-bit advisory lock key for a boot id (FNV-1a of a namespaced id: stable
+/// across builds and machines).
+fn boot_key(boot_id: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "brood.boot:".bytes().chain(boot_id.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
+}
+
+impl ToSql for Arg<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match *self {
+            Arg::Null => Ok(IsNull::Yes),
+            Arg::Int(n) => match *ty {
+                Type::INT8 => n.to_sql(ty, out),
+                Type::INT4 => i32::try_from(n)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(n)?.to_sql(ty, out),
+                Type::FLOAT8 => (n as f64).to_sql(ty, out),
+                Type::BOOL => (n != 0).to_sql(ty, out),
+                _ => n.to_string().as_str().to_sql(ty, out),
+            },
+            Arg::Real(f) => match *ty {
+                Type::FLOAT4 => (f as f32).to_sql(ty, out),
+                _ => f.to_sql(ty, out),
+            },
+            // PostgreSQL text cannot hold NUL; SQLite can. Shown as U+2400 (␀).
+            Arg::Text(s) if s.contains('\0') => s.replace('\0', "\u{2400}").to_sql(ty, out),
+            Arg::Text(s) => s.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+struct PgRow<'a>(&'a postgres::Row);
+
+impl Row for PgRow<'_> {
+    fn cell(&self, i: usize) -> Result<Cell<'_>, DbError> {
+        let row = self.0;
+        let ty = row
+            .columns()
+            .get(i)
+            .map(|c| c.type_().clone())
+            .ok_or_else(|| DbError::column(i, "no such column".into()))?;
+        let bad = |e: postgres::Error| DbError::column(i, describe(&e));
+        let int = |n: Option<i64>| n.map_or(Cell::Null, Cell::Int);
+        Ok(match ty {
+            Type::INT8 => int(row.try_get::<_, Option<i64>>(i).map_err(bad)?),
+            Type::INT4 => int(row
+                .try_get::<_, Option<i32>>(i)
+                .map_err(bad)?
+                .map(i64::from)),
+            Type::INT2 => int(row
+                .try_get::<_, Option<i16>>(i)
+                .map_err(bad)?
+                .map(i64::from)),
+            Type::BOOL => int(row
+                .try_get::<_, Option<bool>>(i)
+                .map_err(bad)?
+                .map(i64::from)),
+            Type::FLOAT8 => row
+                .try_get::<_, Option<f64>>(i)
+                .map_err(bad)?
+                .map_or(Cell::Null, Cell::Real),
+            Type::FLOAT4 => row
+                .try_get::<_, Option<f32>>(i)
+                .map_err(bad)?
+                .map_or(Cell::Null, |f| Cell::Real(f64::from(f))),
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => row
+                .try_get::<_, Option<&str>>(i)
+                .map_err(bad)?
+                .map_or(Cell::Null, Cell::Text),
+            _ => Cell::Other("value of another type", 0),
+        })
+    }
+}
+
+impl Db for PgDb {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
+        if args.is_empty() && is_control(sql) {
+            self.simple(sql)?;
+            return Ok(0);
+        }
+        let st = self.prepared(sql)?;
+        let params: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        let mut guard = self.client.borrow_mut();
+        let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+        off_runtime(move || client.execute(&st, &params)).map_err(from_pg)
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let st = self.prepared(sql)?;
+        let params: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        let rows = {
+            let mut guard = self.client.borrow_mut();
+            let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+            off_runtime(move || client.query(&st, &params)).map_err(from_pg)?
+        };
+        for row in &rows {
+            each(&PgRow(row))?;
+        }
+        Ok(())
+    }
+
+    fn begin(&self) -> Result<(), DbError> {
+        self.simple("BEGIN")?;
+        self.in_tx.set(true);
+        Ok(())
+    }
+
+    fn commit(&self) -> Result<(), DbError> {
+        // A COMMIT ends the transaction whatever it answers.
+        self.in_tx.set(false);
+        self.simple("COMMIT")
+    }
+
+    fn rollback(&self) -> Result<(), DbError> {
+        if !self.in_tx.replace(false) {
+            return Ok(());
+        }
+        self.simple("ROLLBACK")
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.in_tx.get()
+    }
+
+    fn statement_atomic(&self) -> bool {
+        false
+    }
+
+    fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError> {
+        let key = boot_key(boot_id);
+        let taken = query_one(self, "SELECT pg_try_advisory_lock(?1)", args![key], |r| {
+            r.bool(0)
+        })
+        .ctx("probing a boot's lock")?;
+        if !taken {
+            return Ok(Liveness::Alive);
+        }
+        self.execute("SELECT pg_advisory_unlock(?1)", args![key])
+            .ctx("releasing a dead boot's lock")?;
+        Ok(Liveness::Dead(DeadBoot::without_file()))
+    }
+
+    fn hold_boot(&self, boot_id: &str) -> Result<Option<BootLock>, LedgerError> {
+        let taken = query_one(
+            self,
+            "SELECT pg_try_advisory_lock(?1)",
+            args![boot_key(boot_id)],
+            |r| r.bool(0),
+        )
+        .ctx("taking this boot's lock")?;
+        if !taken {
+            return Err(LedgerError::Lock {
+                path: PathBuf::from(format!("advisory lock of boot {boot_id}")),
+                detail: "a fresh boot's lock is already held".into(),
+            });
+        }
+        // Held by this connection until it closes (after the writer's last commit).
+        Ok(None)
+    }
+}
+
+/// Transaction control and savepoints: sent by the simple protocol, never prepared.
+fn is_control(sql: &str) -> bool {
+    let word = sql.split_whitespace().next().unwrap_or("");
+    ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"]
+        .iter()
+        .any(|w| word.eq_ignore_ascii_case(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_rewritten_outside_quotes_only() {
+        assert_eq!(
+            placeholders("SELECT '?1', \"a?\" FROM t WHERE a = ?1 AND b = ?12"),
+            "SELECT '?1', \"a?\" FROM t WHERE a = $1 AND b = $12"
+        );
+    }
+
+    #[test]
+    fn boot_keys_are_stable_and_distinct() {
+        assert_eq!(boot_key("a"), boot_key("a"));
+        assert_ne!(boot_key("a"), boot_key("b"));
+    }
+}
