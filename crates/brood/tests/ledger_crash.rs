@@ -24,10 +24,14 @@ use brood::ledger::{
 };
 use rand::Rng;
 use serde_json::json;
-use tempfile::TempDir;
+
+mod ledger_common;
+use ledger_common::{Place, Store};
 
 const ENV_WS: &str = "BROOD_LEDGER_CHILD_WS";
 const ENV_MODE: &str = "BROOD_LEDGER_CHILD_MODE";
+/// The ledger's URL, when it is not the workspace's SQLite file.
+const ENV_URL: &str = "BROOD_LEDGER_CHILD_URL";
 const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
 
 // ---------------------------------------------------------------- the child side
@@ -48,7 +52,11 @@ fn writer_child() {
     // so that every report is a line of its own.
     say("");
     rt.block_on(async move {
-        let ledger = Arc::new(Ledger::open(Path::new(&ws), LedgerOptions::default()).unwrap());
+        let options = LedgerOptions {
+            url: std::env::var(ENV_URL).ok(),
+            ..LedgerOptions::default()
+        };
+        let ledger = Arc::new(Ledger::open(Path::new(&ws), options).unwrap());
         say(&format!("BOOT {}", ledger.boot_id()));
         for b in &ledger.recovery().live_boots {
             say(&format!("LIVE {b}"));
@@ -186,11 +194,15 @@ struct Writer {
 }
 
 impl Writer {
-    fn start(ws: &Path, mode: &str) -> Writer {
-        let mut proc = Command::new(std::env::current_exe().unwrap())
+    fn start(ws: &impl Place, mode: &str) -> Writer {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        if let Some(url) = ws.url() {
+            cmd.env(ENV_URL, url);
+        }
+        let mut proc = cmd
             .args(["--exact", "writer_child", "--ignored", "--nocapture"])
             .args(["--test-threads", "1"])
-            .env(ENV_WS, ws)
+            .env(ENV_WS, ws.path())
             .env(ENV_MODE, mode)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -322,8 +334,11 @@ impl Writer {
 }
 
 /// Every run's events are numbered 0.. without gaps, starting with `spawned`.
-fn assert_event_logs_whole(ws: &Path) {
-    let export = Ledger::open_reader(ws).unwrap().export().unwrap();
+fn assert_event_logs_whole(ws: &impl Place) {
+    let export = Ledger::open_reader_at(ws.path(), ws.url())
+        .unwrap()
+        .export()
+        .unwrap();
     for run in &export.runs {
         assert_eq!(run.events[0].kind, EventKind::Spawned, "{}", run.run.id);
         for (i, e) in run.events.iter().enumerate() {
@@ -336,15 +351,13 @@ fn assert_event_logs_whole(ws: &Path) {
     }
 }
 
-#[test]
-fn sigkilled_writers_lose_nothing_they_reported() {
-    let ws = TempDir::new().unwrap();
+fn sigkilled_writers_lose_nothing_they_reported(ws: Store) {
     let mut rng = rand::thread_rng();
     let mut created_total = BTreeSet::new();
     let mut completed_total = BTreeSet::new();
     let started = Instant::now();
     for iteration in 0..20 {
-        let mut child = Writer::start(ws.path(), "crash");
+        let mut child = Writer::start(&ws, "crash");
         if iteration % 4 == 0 {
             // Anywhere from start-up (open, recovery of the previous child) onwards.
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..60)));
@@ -360,7 +373,7 @@ fn sigkilled_writers_lose_nothing_they_reported() {
         // (the CLI) can already read every reported run: the hot WAL is usable.
         // A child killed before it made the database (only possible in the first
         // iteration, and before it reported anything) leaves no ledger to read.
-        match Ledger::open_reader(ws.path()) {
+        match Ledger::open_reader_at(ws.path(), ws.url()) {
             Ok(outside) => {
                 outside.integrity_check().unwrap();
                 for id in &created {
@@ -372,7 +385,7 @@ fn sigkilled_writers_lose_nothing_they_reported() {
         }
 
         // A full open recovers the dead child's boot.
-        let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+        let ledger = ws.try_open_with(LedgerOptions::default()).unwrap();
         if let Some(boot) = child.boot() {
             assert!(
                 ledger.recovery().dead_boots.contains(&boot),
@@ -416,7 +429,7 @@ fn sigkilled_writers_lose_nothing_they_reported() {
         completed_total.extend(completed);
     }
     // Everything reported over all iterations is still there at the end.
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = Ledger::open_reader_at(ws.path(), ws.url()).unwrap();
     reader.integrity_check().unwrap();
     let all: BTreeMap<String, RunStatus> = reader
         .list_runs(ListFilter {
@@ -437,7 +450,7 @@ fn sigkilled_writers_lose_nothing_they_reported() {
         "the writers barely wrote ({} runs); the test proves little",
         created_total.len()
     );
-    assert_event_logs_whole(ws.path());
+    assert_event_logs_whole(&ws);
     eprintln!(
         "crash test: {} runs reported, {} completed, {:?}",
         created_total.len(),
@@ -446,12 +459,10 @@ fn sigkilled_writers_lose_nothing_they_reported() {
     );
 }
 
-#[test]
-fn two_live_processes_share_a_workspace() {
-    let ws = TempDir::new().unwrap();
-    let mut a = Writer::start(ws.path(), "hold");
+fn two_live_processes_share_a_workspace(ws: Store) {
+    let mut a = Writer::start(&ws, "hold");
     a.wait_for("HOLDING");
-    let mut b = Writer::start(ws.path(), "hold");
+    let mut b = Writer::start(&ws, "hold");
     b.wait_for("HOLDING");
     let (boot_a, boot_b) = (a.boot().unwrap(), b.boot().unwrap());
 
@@ -459,13 +470,13 @@ fn two_live_processes_share_a_workspace() {
     assert!(b.values("LIVE").contains(&boot_a), "{:?}", b.seen);
     assert!(b.values("INTERRUPTED").is_empty());
     // Nor does a third, full open while both live.
-    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    let ledger = ws.try_open_with(LedgerOptions::default()).unwrap();
     assert!(ledger.recovery().interrupted.is_empty());
     for boot in [&boot_a, &boot_b] {
         assert!(ledger.recovery().live_boots.contains(boot));
     }
     drop(ledger);
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = Ledger::open_reader_at(ws.path(), ws.url()).unwrap();
     for id in a.values("HELD").into_iter().chain(b.values("HELD")) {
         let run = reader.run(&RunId::from_string(id)).unwrap();
         assert_eq!(run.status, RunStatus::Running);
@@ -504,13 +515,11 @@ fn two_live_processes_share_a_workspace() {
     }
     assert_eq!(all.len(), 2 * 163);
     assert!(all.iter().all(|r| r.run.status != RunStatus::Interrupted));
-    assert_event_logs_whole(ws.path());
+    assert_event_logs_whole(&ws);
 }
 
-#[test]
-fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
-    let ws = TempDir::new().unwrap();
-    let mut child = Writer::start(ws.path(), "hold");
+fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it(ws: Store) {
+    let mut child = Writer::start(&ws, "hold");
     child.wait_for("HOLDING");
     child.kill();
     let held: Vec<RunId> = child
@@ -521,14 +530,14 @@ fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
 
     // Reading from outside changes nothing, even though the owner is dead — but it
     // shows the dead owner's runs as `interrupted` (its boot lock is free).
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = Ledger::open_reader_at(ws.path(), ws.url()).unwrap();
     assert!(reader
         .list_runs(ListFilter::default())
         .unwrap()
         .iter()
         .all(|r| r.run.status == RunStatus::Interrupted));
 
-    let mut cli = Ledger::open_maintenance(ws.path()).unwrap();
+    let mut cli = Ledger::open_maintenance_at(ws.path(), ws.url()).unwrap();
     let outcome = cli.request_cancel(&held[0]).unwrap();
     assert_eq!(
         outcome,
@@ -542,7 +551,7 @@ fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
     // The others are untouched until a full open recovers the dead boot (shown
     // interrupted meanwhile; the recovery below proves nothing was written).
     assert_eq!(reader.run(&held[1]).unwrap().status, RunStatus::Interrupted);
-    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    let ledger = ws.try_open_with(LedgerOptions::default()).unwrap();
     let mut expected = held[1..].to_vec();
     expected.sort();
     let mut got = ledger.recovery().interrupted.clone();
@@ -552,14 +561,12 @@ fn outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it() {
     assert_eq!(reader.run(&held[2]).unwrap().status, RunStatus::Interrupted);
 }
 
-#[test]
-fn simultaneous_first_opens_create_the_ledger_once() {
-    let ws = TempDir::new().unwrap();
-    let mut children: Vec<Writer> = (0..3).map(|_| Writer::start(ws.path(), "hold")).collect();
+fn simultaneous_first_opens_create_the_ledger_once(ws: Store) {
+    let mut children: Vec<Writer> = (0..3).map(|_| Writer::start(&ws, "hold")).collect();
     for child in &mut children {
         child.wait_for("HOLDING");
     }
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = Ledger::open_reader_at(ws.path(), ws.url()).unwrap();
     reader.integrity_check().unwrap();
     let runs = reader
         .list_runs(ListFilter {
@@ -577,8 +584,8 @@ fn simultaneous_first_opens_create_the_ledger_once() {
 
 #[test]
 fn a_torn_wal_index_after_a_crash_does_not_stop_readers_or_writers() {
-    let ws = TempDir::new().unwrap();
-    let mut child = Writer::start(ws.path(), "hold");
+    let ws = Store::sqlite();
+    let mut child = Writer::start(&ws, "hold");
     child.wait_for("HOLDING");
     child.kill();
     let db = ws
@@ -600,13 +607,20 @@ fn a_torn_wal_index_after_a_crash_does_not_stop_readers_or_writers() {
     }
     std::fs::write(&shm, &index).unwrap();
 
-    let reader = Ledger::open_reader(ws.path()).unwrap();
+    let reader = Ledger::open_reader_at(ws.path(), ws.url()).unwrap();
     reader.integrity_check().unwrap();
     let runs = reader.list_runs(ListFilter::default()).unwrap();
     assert_eq!(runs.len(), 3);
     // Shown interrupted (the writer is dead), not recorded so: the next session's
     // recovery still finds all three running and marks them.
     assert!(runs.iter().all(|r| r.run.status == RunStatus::Interrupted));
-    let ledger = Ledger::open(ws.path(), LedgerOptions::default()).unwrap();
+    let ledger = ws.try_open_with(LedgerOptions::default()).unwrap();
     assert_eq!(ledger.recovery().interrupted.len(), 3);
 }
+
+crate::both_blocking!(
+    sigkilled_writers_lose_nothing_they_reported,
+    two_live_processes_share_a_workspace,
+    outside_readers_recover_nothing_and_cancel_of_a_dead_run_marks_it,
+    simultaneous_first_opens_create_the_ledger_once,
+);

@@ -125,7 +125,7 @@ CREATE INDEX cancel_requests_by_boot ON cancel_requests (boot_id);
 
 /// The advisory lock that serializes schema setup (any constant unlikely to be
 /// another program's: "brood" in ASCII).
-const SETUP_LOCK: i64 = 0x6272_6f6f_64;
+const SETUP_LOCK: i64 = 0x62_726f_6f64;
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

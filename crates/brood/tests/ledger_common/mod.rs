@@ -131,6 +131,33 @@ macro_rules! both {
     };
 }
 
+/// [`both!`] for blocking tests (`#[test] fn NAME(ws: Store)`).
+#[macro_export]
+macro_rules! both_blocking {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name($crate::ledger_common::Store::sqlite())
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(store) =
+                        $crate::ledger_common::Store::postgres(stringify!($name))
+                    {
+                        super::$name(store)
+                    }
+                }
+            )*
+        }
+    };
+}
+
 pub fn open(ws: &impl Place) -> Ledger {
     Ledger::open(
         ws.path(),

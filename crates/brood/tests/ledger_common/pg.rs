@@ -39,7 +39,9 @@ pub fn fresh_database(test: &str) -> Option<String> {
             if std::env::var("BROOD_PG_REQUIRE").as_deref() == Ok("1") {
                 panic!("BROOD_PG_REQUIRE=1 but the PostgreSQL test server is unavailable: {why}");
             }
-            eprintln!(
+            // Straight to stderr: the test harness captures `eprintln!` of a passing test.
+            let _ = writeln!(
+                std::io::stderr(),
                 "SKIPPED (PostgreSQL): {test}: {why}; set BROOD_PG_BIN to a directory with \
                  initdb and pg_ctl (BROOD_PG_REQUIRE=1 makes this a failure)"
             );
