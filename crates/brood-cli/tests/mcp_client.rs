@@ -898,3 +898,142 @@ fn e2e_the_local_llm_calls_a_stdio_mcp_servers_tool() {
     );
     eprintln!("the model's MCP call, as recorded:\n{transcript}");
 }
+
+/// The description a request offered for tool `name`.
+fn description_of(req: &MockRequest, name: &str) -> Option<String> {
+    req.body()["tools"]
+        .as_array()?
+        .iter()
+        .find(|t| t["function"]["name"] == name)
+        .and_then(|t| t["function"]["description"].as_str().map(str::to_string))
+}
+
+/// `brood chat` (plain: stdin is not a terminal) against `server`, one prompt a
+/// line; its output once stdin is read to its end and every turn is done.
+fn chat(f: &Fixture, server: &MockServer, input: &str) -> Output {
+    use std::io::Write;
+    let mut child = f
+        .command()
+        .arg("chat")
+        .args(common::local_flags(server))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn brood chat");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The last user message of a request and how many tool results follow it.
+fn turn_and_results(req: &MockRequest) -> (String, usize) {
+    let msgs = req.messages();
+    let at = msgs.iter().rposition(|m| m["role"] == "user").unwrap_or(0);
+    let prompt = msgs[at]["content"].as_str().unwrap_or_default().to_string();
+    let results = msgs[at..].iter().filter(|m| m["role"] == "tool").count();
+    (prompt, results)
+}
+
+#[test]
+fn a_server_started_again_is_listed_again_and_runs_opened_after_get_its_new_tools() {
+    let Some(py) = interpreters().into_iter().next() else {
+        return;
+    };
+    let f = Fixture::with_notes("alpha\n");
+    f.user_config(&format!(
+        "[mcp_servers.t]\ncommand = {py:?}\nargs = [{:?}]\n\
+         env = {{ BROOD_TEST_STARTS = {:?}, BROOD_TEST_RELIST = \"1\" }}\n",
+        server_script().display().to_string(),
+        starts(&f).display().to_string()
+    ));
+    let server = MockServer::start(|req| {
+        if req
+            .first_user_text()
+            .unwrap_or_default()
+            .contains("RELIST-CHILD")
+        {
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call("mcp__t__added", json!({"key": "k7"})),
+                _ => MockReply::text(CONTRACT),
+            };
+        }
+        match turn_and_results(req) {
+            (t, 0) if t == "turn one" => {
+                MockReply::tool_call("mcp__t__crash", json!({"why": "test"}))
+            }
+            (t, 1) if t == "turn one" => {
+                MockReply::tool_call("mcp__t__lookup", json!({"key": "again"}))
+            }
+            (t, 2) if t == "turn one" => {
+                MockReply::tool_call("mcp__t__deploy", json!({"target": "prod"}))
+            }
+            (t, 0) if t == "turn two" => MockReply::tool_call(
+                "task",
+                json!({"description": "RELIST-CHILD use the new tool", "agent_type": "explore"}),
+            ),
+            _ => MockReply::text("TURN-DONE"),
+        }
+    });
+    let out = chat(&f, &server, "turn one\nturn two\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reqs = server.captured();
+    let parent = |turn: &str, results: usize| {
+        reqs.iter()
+            .find(|r| {
+                !r.first_user_text()
+                    .unwrap_or_default()
+                    .contains("RELIST-CHILD")
+                    && turn_and_results(r) == (turn.to_string(), results)
+            })
+            .unwrap_or_else(|| panic!("no request of {turn} after {results} results"))
+    };
+    let child = |step: usize| {
+        reqs.iter()
+            .find(|r| {
+                r.first_user_text()
+                    .unwrap_or_default()
+                    .contains("RELIST-CHILD")
+                    && r.assistant_turns() == step
+            })
+            .unwrap_or_else(|| panic!("no child step {step}"))
+    };
+
+    // Turn one runs on the first list: the server dies in `crash`, is started
+    // again (and listed again) by `lookup`; its `deploy`, gone from the new
+    // list, is refused by name, not sent.
+    let first = offered(parent("turn one", 0));
+    assert!(
+        first.contains(&"mcp__t__deploy".into()) && !first.contains(&"mcp__t__added".into()),
+        "{first:?}"
+    );
+    let one = tool_results(parent("turn one", 3));
+    assert!(one[1].starts_with("LOOKUP again from pid "), "{one:?}");
+    assert!(
+        one[2].contains("MCP server 't'") && one[2].contains("no longer offers deploy"),
+        "{one:?}"
+    );
+    // Turn two (a new root run) and its explore child are opened on the new
+    // list: `added` (marked read-only, so the explore child has it too), no
+    // `deploy`, `lookup` under its new description.
+    for (who, req) in [("turn two", parent("turn two", 0)), ("child", child(0))] {
+        let tools = offered(req);
+        assert!(tools.contains(&"mcp__t__added".into()), "{who}: {tools:?}");
+        assert!(
+            !tools.contains(&"mcp__t__deploy".into()),
+            "{who}: {tools:?}"
+        );
+        let desc = description_of(req, "mcp__t__lookup").unwrap();
+        assert!(desc.contains("second edition"), "{who}: {desc}");
+    }
+    assert!(description_of(parent("turn one", 0), "mcp__t__lookup")
+        .unwrap()
+        .contains("changes nothing"));
+    assert_eq!(tool_results(child(1)), ["ADDED k7"]);
+    let pids = std::fs::read_to_string(starts(&f)).unwrap();
+    assert_eq!(pids.lines().count(), 2, "one restart: {pids}");
+}

@@ -91,7 +91,7 @@ fn supervisor_on(
         session_cancel: CancellationToken::new(),
         pricing: Default::default(),
         project_instructions: "".into(),
-        mcp_read_only: Default::default(),
+        mcp: Default::default(),
     })
 }
 

@@ -13,7 +13,9 @@ Tools:
 - crash: the process exits in the middle of the call
 
 Every start appends a line to the file named by BROOD_TEST_STARTS (if set), so a
-test can count (re)starts.
+test can count (re)starts. With BROOD_TEST_RELIST=1, a start that is not the first
+(that file already has a line) offers other tools: `lookup` under a new
+description, `added` (readOnlyHint: true; answers ADDED <key>), and no `deploy`.
 """
 
 import json
@@ -29,16 +31,42 @@ from mcp.types import ToolAnnotations
 server = Server("brood-test")
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def _restarted():
+    starts = os.environ.get("BROOD_TEST_STARTS")
+    if os.environ.get("BROOD_TEST_RELIST") != "1" or not starts:
+        return False
+    try:
+        with open(starts) as f:
+            return bool(f.read().strip())
+    except FileNotFoundError:
+        return False
+
+
+RESTARTED = _restarted()
+
+
 def lookup(key: str) -> str:
-    """Look a key up; changes nothing."""
     return f"LOOKUP {key} from pid {os.getpid()}"
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
-def deploy(target: str) -> str:
-    """Deploy a target; changes things."""
-    return f"DEPLOYED {target}"
+server.tool(
+    annotations=ToolAnnotations(readOnlyHint=True),
+    description="Look a key up (second edition)." if RESTARTED else "Look a key up; changes nothing.",
+)(lookup)
+
+if RESTARTED:
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def added(key: str) -> str:
+        """A tool offered only after a restart."""
+        return f"ADDED {key}"
+
+else:
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+    def deploy(target: str) -> str:
+        """Deploy a target; changes things."""
+        return f"DEPLOYED {target}"
 
 
 @server.tool()

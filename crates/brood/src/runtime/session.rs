@@ -248,7 +248,7 @@ impl Session {
                 sandbox: Some(tool_sandbox.clone()),
             });
             tools.extend(extra.iter().cloned());
-            tools.extend(mcp_tools.tools().iter().cloned());
+            tools.extend(mcp_tools.tools());
             tools
         });
         let cancel = CancellationToken::new();
@@ -271,7 +271,7 @@ impl Session {
             session_id: ledger.session_id().to_string(),
             pricing: Arc::new(config.pricing.clone()),
             project_instructions: Arc::from(instructions.text.as_str()),
-            mcp_read_only: Arc::new(mcp.read_only().clone()),
+            mcp: mcp.clone(),
         };
         let supervisor = match opts.limits {
             Some(l) => Supervisor::with_limits(l, env),

@@ -167,7 +167,7 @@ impl Spawner for Supervisor {
                 model: req.model.as_deref(),
                 fork_context: Some(req.fork_from.is_some()).filter(|f| *f),
                 read_only_shell_available: self.env().read_only_shell,
-                mcp_read_only: &self.env().mcp_read_only,
+                mcp_read_only: &self.env().mcp.read_only(),
             },
             &self.env().settings,
             &self.env().quick_models,

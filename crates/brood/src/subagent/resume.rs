@@ -378,7 +378,7 @@ impl Supervisor {
                     model: None,
                     fork_context: None,
                     read_only_shell_available: env.read_only_shell,
-                    mcp_read_only: &env.mcp_read_only,
+                    mcp_read_only: &env.mcp.read_only(),
                 },
                 &env.settings,
                 &env.quick_models,

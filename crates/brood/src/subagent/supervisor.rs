@@ -73,9 +73,10 @@ pub struct SupervisorEnv {
     pub pricing: Arc<Pricing>,
     /// Project instructions (AGENTS.md …) ending every system prompt; empty: none.
     pub project_instructions: Arc<str>,
-    /// MCP tools (`mcp__<server>__<tool>`) the read-only roles may get: the server
-    /// marks them `readOnlyHint`, or the user lists them in `read_only_tools`.
-    pub mcp_read_only: Arc<std::collections::BTreeSet<String>>,
+    /// The session's MCP servers: which of their tools (`mcp__<server>__<tool>`)
+    /// the read-only roles may get, as of each server's last listing (the server
+    /// marks them `readOnlyHint`, or the user lists them in `read_only_tools`).
+    pub mcp: Arc<crate::tool::mcp::McpServers>,
 }
 
 struct Inner {

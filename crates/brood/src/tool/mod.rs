@@ -257,6 +257,13 @@ pub trait Tool: Send + Sync {
     fn schema(&self) -> serde_json::Value;
     /// What class of effect it has (grants are checked against it).
     fn capability(&self) -> Capability;
+    /// Which edition of its description and schema this is: a session caches a
+    /// tool's spec by name and edition, so a tool whose spec can change within a
+    /// session (an MCP server's, listed again after a restart) returns a new one
+    /// with each change. Default 0: fixed.
+    fn spec_edition(&self) -> u64 {
+        0
+    }
     /// Run it. Errors go back to the model as the tool result.
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> Result<String, ToolError>;
 }

@@ -10,11 +10,12 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-/// Tool specs by tool name, shared by the toolboxes of one session: a tool's
-/// schema is derived once per session instead of once per run (a fan-out of 200
-/// children would otherwise derive every schema 200 times).
+/// Tool specs by tool name and [`Tool::spec_edition`], shared by the toolboxes
+/// of one session: a tool's schema is derived once per session (and edition)
+/// instead of once per run (a fan-out of 200 children would otherwise derive
+/// every schema 200 times).
 #[derive(Default)]
-pub struct SpecCache(Mutex<HashMap<String, ToolSpec>>);
+pub struct SpecCache(Mutex<HashMap<(String, u64), ToolSpec>>);
 
 impl SpecCache {
     fn spec_of(&self, tool: &dyn Tool) -> ToolSpec {
@@ -22,7 +23,7 @@ impl SpecCache {
             .0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(tool.name())
+            .get(&(tool.name().to_string(), tool.spec_edition()))
             .cloned();
         if let Some(spec) = cached {
             return spec;
@@ -31,7 +32,7 @@ impl SpecCache {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(spec.name.to_string(), spec.clone());
+            .insert((spec.name.to_string(), tool.spec_edition()), spec.clone());
         spec
     }
 }

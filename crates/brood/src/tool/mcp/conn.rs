@@ -1,6 +1,9 @@
 //! One MCP server's connection, shared by every run of a session: started once
 //! (concurrent first users wait on the same start), its calls multiplexed over
-//! it, and started again on the next use after it died. Every failure is a
+//! it, and started again on the next use after it died. Every start lists the
+//! server's tools (`tools/list`) within the start-up timeout, so a server that
+//! comes back with other tools is known by its new list (its generation counts
+//! the listings). Every failure is a
 //! [`ToolError::Mcp`] naming the server.
 //!
 //! A stdio server is the user's command run as it is (not in the shell sandbox:
@@ -32,6 +35,22 @@ use tokio_util::sync::CancellationToken;
 pub const STDERR_TAIL_BYTES: usize = 2048;
 
 type Client = RunningService<RoleClient, ()>;
+
+/// A server's tool list as of its last start, each entry MCP's `Tool` as JSON,
+/// with its generation (how many listings there were), set together.
+#[derive(Default)]
+struct Listing(Mutex<(u64, Arc<Vec<Value>>)>);
+
+impl Listing {
+    fn set(&self, tools: Vec<Value>) {
+        let mut l = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *l = (l.0 + 1, Arc::new(tools));
+    }
+
+    fn get(&self) -> (u64, Arc<Vec<Value>>) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
 type Starting = Shared<BoxFuture<'static, Result<Arc<Client>, String>>>;
 
 enum State {
@@ -79,6 +98,7 @@ pub struct Server {
     launch_env: Arc<LaunchEnv>,
     state: Mutex<State>,
     stderr: Arc<Mutex<String>>,
+    listing: Arc<Listing>,
 }
 
 impl Server {
@@ -89,7 +109,26 @@ impl Server {
             launch_env,
             state: Mutex::new(State::Down),
             stderr: Arc::new(Mutex::new(String::new())),
+            listing: Arc::default(),
         }
+    }
+
+    /// Its tools as of its last start (empty before one succeeded), and that
+    /// listing's generation.
+    pub fn listed(&self) -> (u64, Arc<Vec<Value>>) {
+        self.listing.get()
+    }
+
+    /// How many times it was listed (a start that succeeded lists it).
+    pub fn generation(&self) -> u64 {
+        self.listing.get().0
+    }
+
+    fn offers(&self, tool: &str) -> bool {
+        self.listed()
+            .1
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(tool))
     }
 
     /// Its name.
@@ -121,6 +160,7 @@ impl Server {
                         self.spec.clone(),
                         self.launch_env.clone(),
                         self.stderr.clone(),
+                        self.listing.clone(),
                     )
                     .boxed()
                     .shared();
@@ -152,33 +192,20 @@ impl Server {
         }
     }
 
-    /// Start it (if needed) and list its tools, as JSON objects of MCP's `Tool`
-    /// shape, within the start-up timeout.
-    pub async fn start_and_list(&self) -> Result<Vec<Value>, String> {
+    /// Start it (if needed), which lists its tools ([`Server::listed`]), within
+    /// the start-up timeout.
+    pub async fn start_and_list(&self) -> Result<(), String> {
         let secs = self.spec.startup_timeout.as_secs();
-        let listed = tokio::time::timeout(self.spec.startup_timeout, async {
-            let client = self.client().await?;
-            let tools = client
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("tools/list failed: {e}"))?;
-            Ok::<_, String>(tools)
-        })
-        .await;
-        let tools = match listed {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Err(self.with_stderr(e)),
+        match tokio::time::timeout(self.spec.startup_timeout, self.client()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.with_stderr(e)),
             Err(_) => {
                 self.stop();
-                return Err(self.with_stderr(format!(
+                Err(self.with_stderr(format!(
                     "did not start and list its tools within startup_timeout_secs = {secs}"
-                )));
+                )))
             }
-        };
-        Ok(tools
-            .into_iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .collect())
+        }
     }
 
     /// Drop the connection (its process is killed with it).
@@ -209,6 +236,12 @@ impl Server {
             )))?,
             _ = cancel.cancelled() => return Err(ToolError::Cancelled),
         };
+        if !self.offers(tool) {
+            return Err(self.error(format!(
+                "no longer offers {tool}: its tool list changed when it started again \
+                 (runs opened from now on get the new list)"
+            )));
+        }
         let arguments = match args {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
@@ -257,16 +290,30 @@ async fn bounded_launch(
     spec: McpServerSpec,
     launch_env: Arc<LaunchEnv>,
     stderr_tail: Arc<Mutex<String>>,
+    listing: Arc<Listing>,
 ) -> Result<Arc<Client>, String> {
     let limit = spec.startup_timeout;
-    tokio::time::timeout(limit, launch(spec, launch_env, stderr_tail))
-        .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "did not answer initialize within startup_timeout_secs = {}",
-                limit.as_secs()
-            ))
-        })
+    tokio::time::timeout(limit, async move {
+        let client = launch(spec, launch_env, stderr_tail).await?;
+        let tools = client
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        listing.set(
+            tools
+                .into_iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .collect(),
+        );
+        Ok(client)
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "did not start and list its tools within startup_timeout_secs = {}",
+            limit.as_secs()
+        ))
+    })
 }
 
 /// Start the server and run MCP's `initialize` handshake.

@@ -9,7 +9,10 @@
 //! without its tools. The servers' connections belong to the session: every run
 //! of the tree calls the same [`McpTool`] objects, so a server has one connection
 //! (one process) per session, its calls multiplexed over it; one that dies is
-//! started again on its next call (the `conn` module).
+//! started again on its next call (the `conn` module), and listed again: runs
+//! opened after that get its new tool list (names, schemas, read-only marks),
+//! and a tool it no longer offers is refused by name to the runs that still hold
+//! it.
 //!
 //! Which runs get which tools is the grant's business (`subagent::grant`): a tool
 //! is read-only — offered to the read-only roles — when the server marks it
@@ -29,7 +32,109 @@ use super::Tool;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// The tools of `servers` from their current listings: names that are taken,
+/// too long or already another server's are left out (with a warning into
+/// `warnings`, when given).
+fn build(
+    servers: &[Arc<Server>],
+    taken: &BTreeSet<String>,
+    mut warnings: Option<&mut Vec<String>>,
+) -> Built {
+    let mut out = Built {
+        generations: servers.iter().map(|s| s.generation()).collect(),
+        ..Built::default()
+    };
+    let mut names = taken.clone();
+    let mut warn = |w: String| {
+        if let Some(ws) = warnings.as_mut() {
+            ws.push(w);
+        }
+    };
+    for server in servers {
+        let spec = server.spec();
+        let (edition, listed) = server.listed();
+        for entry in listed.iter() {
+            let Some(remote) = entry.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let name = mcp_tool_name(server.name(), remote);
+            if name.len() > MAX_TOOL_NAME {
+                warn(format!(
+                    "MCP server '{}': tool {remote:?} left out: {name} is longer than the \
+                     {MAX_TOOL_NAME} bytes a tool name may have (shorten the server's name)",
+                    server.name()
+                ));
+                continue;
+            }
+            if !names.insert(name.clone()) {
+                warn(format!(
+                    "MCP server '{}': tool {remote:?} left out: the name {name} is taken",
+                    server.name()
+                ));
+                continue;
+            }
+            if is_read_only(spec, entry, remote) {
+                out.read_only.insert(name.clone());
+            }
+            out.tools.push(Arc::new(McpTool::new(
+                server.clone(),
+                remote,
+                entry,
+                edition,
+            )));
+        }
+        if !listed.is_empty() {
+            for t in &spec.read_only_tools {
+                let offered = listed
+                    .iter()
+                    .any(|e| e.get("name").and_then(Value::as_str) == Some(t.as_str()));
+                if !offered {
+                    warn(format!(
+                        "MCP server '{}': read_only_tools names {t:?}, which the server does not offer",
+                        server.name()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The server marks it `readOnlyHint: true`.
+fn read_only_hint(entry: &Value) -> bool {
+    entry
+        .pointer("/annotations/readOnlyHint")
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// Read-only roles may get it: the hint, or the user's `read_only_tools`.
+fn is_read_only(spec: &McpServerSpec, entry: &Value, remote: &str) -> bool {
+    read_only_hint(entry) || spec.read_only_tools.iter().any(|t| t == remote)
+}
+
+/// `server`'s tools in `built`, as `brood mcp list` shows them.
+fn infos(server: &Arc<Server>, built: &Built) -> Vec<ToolInfo> {
+    server
+        .listed()
+        .1
+        .iter()
+        .filter_map(|entry| {
+            let remote = entry.get("name").and_then(Value::as_str)?;
+            let name = mcp_tool_name(server.name(), remote);
+            // Only the ones offered (not left out for their name).
+            built.tools.iter().find(|t| t.name() == name)?;
+            Some(ToolInfo {
+                read_only: built.read_only.contains(&name),
+                read_only_hint: read_only_hint(entry),
+                remote: remote.to_string(),
+                name,
+            })
+        })
+        .collect()
+}
 
 /// One tool of a started server, as `brood mcp list` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -74,10 +179,20 @@ pub struct ServerReport {
 #[derive(Default)]
 pub struct McpServers {
     servers: Vec<Arc<Server>>,
-    tools: Vec<Arc<dyn Tool>>,
-    read_only: BTreeSet<String>,
+    /// Names MCP tools may not take (built-in, delegation, the embedder's).
+    taken: BTreeSet<String>,
+    /// The tools as of the servers' listings (`generations`).
+    current: Mutex<Built>,
     reports: Vec<ServerReport>,
     warnings: Vec<String>,
+}
+
+/// The tools built from the servers' listings of the given generations.
+#[derive(Default, Clone)]
+struct Built {
+    generations: Vec<u64>,
+    tools: Vec<Arc<dyn Tool>>,
+    read_only: BTreeSet<String>,
 }
 
 impl McpServers {
@@ -98,16 +213,19 @@ impl McpServers {
             .into_iter()
             .map(|s| Arc::new(Server::new(s, launch_env.clone())))
             .collect();
-        let listed = futures::future::join_all(servers.iter().map(|s| s.start_and_list())).await;
+        let started = futures::future::join_all(servers.iter().map(|s| s.start_and_list())).await;
         let mut out = McpServers {
             servers: servers.clone(),
+            taken: taken.clone(),
             ..McpServers::default()
         };
-        let mut names = taken.clone();
-        for (server, listed) in servers.into_iter().zip(listed) {
-            let state = match listed {
-                Ok(list) => ServerState::Ready {
-                    tools: out.add_tools(&server, &list, &mut names),
+        let mut warnings = Vec::new();
+        let built = build(&servers, taken, Some(&mut warnings));
+        out.warnings = warnings;
+        for (server, started) in servers.iter().zip(started) {
+            let state = match started {
+                Ok(()) => ServerState::Ready {
+                    tools: infos(server, &built),
                 },
                 Err(error) => {
                     out.warnings.push(format!(
@@ -122,73 +240,30 @@ impl McpServers {
                 state,
             });
         }
+        *out.current.lock().unwrap_or_else(|p| p.into_inner()) = built;
         out
     }
 
-    fn add_tools(
-        &mut self,
-        server: &Arc<Server>,
-        listed: &[Value],
-        names: &mut BTreeSet<String>,
-    ) -> Vec<ToolInfo> {
-        let spec = server.spec();
-        let mut infos = Vec::new();
-        for entry in listed {
-            let Some(remote) = entry.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let name = mcp_tool_name(server.name(), remote);
-            if name.len() > MAX_TOOL_NAME {
-                self.warnings.push(format!(
-                    "MCP server '{}': tool {remote:?} left out: {name} is longer than the \
-                     {MAX_TOOL_NAME} bytes a tool name may have (shorten the server's name)",
-                    server.name()
-                ));
-                continue;
-            }
-            if !names.insert(name.clone()) {
-                self.warnings.push(format!(
-                    "MCP server '{}': tool {remote:?} left out: the name {name} is taken",
-                    server.name()
-                ));
-                continue;
-            }
-            let hint = entry
-                .pointer("/annotations/readOnlyHint")
-                .and_then(Value::as_bool)
-                == Some(true);
-            let read_only = hint || spec.read_only_tools.iter().any(|t| t == remote);
-            if read_only {
-                self.read_only.insert(name.clone());
-            }
-            self.tools
-                .push(Arc::new(McpTool::new(server.clone(), remote, entry)));
-            infos.push(ToolInfo {
-                name,
-                remote: remote.to_string(),
-                read_only_hint: hint,
-                read_only,
-            });
+    /// The tools as of the servers' last listings (rebuilt after a server was
+    /// listed again).
+    fn built(&self) -> Built {
+        let generations: Vec<u64> = self.servers.iter().map(|s| s.generation()).collect();
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.generations != generations {
+            *current = build(&self.servers, &self.taken, None);
         }
-        for t in &spec.read_only_tools {
-            if !infos.iter().any(|i| &i.remote == t) {
-                self.warnings.push(format!(
-                    "MCP server '{}': read_only_tools names {t:?}, which the server does not offer",
-                    server.name()
-                ));
-            }
-        }
-        infos
+        current.clone()
     }
 
-    /// Every tool of every started server (shared by all runs).
-    pub fn tools(&self) -> &[Arc<dyn Tool>] {
-        &self.tools
+    /// Every tool the servers offer now (each run's toolbox takes them when it
+    /// opens; the objects and their connection are shared by all runs).
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.built().tools
     }
 
-    /// Names of the tools read-only roles may get.
-    pub fn read_only(&self) -> &BTreeSet<String> {
-        &self.read_only
+    /// Names of the tools read-only roles may get now.
+    pub fn read_only(&self) -> BTreeSet<String> {
+        self.built().read_only
     }
 
     /// Each server and how its start went.

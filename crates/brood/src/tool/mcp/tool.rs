@@ -44,11 +44,14 @@ pub struct McpTool {
     description: String,
     schema: Value,
     server: Arc<Server>,
+    /// The server's listing it comes from.
+    edition: u64,
 }
 
 impl McpTool {
-    /// The tool `remote` of `server`, from its `tools/list` entry.
-    pub fn new(server: Arc<Server>, remote: &str, listed: &Value) -> McpTool {
+    /// The tool `remote` of `server`, from its `tools/list` entry of listing
+    /// generation `edition`.
+    pub fn new(server: Arc<Server>, remote: &str, listed: &Value, edition: u64) -> McpTool {
         let description = listed
             .get("description")
             .and_then(Value::as_str)
@@ -64,6 +67,7 @@ impl McpTool {
             remote: remote.to_string(),
             description: format!("[MCP server {}] {description}", server.name()),
             schema,
+            edition,
             server,
         }
     }
@@ -87,6 +91,9 @@ impl Tool for McpTool {
     }
     fn capability(&self) -> Capability {
         Capability::Mcp
+    }
+    fn spec_edition(&self) -> u64 {
+        self.edition
     }
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let result = self.server.call(&self.remote, args, &ctx.cancel).await?;
