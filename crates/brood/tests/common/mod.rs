@@ -3,6 +3,8 @@
 //! chosen conversations at a gate, and readers for tool results and the ledger.
 #![allow(dead_code)]
 
+pub mod hand_built;
+
 use async_trait::async_trait;
 use brood::ledger::{EventKind, RunDetail, RunId};
 use brood::model::scripted::ScriptedModel;
