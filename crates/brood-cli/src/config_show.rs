@@ -219,7 +219,24 @@ fn mcp_servers(config: &Config) {
                 };
                 format!("stdio {:?}{env}", words.join(" "))
             }
-            (None, Some(url)) => format!("http {url}"),
+            (None, Some(url)) => {
+                // Names only: a header's value or the token may be a secret.
+                let mut extra = String::new();
+                if let Some(v) = &c.bearer_token_env {
+                    extra.push_str(&format!(", token from ${v}"));
+                }
+                let headers: Vec<&str> = c
+                    .http_headers
+                    .iter()
+                    .flatten()
+                    .chain(c.env_http_headers.iter().flatten())
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                if !headers.is_empty() {
+                    extra.push_str(&format!(", headers {}", headers.join(" ")));
+                }
+                format!("http {url}{extra}")
+            }
             (None, None) => "(no command or url)".into(),
         };
         outln!(

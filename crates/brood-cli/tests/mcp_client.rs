@@ -567,7 +567,10 @@ fn an_http_server_gets_its_token_and_headers_and_its_tools_are_granted_like_stdi
         let shown = f.output(&["config", "show"]);
         let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
         assert!(
-            shown.contains("# mcp server h: enabled, http "),
+            shown.contains(&format!(
+                "# mcp server h: enabled, http {}, token from $H_TOKEN, headers X-Brood-Test X-From-Env X-Unset",
+                http.url()
+            )),
             "{py}: {shown}"
         );
         for (what, text) in [
