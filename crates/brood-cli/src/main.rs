@@ -195,6 +195,10 @@ pub(crate) struct ResumeArgs {
     /// No status line, tool lines or usage summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// Approve the calls a permission `ask` rule stops, as `brood run --allow`
+    /// (repeatable). Without it they are refused.
+    #[arg(long = "allow", value_name = "RULE")]
+    allow: Vec<String>,
 }
 
 /// What a one-shot session does: run a new parent on a prompt, or resume a run.
@@ -309,7 +313,7 @@ async fn dispatch(cli: Cli) -> u8 {
                         quiet: a.quiet,
                         models: ModelSource::Live,
                         start: Start::Resume(a.id),
-                        allow: Vec::new(),
+                        allow: a.allow,
                     })
                     .await
                 }

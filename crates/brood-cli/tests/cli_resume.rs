@@ -369,6 +369,93 @@ fn a_child_narrowed_by_allowed_tools_resumes_with_no_more_than_it_had() {
     assert_eq!(show(&f, &kid)["status"], "completed");
 }
 
+/// The permission rules a child ran under stay with it: a `deny` in the workspace
+/// config when it ran still refuses its call after the rule was removed from the
+/// config and the child resumed.
+#[test]
+fn a_resumed_child_keeps_the_deny_rules_it_ran_under() {
+    let f = fixture();
+    f.write(
+        ".brood/config.toml",
+        "[permissions]\ndeny = [\"write_file(pwned.txt)\"]\n",
+    );
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server_with(
+        resumed.clone(),
+        json!({"description": TASK, "agent_type": "general"}),
+        Some((
+            "write_file",
+            json!({"path": "pwned.txt", "content": "written after the resume"}),
+        )),
+    );
+    let (kid, _) = run_and_kill(&f, &server);
+    let before = server.request_count();
+    std::fs::remove_file(f.ws.path().join(".brood/config.toml")).unwrap();
+    resumed.store(true, Ordering::SeqCst);
+    let p = local_flags(&server);
+    let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid, "--json"], &p));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let captured = server.captured();
+    assert_eq!(
+        captured.len(),
+        before + 2,
+        "the resumed step, then the report"
+    );
+    let result = captured[before + 1]
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_default();
+    let text = result["content"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("write_file(pwned.txt)") && text.contains("recorded when it ran"),
+        "the recorded deny must refuse it: {result}"
+    );
+    assert!(!f.ws.path().join("pwned.txt").exists());
+}
+
+/// `brood agents resume --allow RULE` lets through a call an `ask` rule stops, as
+/// `brood run --allow` does.
+#[test]
+fn agents_resume_takes_allow_for_ask_rules() {
+    let f = fixture();
+    f.write(
+        ".brood/config.toml",
+        "[permissions]\nask = [\"write_file(out.txt)\"]\n",
+    );
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server_with(
+        resumed.clone(),
+        json!({"description": TASK, "agent_type": "general"}),
+        Some((
+            "write_file",
+            json!({"path": "out.txt", "content": "approved"}),
+        )),
+    );
+    let (kid, _) = run_and_kill(&f, &server);
+    resumed.store(true, Ordering::SeqCst);
+    let p = local_flags(&server);
+    let (code, out, err) = brood(
+        &f,
+        &with(
+            &[
+                "agents",
+                "resume",
+                &kid,
+                "--allow",
+                "write_file(out.txt)",
+                "--json",
+            ],
+            &p,
+        ),
+    );
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let written = std::fs::read_to_string(f.ws.path().join("out.txt")).unwrap_or_default();
+    assert_eq!(written, "approved", "the --allow let the asked call run");
+}
+
 /// A run recorded without its grant (by a brood from before grants were recorded)
 /// is refused, saying why and what to do, and nothing is written.
 #[test]

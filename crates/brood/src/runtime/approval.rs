@@ -257,4 +257,8 @@ impl crate::tool::CallGate for ApprovalGate {
             None => Ok(()),
         }
     }
+
+    fn session_rules(&self) -> RuleSet {
+        self.rules()
+    }
 }

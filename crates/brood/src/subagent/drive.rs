@@ -105,7 +105,7 @@ pub(crate) fn record_spawn(
         provider: &ctx.provider_name,
         workspace: sup.env().workspace.root(),
         unpriced: ctx.budgets.price().is_none(),
-        grant: RecordedGrant::new(&ctx.tool_names(), &ctx.permissions).to_value(),
+        grant: RecordedGrant::of(sup, ctx).to_value(),
     });
     async move { durable.await.map_err(SpawnError::Ledger) }
 }

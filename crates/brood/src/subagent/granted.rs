@@ -1,15 +1,22 @@
 //! The grant a run was opened with, recorded with its spawn (the `grant` object of
 //! its `spawned` event): the names of the tools it held after every narrowing (the
-//! parent's grant, its role, its definition, the call's `allowed_tools`) and its
-//! permissions. A resume re-derives the run's grant under today's configuration,
-//! then narrows it to this record (`super::resume`): a grant narrows, never widens.
+//! parent's grant, its role, its definition, the call's `allowed_tools`), its
+//! permissions, and the `deny` and `ask` permission rules it ran under (the
+//! session's at its spawn — config, `.claude/settings*.json`, rules added in the
+//! session — and its definitions'). A resume re-derives the run's grant under
+//! today's configuration, then narrows it to this record (`super::resume`), and
+//! keeps every recorded rule today's rules lack: a grant narrows, never widens,
+//! and resuming never loosens the rules a run ran under. (`allow` rules are not
+//! kept: one would only let through what today's rules ask about.)
 //!
 //! A run recorded without one (by a brood from before this record) is not
 //! resumed: what it was allowed cannot be known, so it is refused rather than
 //! guessed ([`super::ResumeError::NoRecordedGrant`]).
 
+use super::ctx::RunCtx;
+use super::supervisor::Supervisor;
 use crate::ledger::{EventKind, EventRecord};
-use crate::tool::Permissions;
+use crate::tool::{Permissions, RuleKind, RuleSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -21,15 +28,50 @@ pub(crate) struct RecordedGrant {
     pub tools: BTreeSet<String>,
     /// Its permissions (capabilities, shell, write scopes, network).
     pub permissions: Permissions,
+    /// The `deny` and `ask` rules it ran under.
+    #[serde(default)]
+    pub rules: Vec<RecordedRule>,
+}
+
+/// One permission rule as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RecordedRule {
+    /// `deny` or `ask`.
+    pub kind: String,
+    /// The rule as written.
+    pub rule: String,
+    /// Where it came from.
+    pub source: String,
 }
 
 impl RecordedGrant {
-    /// The record of a run holding `tools` under `permissions`.
-    pub fn new(tools: &[String], permissions: &Permissions) -> Self {
+    /// The record of a run holding `tools` under `permissions` and `rules`.
+    pub fn new(tools: &[String], permissions: &Permissions, rules: &RuleSet) -> Self {
         RecordedGrant {
             tools: tools.iter().cloned().collect(),
             permissions: permissions.clone(),
+            rules: rules
+                .rules()
+                .iter()
+                .filter(|r| matches!(r.kind, RuleKind::Deny | RuleKind::Ask))
+                .map(|r| RecordedRule {
+                    kind: r.kind.as_str().to_string(),
+                    rule: r.rule.text().to_string(),
+                    source: r.source.clone(),
+                })
+                .collect(),
         }
+    }
+
+    /// The record of run `ctx` now: its tools (its toolbox is built), its
+    /// permissions, the session's rules and its definitions'.
+    pub fn of(sup: &Supervisor, ctx: &RunCtx) -> Self {
+        let mut rules = sup
+            .call_gate()
+            .map(|g| g.session_rules())
+            .unwrap_or_default();
+        rules.extend(&ctx.rules);
+        RecordedGrant::new(&ctx.tool_names(), &ctx.permissions, &rules)
     }
 
     /// As stored in the `spawned` event.
@@ -61,6 +103,27 @@ impl RecordedGrant {
         };
         recorded.intersect(rebuilt)
     }
+
+    /// The recorded rules `today` (the rules the resumed run gets anyway) lacks,
+    /// each naming where it came from; `Err` when one cannot be read back.
+    pub fn missing_rules(&self, today: &RuleSet) -> Result<RuleSet, String> {
+        let mut out = RuleSet::new();
+        for r in &self.rules {
+            let kind = RuleKind::parse(&r.kind)
+                .filter(|k| *k != RuleKind::Allow)
+                .ok_or_else(|| format!("its recorded rule kind {:?} is unknown", r.kind))?;
+            let present = today
+                .rules()
+                .iter()
+                .any(|t| t.kind == kind && t.rule.text() == r.rule.trim());
+            if !present {
+                let source = format!("recorded when it ran: {}", r.source);
+                out.add(kind, &r.rule, &source)
+                    .map_err(|e| format!("its recorded rule cannot be read ({e})"))?;
+            }
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -73,7 +136,13 @@ mod tests {
         let mut ran = Permissions::full("explore");
         ran.shell = ShellPolicy::ReadOnly;
         ran.capabilities.remove(&Capability::Write);
-        let recorded = RecordedGrant::new(&["read_file".into(), "bash".into()], &ran);
+        let mut rules = RuleSet::new();
+        rules
+            .add(RuleKind::Deny, "bash(git push:*)", "config")
+            .unwrap();
+        rules.add(RuleKind::Allow, "bash(ls)", "config").unwrap();
+        let recorded = RecordedGrant::new(&["read_file".into(), "bash".into()], &ran, &rules);
+        assert_eq!(recorded.rules.len(), 1, "allow rules are not kept");
         let back: RecordedGrant = serde_json::from_value(recorded.to_value()).unwrap();
         assert_eq!(back, recorded);
         let today = Permissions::full("general");
@@ -92,5 +161,12 @@ mod tests {
             back.narrow(&narrow).allowed_tools,
             Some(["read_file".to_string()].into())
         );
+        // Rules: kept unless today has them.
+        let kept = back.missing_rules(&RuleSet::new()).unwrap();
+        assert_eq!(kept.rules().len(), 1);
+        assert!(kept.rules()[0]
+            .source
+            .contains("recorded when it ran: config"));
+        assert!(back.missing_rules(&rules).unwrap().is_empty());
     }
 }

@@ -8,7 +8,8 @@
 //! ([`grant::grant_for`], as at spawn), under today's configuration (which may be
 //! narrower than the day it ran) — then narrowed to the grant recorded at its
 //! spawn (`super::granted`: its tools after the call's `allowed_tools`, its
-//! permissions), so it never gets more than it ran with. A run recorded without a
+//! permissions), so it never gets more than it ran with; the `deny`/`ask` rules
+//! it ran under that today's rules lack are kept as its own. A run recorded without a
 //! grant, or whose agent type's definition is gone, is refused.
 //! Limits count what was spent: steps against `max_turns`, tokens against the run's
 //! and the tree's token budgets, and the wall time it ran against `wall_time_secs`.
@@ -335,6 +336,23 @@ impl Supervisor {
             Some(Err(detail)) => return Err(ResumeError::Grant { id, detail }),
             Some(Ok(g)) => g,
         };
+        // The rules it ran under that the resumed run would not get: kept.
+        let keep_rules = |run_rules: crate::tool::RuleSet| {
+            let mut today = self
+                .call_gate()
+                .map(|g| g.session_rules())
+                .unwrap_or_default();
+            today.extend(&run_rules);
+            let mut rules = run_rules;
+            let missing = recorded
+                .missing_rules(&today)
+                .map_err(|detail| ResumeError::Grant {
+                    id: id.clone(),
+                    detail,
+                })?;
+            rules.extend(&missing);
+            Ok::<_, ResumeError>(rules)
+        };
         if record.parent_id.is_none() {
             return Ok(Plan {
                 role: Role::General,
@@ -348,7 +366,7 @@ impl Supervisor {
                 limits: RunLimits::default(),
                 route: None,
                 warnings: Vec::new(),
-                rules: crate::tool::RuleSet::new(),
+                rules: keep_rules(crate::tool::RuleSet::new())?,
             });
         }
         let parent_tools = parent.tool_names();
@@ -416,7 +434,7 @@ impl Supervisor {
             },
             route: Some(granted.route),
             warnings: granted.adjustments,
-            rules,
+            rules: keep_rules(rules)?,
         })
     }
 }

@@ -40,7 +40,7 @@ pub(crate) async fn run(
             provider: &ctx.provider_name,
             workspace: env.workspace.root(),
             unpriced: ctx.budgets.price().is_none(),
-            grant: RecordedGrant::new(&ctx.tool_names(), &ctx.permissions).to_value(),
+            grant: RecordedGrant::of(sup, &ctx).to_value(),
         })
         .await
         .map_err(SpawnError::Ledger)?;

@@ -59,6 +59,12 @@ pub trait CallGate: Send + Sync {
         run_rules: &RuleSet,
         ctx: &ToolContext,
     ) -> Result<(), ToolError>;
+
+    /// The session's rules now (what a run's record keeps of the rules it ran
+    /// under). None by default.
+    fn session_rules(&self) -> RuleSet {
+        RuleSet::new()
+    }
 }
 
 /// Tools offered to one run. Only tools its permissions allow are kept.
