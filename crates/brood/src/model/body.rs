@@ -68,7 +68,7 @@ impl Serialize for Body<'_> {
             )?;
         }
         if !r.tools.is_empty() {
-            let tools: Vec<Tool<'_>> = r.tools.iter().map(Tool::of).collect();
+            let tools: Vec<Entry<'_>> = r.tools.iter().map(Entry::of).collect();
             m.serialize_entry("tools", &tools)?;
             if let Some(choice) = &r.tool_choice {
                 m.serialize_entry("tool_choice", &Choice(choice))?;
@@ -129,6 +129,36 @@ impl<'a> Tool<'a> {
                 description: &t.description,
                 parameters: t.parameters.rendered(),
             },
+        }
+    }
+}
+
+/// A tool's entry: rendered once per tool and shared by every request that offers
+/// it (see `Schema::tool_entry`), else rendered here.
+enum Entry<'a> {
+    Rendered(&'a serde_json::value::RawValue),
+    Fresh(Tool<'a>),
+}
+
+impl<'a> Entry<'a> {
+    fn of(t: &'a ToolSpec) -> Self {
+        let render = || {
+            // Plain structs of strings and a rendered schema always render; the
+            // fallback only keeps this panic-free.
+            serde_json::value::to_raw_value(&Tool::of(t)).unwrap_or_default()
+        };
+        match t.parameters.tool_entry(&t.name, &t.description, render) {
+            Some(raw) => Entry::Rendered(raw),
+            None => Entry::Fresh(Tool::of(t)),
+        }
+    }
+}
+
+impl Serialize for Entry<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Entry::Rendered(raw) => raw.serialize(s),
+            Entry::Fresh(tool) => tool.serialize(s),
         }
     }
 }
@@ -309,6 +339,36 @@ mod tests {
             assistant,
             Message::tool_result("c1", "no match"),
         ]
+    }
+
+    #[test]
+    fn a_tool_entry_is_rendered_once_and_a_schema_shared_by_two_tools_keeps_both_names() {
+        let schema: crate::model::Schema =
+            json!({"type": "object", "properties": {"q": {"type": "string"}}}).into();
+        let spec = |name: &str, description: &str| ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: schema.clone(),
+        };
+        let mut r = request(vec![Message::user("x")]);
+        r.tool_choice = None;
+        r.tools = vec![spec("a", "says \"a\""), spec("b", "says b")];
+        let expected = json!([
+            {"type": "function", "function": {"name": "a", "description": "says \"a\"",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},
+            {"type": "function", "function": {"name": "b", "description": "says b",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},
+        ]);
+        // The first request renders `a`'s entry into the schema; the second copies it.
+        let first = bytes(&r, false);
+        let second = bytes(&r, false);
+        assert_eq!(first, second);
+        let v: serde_json::Value = serde_json::from_str(&second).unwrap();
+        assert_eq!(v["tools"], expected);
+        // A copy of `a` with another description is not given the cached entry.
+        r.tools = vec![spec("a", "changed")];
+        let v: serde_json::Value = serde_json::from_str(&bytes(&r, false)).unwrap();
+        assert_eq!(v["tools"][0]["function"]["description"], json!("changed"));
     }
 
     #[test]

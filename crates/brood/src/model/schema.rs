@@ -2,7 +2,8 @@
 //! every request of every run that offers the tool carries it, so it is shared (one
 //! copy for all clones) and rendered to JSON once, the first time a request needs it:
 //! afterwards a request body copies the rendered text instead of walking and escaping
-//! the schema again.
+//! the schema again. The same goes for the tool's whole entry in a request (name,
+//! description and schema).
 
 use std::fmt;
 use std::ops::Deref;
@@ -19,6 +20,20 @@ pub struct Schema(Arc<Inner>);
 struct Inner {
     value: Value,
     rendered: OnceLock<Box<RawValue>>,
+    /// The whole request entry of the tool the schema belongs to, for the name and
+    /// description it was first rendered with (see [`Schema::tool_entry`]).
+    entry: OnceLock<Entry>,
+}
+
+struct Entry {
+    name: Arc<str>,
+    description: Arc<str>,
+    rendered: Box<RawValue>,
+}
+
+/// The same text: one shared string, or equal ones.
+fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
 }
 
 impl Schema {
@@ -27,7 +42,28 @@ impl Schema {
         Schema(Arc::new(Inner {
             value,
             rendered: OnceLock::new(),
+            entry: OnceLock::new(),
         }))
+    }
+
+    /// The rendered request entry (`{"type": "function", "function": {…}}`) of the
+    /// tool `name` with `description` and this schema: `render` makes it the first
+    /// time, and every later request of every run offering the tool copies the text
+    /// instead of escaping the description again. `None` when this schema was first
+    /// rendered for another name or description (a schema shared by two tools):
+    /// the caller renders that entry itself.
+    pub(crate) fn tool_entry(
+        &self,
+        name: &Arc<str>,
+        description: &Arc<str>,
+        render: impl FnOnce() -> Box<RawValue>,
+    ) -> Option<&RawValue> {
+        let e = self.0.entry.get_or_init(|| Entry {
+            name: name.clone(),
+            description: description.clone(),
+            rendered: render(),
+        });
+        (same(&e.name, name) && same(&e.description, description)).then_some(&*e.rendered)
     }
 
     /// The schema as a JSON value.
