@@ -92,8 +92,9 @@ impl ToolChoicePolicy {
 pub struct AgentSpec {
     /// The run's id (passed to tools; used by observers).
     pub run_id: String,
-    /// The system prompt.
-    pub system: String,
+    /// The system prompt; shared with every request of the run (a step copies a
+    /// reference count, not the text).
+    pub system: Arc<str>,
     /// Who answers the steps.
     pub model: Arc<dyn Model>,
     /// The model id each request names.

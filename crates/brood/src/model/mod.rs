@@ -168,8 +168,9 @@ pub struct Sampling {
 pub struct ModelRequest {
     /// Model id as the provider knows it.
     pub model: String,
-    /// System prompt; sent as the first message when non-empty.
-    pub system: String,
+    /// System prompt; sent as the first message when non-empty. Shared: a run's
+    /// requests all carry the same one.
+    pub system: std::sync::Arc<str>,
     /// The conversation (after the system prompt).
     pub messages: Vec<Message>,
     #[serde(default)]

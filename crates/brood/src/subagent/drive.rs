@@ -173,6 +173,9 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
         fork_from.as_deref(),
         &sup.env().project_instructions,
     );
+    // Copied into the context: not kept for the rest of the run (a local lives in
+    // the task until its scope ends, through every await).
+    drop((system_prompt, prompt));
     if !spawn_on_disk(&sup, &delivery, &mut gate).await {
         drop(permit);
         return;

@@ -7,14 +7,15 @@ use super::fork;
 use crate::model::{Message, ModelRequest, ToolSpec};
 
 /// The child's system prompt and first messages; for a fork, also the parent's
-/// tool specs (offered byte-identical; the grant is enforced at execution).
+/// tool specs (offered byte-identical; the grant is enforced at execution). A
+/// fork shares its parent's system prompt.
 pub(crate) fn first_context(
     ctx: &RunCtx,
     system_prompt: &str,
     prompt: &str,
     fork_from: Option<&ModelRequest>,
     project_instructions: &str,
-) -> (String, Vec<Message>, Option<Vec<ToolSpec>>) {
+) -> (std::sync::Arc<str>, Vec<Message>, Option<Vec<ToolSpec>>) {
     let instructions =
         with_project_instructions(child_instructions(system_prompt), project_instructions);
     match fork_from {
@@ -33,7 +34,11 @@ pub(crate) fn first_context(
             messages.push(Message::user(tail));
             (parent.system.clone(), messages, Some(parent.tools.clone()))
         }
-        None => (instructions, vec![Message::user(prompt.to_string())], None),
+        None => (
+            instructions.into(),
+            vec![Message::user(prompt.to_string())],
+            None,
+        ),
     }
 }
 

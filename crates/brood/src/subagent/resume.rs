@@ -279,7 +279,7 @@ impl Supervisor {
         let env = self.env();
         let spec = AgentSpec {
             run_id: id.clone(),
-            system: plan.system.clone(),
+            system: plan.system.as_str().into(),
             model: ctx.model.clone(),
             model_id: ctx.model_id.clone(),
             sampling: env.sampling.clone(),

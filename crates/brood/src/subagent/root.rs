@@ -62,12 +62,15 @@ pub(crate) async fn run(
     };
     let spec = AgentSpec {
         run_id: id.clone(),
-        system: req.system.unwrap_or_else(|| {
-            with_project_instructions(
-                root_system_prompt(env.settings.enabled),
-                &env.project_instructions,
-            )
-        }),
+        system: req
+            .system
+            .unwrap_or_else(|| {
+                with_project_instructions(
+                    root_system_prompt(env.settings.enabled),
+                    &env.project_instructions,
+                )
+            })
+            .into(),
         model: ctx.model.clone(),
         model_id: ctx.model_id.clone(),
         sampling: env.sampling.clone(),
