@@ -95,6 +95,7 @@ pub async fn open_session_trusting(
         api_key_env: None,
         max_turns: Some(max_turns),
         trust_workspace: false,
+        ledger_url: None,
     };
     let config =
         Config::load(&paths, &BTreeMap::new(), &flags).map_err(|e| format!("bench config: {e}"))?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use brood::ledger::{
-    CancelOutcome, Ledger, LedgerError, LedgerReader, ListFilter, RunDetail, RunRecord, RunStatus,
+    CancelOutcome, LedgerError, LedgerReader, ListFilter, RunDetail, RunRecord, RunStatus,
     RunSummaries, RunSummary, TranscriptSlice,
 };
 use brood::model::pricing::Pricing;
@@ -244,7 +244,7 @@ fn list(
     let filter = ListFilter {
         include_archived: all,
     };
-    let reader = match Ledger::open_reader(ws) {
+    let reader = match crate::ledger_at::reader(ws) {
         Ok(reader) => Some(reader),
         Err(LedgerError::Missing { .. }) => None,
         Err(e) => return Err(e.into()),
@@ -409,7 +409,7 @@ fn show(
     out: &mut String,
     err: &mut String,
 ) -> Result<(), Failure> {
-    let reader = Ledger::open_reader(ws)?;
+    let reader = crate::ledger_at::reader(ws)?;
     let id = reader.resolve_id(id)?;
     let detail = reader.get_run(&id)?;
     if json {
@@ -535,7 +535,7 @@ fn transcript(
     full: bool,
     out: &mut String,
 ) -> Result<(), Failure> {
-    let reader = Ledger::open_reader(ws)?;
+    let reader = crate::ledger_at::reader(ws)?;
     let id = reader.resolve_id(id)?;
     let slice = reader.transcript(&id, from, limit)?;
     if json {
@@ -599,9 +599,9 @@ fn render_transcript(
 }
 
 fn cancel(ws: &Path, id: &str, out: &mut String) -> Result<(), Failure> {
-    let reader = Ledger::open_reader(ws)?;
+    let reader = crate::ledger_at::reader(ws)?;
     let id = reader.resolve_id(id)?;
-    let mut maintenance = Ledger::open_maintenance(ws)?;
+    let mut maintenance = crate::ledger_at::maintenance(ws)?;
     let outcome = match maintenance.request_cancel(&id) {
         Err(LedgerError::InvalidTransition { run, from, .. }) if from.is_terminal() => {
             return Err(Failure::AlreadyFinished { run, status: from })
@@ -626,7 +626,7 @@ fn cancel(ws: &Path, id: &str, out: &mut String) -> Result<(), Failure> {
 }
 
 fn export(ws: &Path, out: &mut String) -> Result<(), Failure> {
-    let export = match Ledger::open_reader(ws) {
+    let export = match crate::ledger_at::reader(ws) {
         Ok(reader) => reader.export()?,
         Err(LedgerError::Missing { .. }) => brood::ledger::Export {
             schema: brood::ledger::EXPORT_SCHEMA.to_string(),
@@ -641,7 +641,7 @@ fn export(ws: &Path, out: &mut String) -> Result<(), Failure> {
 }
 
 fn prune(ws: &Path, older_than: Duration, out: &mut String) -> Result<(), Failure> {
-    let report = match Ledger::open_maintenance(ws) {
+    let report = match crate::ledger_at::maintenance(ws) {
         Ok(mut m) => m.prune(older_than)?,
         Err(LedgerError::Missing { .. }) => {
             out.push_str("no runs recorded in this workspace; nothing to prune\n");

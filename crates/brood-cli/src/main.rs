@@ -17,6 +17,7 @@ mod chat;
 mod config_show;
 mod doctor;
 mod exit;
+mod ledger_at;
 mod mcp;
 mod render;
 mod signals;
@@ -131,6 +132,10 @@ pub(crate) struct ProviderArgs {
     /// Name of the environment variable holding the API key.
     #[arg(long)]
     api_key_env: Option<String>,
+    /// The ledger's PostgreSQL database (postgres://…; config `ledger_url`); default:
+    /// the workspace's SQLite file.
+    #[arg(long = "ledger", value_name = "URL")]
+    ledger_url: Option<String>,
 }
 
 /// What opens a session: `run` and `chat` take the same flags.
@@ -361,6 +366,7 @@ fn overrides(provider: &ProviderArgs, max_turns: Option<u32>, trust_workspace: b
         api_key_env: provider.api_key_env.clone(),
         max_turns,
         trust_workspace,
+        ledger_url: provider.ledger_url.clone(),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use brood::ledger::{EventKind, Ledger, LedgerError, RunId, RunStatus};
+use brood::ledger::{EventKind, LedgerError, RunId, RunStatus};
 use brood::subagent::worktree::{self, MergeOutcome};
 use brood::subagent::worktrees;
 use serde_json::json;
@@ -68,7 +68,7 @@ pub fn prune_orphans(ws: &Path, out: &mut String) -> Result<(), String> {
     if worktree::directories(ws).is_empty() {
         return Ok(());
     }
-    let listed = match Ledger::open_reader(ws) {
+    let listed = match crate::ledger_at::reader(ws) {
         Ok(reader) => worktrees::list(ws, &reader).map_err(|e| e.to_string())?,
         Err(LedgerError::Missing { .. }) => Vec::new(),
         Err(e) => return Err(e.to_string()),
@@ -102,7 +102,7 @@ pub fn prune_orphans(ws: &Path, out: &mut String) -> Result<(), String> {
 /// The run `id` names (a unique prefix) and where its branch merges into; a
 /// run still going is refused (its child may still write).
 fn settled_run(ws: &Path, id: &str, what: &str) -> Result<(RunId, std::path::PathBuf), String> {
-    let reader = Ledger::open_reader(ws).map_err(|e| e.to_string())?;
+    let reader = crate::ledger_at::reader(ws).map_err(|e| e.to_string())?;
     let run = reader.resolve_id(id).map_err(|e| e.to_string())?;
     let record = reader.run(&run).map_err(|e| e.to_string())?;
     if !record.status.is_terminal() {
@@ -123,7 +123,7 @@ fn status_word(s: RunStatus) -> &'static str {
 /// Record what was done on the run; a ledger that refuses is reported (a
 /// `warning:` line in `out`), the git change stands.
 fn record(ws: &Path, run: &RunId, payload: serde_json::Value, out: &mut String) {
-    let done = Ledger::open_maintenance(ws)
+    let done = crate::ledger_at::maintenance(ws)
         .and_then(|mut m| m.append_event(run, EventKind::Worktree, &payload));
     if let Err(e) = done {
         let _ = writeln!(out, "warning: the ledger did not record it: {e}");

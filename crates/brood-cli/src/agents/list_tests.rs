@@ -2,7 +2,7 @@
 //! earlier renderer printed from full records. That renderer is kept here as the
 //! reference (`reference_list`), fed by `list_runs`, and compared byte for byte.
 use super::*;
-use brood::ledger::{LedgerOptions, ListedRun, NewRun, RunId, UsageDelta};
+use brood::ledger::{Ledger, LedgerOptions, ListedRun, NewRun, RunId, UsageDelta};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tempfile::TempDir;

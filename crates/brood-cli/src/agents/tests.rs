@@ -1,6 +1,6 @@
 //! Tests of `brood agents` against real ledgers in temporary workspaces.
 use super::*;
-use brood::ledger::{LedgerOptions, NewRun, RunId, UsageDelta};
+use brood::ledger::{Ledger, LedgerOptions, NewRun, RunId, UsageDelta};
 use serde_json::json;
 use tempfile::TempDir;
 

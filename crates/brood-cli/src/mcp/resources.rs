@@ -2,7 +2,7 @@
 //! session's runs (status, role, parent) and reads one as JSON: its record,
 //! result, events and the first messages of its transcript.
 
-use brood::ledger::{Ledger, LedgerError, ListFilter};
+use brood::ledger::{LedgerError, ListFilter};
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
 use rmcp::ErrorData;
 use std::path::Path;
@@ -17,7 +17,7 @@ const TRANSCRIPT_LIMIT: usize = 200;
 pub async fn list(ws: &Path) -> Result<Vec<Resource>, ErrorData> {
     let ws = ws.to_path_buf();
     blocking(move || {
-        let reader = match Ledger::open_reader(&ws) {
+        let reader = match crate::ledger_at::reader(&ws) {
             Ok(r) => r,
             Err(LedgerError::Missing { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e),
@@ -59,7 +59,7 @@ pub async fn read(ws: &Path, uri: &str) -> Result<ReadResourceResult, ErrorData>
     };
     let (ws, key, uri) = (ws.to_path_buf(), key.to_string(), uri.to_string());
     let text = blocking(move || {
-        let reader = Ledger::open_reader(&ws)?;
+        let reader = crate::ledger_at::reader(&ws)?;
         let id = reader.resolve_id(&key)?;
         let detail = reader.get_run(&id)?;
         let transcript = reader.transcript(&id, 0, TRANSCRIPT_LIMIT)?;

@@ -43,6 +43,7 @@ mod writer;
 pub use error::LedgerError;
 pub use export::{Export, ExportedRun, EXPORT_SCHEMA};
 pub use maintenance::LedgerMaintenance;
+pub use pg_url::redact as redact_url;
 pub use reader::LedgerReader;
 pub use schema::SCHEMA_VERSION;
 pub use summary::{RunSummaries, RunSummary, SUMMARY_OBJECTIVE_CHARS};

@@ -158,13 +158,16 @@ impl Session {
             build_models(&config, &factory, &opts.models, opts.route_builder)?;
 
         let root = workspace.root().to_path_buf();
-        let ledger =
-            tokio::task::spawn_blocking(move || Ledger::open(&root, LedgerOptions::default()))
-                .await
-                .map_err(|e| SessionError::TaskFailed {
-                    task: "opening the ledger",
-                    detail: e.to_string(),
-                })??;
+        let ledger_options = LedgerOptions {
+            url: config.ledger_url.clone(),
+            ..LedgerOptions::default()
+        };
+        let ledger = tokio::task::spawn_blocking(move || Ledger::open(&root, ledger_options))
+            .await
+            .map_err(|e| SessionError::TaskFailed {
+                task: "opening the ledger",
+                detail: e.to_string(),
+            })??;
         let ledger = Arc::new(ledger);
         // Worktrees a killed session left behind are listed in the ledger.
         let orphaned_worktrees = {

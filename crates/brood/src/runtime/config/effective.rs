@@ -19,6 +19,9 @@ pub struct Config {
     pub provider: String,
     /// The endpoint (else the preset's).
     pub base_url: Option<String>,
+    /// The ledger's PostgreSQL database (`postgres://…`), else the workspace's SQLite
+    /// file (docs/LEDGER.md, "PostgreSQL").
+    pub ledger_url: Option<String>,
     /// The model id (else the preset's default).
     pub model: Option<String>,
     /// The variable the API key is read from (else the preset's).
@@ -101,6 +104,14 @@ impl Config {
             ),
             ("base_url".into(), opt(&self.base_url), source("base_url")),
             ("model".into(), opt(&self.model), source("model")),
+            (
+                "ledger_url".into(),
+                self.ledger_url
+                    .as_deref()
+                    .map(|u| format!("{:?}", crate::ledger::redact_url(u)))
+                    .unwrap_or_else(|| "(the workspace's SQLite file)".into()),
+                source("ledger_url"),
+            ),
             (
                 "api_key_env".into(),
                 opt(&self.api_key_env),
@@ -282,6 +293,21 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
             .into_iter()
             .map(|(k, v)| (k.to_ascii_lowercase(), v))
             .collect();
+    let ledger_url = match merged.ledger_url {
+        Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => Some(u),
+        Some(u) => {
+            return Err(ConfigError::invalid(
+                source_of("ledger_url"),
+                Some("ledger_url"),
+                format!(
+                    "{:?} is not a PostgreSQL URL (postgres://… or postgresql://…); \
+                     leave it unset for the workspace's SQLite ledger",
+                    crate::ledger::redact_url(&u)
+                ),
+            ))
+        }
+        None => None,
+    };
     let provenance = layers
         .iter()
         .map(|(k, (v, s))| (k.clone(), display_value(k, v), s.clone()))
@@ -289,6 +315,7 @@ pub(super) fn build(layers: Layers, user_dir: Option<PathBuf>) -> Result<Config,
     Ok(Config {
         provider: merged.provider.unwrap_or_else(|| "deepseek".into()),
         base_url: merged.base_url,
+        ledger_url,
         model: merged.model,
         api_key_env: merged.api_key_env,
         api_timeout_secs: clamp_api_timeout(merged.api_timeout_secs),

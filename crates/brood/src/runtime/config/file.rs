@@ -65,6 +65,9 @@ pub struct ConfigFile {
     pub mcp_servers: Option<toml::Table>,
     /// `[permissions] allow/ask/deny`: permission rules (a workspace: ask/deny only).
     pub permissions: Option<toml::Table>,
+    /// `ledger_url`: the ledger's PostgreSQL database (`postgres://…`); unset, the
+    /// workspace's SQLite file (user config only: where every record goes).
+    pub ledger_url: Option<String>,
 }
 
 /// `[providers.<preset>]`: where a preset's endpoint really is (e.g. children on a
@@ -104,7 +107,14 @@ pub struct SandboxConfig {
 /// Keys a workspace `.brood/config.toml` may set only when the workspace is
 /// trusted: they choose where requests go and which variable's value is sent as
 /// the key. `trusted_workspaces` itself is read from the user's config only.
-pub const USER_ONLY_KEYS: &[&str] = &["provider", "base_url", "api_key_env", "providers", "models"];
+pub const USER_ONLY_KEYS: &[&str] = &[
+    "provider",
+    "base_url",
+    "api_key_env",
+    "providers",
+    "models",
+    "ledger_url",
+];
 
 /// Keys inside a section that choose an endpoint too, with the same rule as
 /// [`USER_ONLY_KEYS`]: `[subagents] subagent_provider` would send every child's

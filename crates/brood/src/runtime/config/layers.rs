@@ -85,6 +85,12 @@ pub(super) fn display_value(key: &str, v: &toml::Value) -> String {
     let secret = matches!(last_word, "key" | "token" | "secret" | "password");
     if secret {
         "<redacted>".into()
+    } else if leaf == "ledger_url" {
+        // A database URL may carry its password.
+        match v.as_str() {
+            Some(url) => format!("{:?}", crate::ledger::redact_url(url)),
+            None => v.to_string(),
+        }
     } else {
         v.to_string()
     }

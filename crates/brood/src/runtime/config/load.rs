@@ -29,6 +29,8 @@ pub struct Overrides {
     pub max_turns: Option<u32>,
     /// `--trust`: the workspace config may set the user-only keys this once.
     pub trust_workspace: bool,
+    /// `--ledger`: the ledger's database URL (`ledger_url`).
+    pub ledger_url: Option<String>,
 }
 
 /// Where to look for the layers. `user_dir` is normally `~/.config/brood`.
@@ -60,6 +62,7 @@ impl ConfigPaths {
 pub const ENV_KEYS: &[(&str, &str)] = &[
     ("BROOD_PROVIDER", "provider"),
     ("BROOD_BASE_URL", "base_url"),
+    ("BROOD_LEDGER_URL", "ledger_url"),
     ("BROOD_MODEL", "model"),
     ("BROOD_API_KEY_ENV", "api_key_env"),
     ("BROOD_API_TIMEOUT_SECS", "api_timeout_secs"),
@@ -230,6 +233,9 @@ impl Config {
                 "--api-key-env",
                 v.clone().into(),
             );
+        }
+        if let Some(v) = &flags.ledger_url {
+            flag(&mut layers, "ledger_url", "--ledger", v.clone().into());
         }
         if let Some(v) = flags.max_turns {
             flag(&mut layers, "max_turns", "--max-turns", i64::from(v).into());
