@@ -81,9 +81,11 @@ fn forbidden_calls() -> Vec<(&'static str, Value)> {
 const DENY_ALL: &str = r#"
 [permissions]
 deny = [
-  "read_file(secret/**)", "list_dir(secret/**)", "find_files(secret/**)", "grep(secret/**)",
+  "list_dir(secret/**)", "find_files(secret/**)", "grep(secret/**)",
   "write_file(src/**)", "edit_file(*.lock)", "bash(touch:*)", "todo_write", "todo_read",
   "mcp__github__*", "task(implementer)",
+  # Last: it governs list_dir, find_files and grep too, and the first match names its rule.
+  "read_file(secret/**)",
 ]
 "#;
 
@@ -161,6 +163,47 @@ async fn deny_rules_hold_for_every_builtin_tool_task_and_an_mcp_tool_in_parent_a
     // The parent's last step saw its own 12 results and the task's.
     assert_all_refused("parent", &parent[..12], ws.path());
     assert_all_refused("child", &child_seen.lock().unwrap(), ws.path());
+    session.close().await;
+}
+
+/// A `read_file(...)` rule also governs `grep`, `find_files` and `list_dir` on the
+/// same paths (a search from above them reaches them too); a search elsewhere runs.
+#[tokio::test]
+async fn a_read_file_rule_governs_grep_find_files_and_list_dir() {
+    let ws = workspace_with_secrets("[permissions]\ndeny = [\"read_file(secret/**)\"]\n");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new().otherwise(vec![
+        ScriptStep::tool_calls(vec![
+            ("grep", json!({"pattern": "hunter2", "path": "secret"})),
+            ("grep", json!({"pattern": "hunter2"})),
+            ("find_files", json!({"pattern": "*.txt", "path": "secret"})),
+            ("list_dir", json!({"path": "secret"})),
+            ("grep", json!({"pattern": "alpha", "path": "notes.txt"})),
+        ]),
+        remember_tool_results(seen.clone(), "done".into()),
+    ]);
+    let session = Session::builder(ws.path())
+        .config(common::load_config(ws.path(), &Default::default()))
+        .model(model)
+        .build()
+        .await
+        .unwrap();
+    let r = session.ask("search").await.unwrap();
+    assert!(r.succeeded(), "{r:?}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 5, "{seen:#?}");
+    for result in &seen[..4] {
+        assert!(
+            result.contains("forbids") && result.contains("read_file(secret/**)"),
+            "refused by the read rule: {result}"
+        );
+        assert!(!result.contains("hunter2") || result.contains("forbids"));
+    }
+    assert!(
+        seen[4].contains("alpha"),
+        "the search elsewhere ran: {}",
+        seen[4]
+    );
     session.close().await;
 }
 

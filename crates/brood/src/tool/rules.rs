@@ -10,6 +10,7 @@
 //! | `bash(git push:*)` | a shell command starting with the words `git push` |
 //! | `bash(git * --force)` | a shell command matching the wildcard (`*` = any text) |
 //! | `write_file(src/**)` | a path matching the glob, relative to the workspace (`read_file`, `write_file`, `edit_file`, `list_dir`, `find_files`, `grep`); a glob without `/` (`*.lock`) matches the file name at any depth |
+//! | `read_file(secret/**)` | also `list_dir`, `find_files` and `grep` on those paths (a read rule governs every reading tool, as Claude Code's `Read(...)`) |
 //! | `task(implementer)` | a child of that agent type opened with `task` or `agent_open` (a glob too) |
 //!
 //! # Decisions
@@ -232,7 +233,11 @@ impl Rule {
     pub fn names_tool(&self, tool: &str) -> bool {
         match &self.tool {
             NamePattern::Exact(n) => {
-                n == tool || (self.spec.is_some() && n == "task" && AGENT_TOOLS.contains(&tool))
+                n == tool
+                    || (self.spec.is_some() && n == "task" && AGENT_TOOLS.contains(&tool))
+                    // A read rule governs every tool that reads the same paths (as
+                    // Claude Code's `Read(...)` does).
+                    || (n == "read_file" && SEARCH_TOOLS.contains(&tool))
             }
             NamePattern::Glob(g) => g.is_match(tool),
         }
