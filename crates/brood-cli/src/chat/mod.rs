@@ -487,7 +487,13 @@ impl ChatUsage {
 async fn close_session(session: Arc<Session>) {
     match Arc::try_unwrap(session) {
         Ok(s) => s.close().await,
-        Err(shared) => shared.cancel_all("the chat closed this session"),
+        // Another task still holds it: cancel with the chat's reason, then wait
+        // for every run's final record all the same (returning at once let the
+        // process exit before a child's `cancelled` was written).
+        Err(shared) => {
+            shared.cancel_all("the chat closed this session");
+            shared.shutdown().await;
+        }
     }
 }
 

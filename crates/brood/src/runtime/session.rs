@@ -522,6 +522,15 @@ impl Session {
 
     /// Stop every run, wait for their final records, flush the ledger.
     pub async fn close(self) {
+        self.shutdown().await;
+    }
+
+    /// [`Session::close`] through a shared reference, for a session other tasks
+    /// still hold (an `Arc<Session>` a UI's tasks share): every run is stopped and
+    /// its final record written and flushed before this returns, so a process that
+    /// exits next loses nothing. Afterwards the session can still be read (its
+    /// ledger, its runs), but it runs nothing more.
+    pub async fn shutdown(&self) {
         self.supervisor.shutdown().await;
         self.mcp.stop();
         let _ = self.ledger.flush().await;
