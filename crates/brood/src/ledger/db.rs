@@ -10,9 +10,8 @@
 //! (a JSON object built in SQL). Arguments are [`Arg`]s: integers, reals, text and
 //! NULL; booleans are stored as 0/1 integers in both.
 
-use super::boot::{BootLock, Liveness};
-use super::error::LedgerError;
-use super::store::LedgerPaths;
+use super::error::{LedgerError, SqlContext};
+use super::liveness::{BootLock, Liveness};
 
 /// One statement argument.
 #[derive(Debug, Clone, Copy)]
@@ -322,185 +321,11 @@ pub(crate) fn query_one<T>(
     query_row(db, sql, args, f)?.ok_or_else(|| DbError::other("the query returned no row"))
 }
 
-/// The SQLite backend: a rusqlite connection with its statement cache, and the
-/// workspace's boot lock files for liveness.
-pub(crate) struct SqliteDb {
-    conn: rusqlite::Connection,
-    paths: LedgerPaths,
-    /// What [`Tuning`] changed, to put back: (wal_autocheckpoint, cache_size).
-    saved: std::cell::Cell<(Option<i64>, Option<i64>)>,
-}
-
-/// Page cache (KiB) for a recovery transaction: marking ten thousand runs touches a few
-/// thousand pages of `runs`, `events` and their indexes; with SQLite's default 2 MiB
-/// cache the transaction spills dirty pages to the WAL before it commits.
-const RECOVERY_CACHE_KIB: i64 = 64 * 1024;
-
-impl SqliteDb {
-    pub fn new(conn: rusqlite::Connection, paths: LedgerPaths) -> Self {
-        SqliteDb {
-            conn,
-            paths,
-            saved: Default::default(),
-        }
-    }
-
-    fn pragma_int(&self, name: &str) -> Result<i64, DbError> {
-        self.conn
-            .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
-            .map_err(from_sqlite)
-    }
-
-    fn set_pragma(&self, name: &str, value: i64) -> Result<(), DbError> {
-        self.conn
-            .pragma_update(None, name, value)
-            .map_err(from_sqlite)
-    }
-}
-
-impl rusqlite::ToSql for Arg<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
-        Ok(match *self {
-            Arg::Null => ToSqlOutput::Owned(Value::Null),
-            Arg::Int(n) => ToSqlOutput::Owned(Value::Integer(n)),
-            Arg::Real(f) => ToSqlOutput::Owned(Value::Real(f)),
-            Arg::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+impl<T> SqlContext<T> for Result<T, DbError> {
+    fn ctx(self, context: &str) -> Result<T, LedgerError> {
+        self.map_err(|e| LedgerError::Sqlite {
+            context: context.to_string(),
+            detail: e.detail,
         })
-    }
-}
-
-struct SqliteRow<'a, 'b>(&'a rusqlite::Row<'b>);
-
-impl Row for SqliteRow<'_, '_> {
-    fn cell(&self, i: usize) -> Result<Cell<'_>, DbError> {
-        use rusqlite::types::ValueRef;
-        Ok(match self.0.get_ref(i).map_err(from_sqlite)? {
-            ValueRef::Null => Cell::Null,
-            ValueRef::Integer(n) => Cell::Int(n),
-            ValueRef::Real(f) => Cell::Real(f),
-            ValueRef::Text(t) => {
-                Cell::Text(std::str::from_utf8(t).map_err(|e| DbError::column(i, e.to_string()))?)
-            }
-            ValueRef::Blob(b) => Cell::Other("blob", b.len()),
-        })
-    }
-}
-
-/// An SQLite error in the ledger's terms.
-pub(crate) fn from_sqlite(e: rusqlite::Error) -> DbError {
-    use rusqlite::ErrorCode as C;
-    let kind = match &e {
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
-        {
-            DbErrorKind::Duplicate
-        }
-        _ => match e.sqlite_error_code() {
-            Some(C::DatabaseBusy | C::DatabaseLocked | C::SystemIoFailure | C::DiskFull) => {
-                DbErrorKind::Transient
-            }
-            _ => DbErrorKind::Other,
-        },
-    };
-    DbError {
-        kind,
-        detail: e.to_string(),
-    }
-}
-
-impl Db for SqliteDb {
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
-
-    fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
-        let mut st = self.conn.prepare_cached(sql).map_err(from_sqlite)?;
-        let n = st
-            .execute(rusqlite::params_from_iter(args))
-            .map_err(from_sqlite)?;
-        Ok(n as u64)
-    }
-
-    fn query(
-        &self,
-        sql: &str,
-        args: &[Arg<'_>],
-        each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
-    ) -> Result<(), DbError> {
-        let mut st = self.conn.prepare_cached(sql).map_err(from_sqlite)?;
-        let mut rows = st
-            .query(rusqlite::params_from_iter(args))
-            .map_err(from_sqlite)?;
-        while let Some(row) = rows.next().map_err(from_sqlite)? {
-            each(&SqliteRow(row))?;
-        }
-        Ok(())
-    }
-
-    fn begin(&self) -> Result<(), DbError> {
-        self.execute("BEGIN IMMEDIATE", &[]).map(|_| ())
-    }
-
-    fn commit(&self) -> Result<(), DbError> {
-        self.execute("COMMIT", &[]).map(|_| ())
-    }
-
-    fn rollback(&self) -> Result<(), DbError> {
-        if self.conn.is_autocommit() {
-            return Ok(());
-        }
-        self.execute("ROLLBACK", &[]).map(|_| ())
-    }
-
-    fn in_transaction(&self) -> bool {
-        !self.conn.is_autocommit()
-    }
-
-    fn statement_atomic(&self) -> bool {
-        true
-    }
-
-    fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError> {
-        super::boot::probe(&self.paths, boot_id)
-    }
-
-    fn hold_boot(&self, boot_id: &str) -> Result<Option<BootLock>, LedgerError> {
-        BootLock::acquire(&self.paths, boot_id).map(Some)
-    }
-
-    fn tune(&self, t: Tuning) -> Result<(), DbError> {
-        let (ckpt, cache) = self.saved.get();
-        match t {
-            Tuning::SuspendCheckpoints => {
-                let pages = self.pragma_int("wal_autocheckpoint")?;
-                self.set_pragma("wal_autocheckpoint", 0)?;
-                self.saved.set((Some(pages), cache));
-            }
-            Tuning::ResumeCheckpoints => {
-                if let Some(pages) = ckpt {
-                    self.set_pragma("wal_autocheckpoint", pages)?;
-                    self.saved.set((None, cache));
-                }
-            }
-            Tuning::CheckpointPassive => {
-                self.conn
-                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    .map_err(from_sqlite)?;
-            }
-            Tuning::RecoveryCache => {
-                let old = self.pragma_int("cache_size")?;
-                self.set_pragma("cache_size", -RECOVERY_CACHE_KIB)?;
-                self.saved.set((ckpt, Some(old)));
-            }
-            Tuning::NormalCache => {
-                if let Some(old) = cache {
-                    self.set_pragma("cache_size", old)?;
-                    self.saved.set((ckpt, None));
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -190,15 +190,6 @@ pub(crate) trait SqlContext<T> {
     fn ctx(self, context: &str) -> Result<T, LedgerError>;
 }
 
-impl<T> SqlContext<T> for Result<T, super::db::DbError> {
-    fn ctx(self, context: &str) -> Result<T, LedgerError> {
-        self.map_err(|e| LedgerError::Sqlite {
-            context: context.to_string(),
-            detail: e.detail,
-        })
-    }
-}
-
 impl<T> SqlContext<T> for Result<T, rusqlite::Error> {
     fn ctx(self, context: &str) -> Result<T, LedgerError> {
         self.map_err(|e| LedgerError::Sqlite {

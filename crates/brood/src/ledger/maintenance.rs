@@ -7,12 +7,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::boot::Liveness;
 use super::db::{args, query_one, query_vec, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
+use super::liveness::Liveness;
 use super::ops;
+use super::paths::LedgerPaths;
 use super::spill;
-use super::store::{self, now_ms, LedgerPaths, Location};
+use super::store::{self, now_ms, Location};
 use super::types::{
     CancelOutcome, Durability, EventKind, PruneReport, RunId, RunStatus, Transition,
 };

@@ -22,9 +22,11 @@ mod columns;
 mod db;
 mod error;
 mod export;
+mod liveness;
 mod maintenance;
 mod memo;
 mod ops;
+mod paths;
 #[cfg(feature = "postgres")]
 mod pg;
 mod pg_url;
@@ -35,6 +37,7 @@ mod reopen;
 mod schema;
 mod shared;
 mod spill;
+mod sqlite;
 mod store;
 mod summary;
 mod types;
@@ -65,9 +68,10 @@ use tokio::sync::oneshot;
 
 use db::{Db, Tuning};
 use error::SqlContext;
+use paths::LedgerPaths;
 use queue::Gauge;
 use reader::Current;
-use store::{now_ms, LedgerPaths, Location};
+use store::{now_ms, Location};
 use writer::{Counters, Op, Writer};
 
 /// One boot of a session on a workspace's ledger. Share it with `Arc`; every method
@@ -88,7 +92,7 @@ pub struct Ledger {
     recovery: RecoveryReport,
     /// Dropped after the writer has stopped (see `Drop`). None when the boot's
     /// liveness is held by the writer's connection (PostgreSQL's advisory lock).
-    _boot_lock: Option<boot::BootLock>,
+    _boot_lock: Option<liveness::BootLock>,
 }
 
 impl Ledger {

@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 use super::db::{args, query_one, query_row, query_vec, Db, DbErrorKind, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::memo::RunFacts;
+use super::paths::LedgerPaths;
 use super::shared::{self, SpillDir};
 use super::spill;
-use super::store::LedgerPaths;
 use super::types::{EventKind, NewRun, RunId, RunStatus, Transition, UsageDelta};
 
 /// Terminal statuses as an SQL list (for `status IN (...)`).

@@ -35,12 +35,12 @@ use bytes::BytesMut;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::{Client, NoTls, Statement};
 
-use super::boot::{BootLock, DeadBoot, Liveness};
 use super::db::{args, query_one, Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, RowExt};
 use super::error::{LedgerError, SqlContext};
+use super::liveness::{BootLock, DeadBoot, Liveness};
+use super::paths::LedgerPaths;
 use super::pg_url::redact;
 use super::schema::{MARKER, SCHEMA_VERSION};
-use super::store::LedgerPaths;
 use super::types::Durability;
 
 /// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–5 leave it (same

@@ -3,15 +3,16 @@
 //! A reader has its own read-only connection; in WAL mode it never blocks the writer
 //! and sees every transaction committed before each query started.
 
-use super::boot::Liveness;
 use super::columns::count_column;
 use super::db::{
     args, query_one, query_row, query_vec, Arg, Cell, Db, DbError, Dialect, Row, RowExt,
 };
 use super::error::{LedgerError, SqlContext};
+use super::liveness::Liveness;
 use super::ops::validate_id;
+use super::paths::LedgerPaths;
 use super::shared;
-use super::store::{to_time, LedgerPaths, Location};
+use super::store::{to_time, Location};
 use super::summary::{RunSummaries, SummaryBuilder, SUMMARY_COLUMNS, SUMMARY_COLUMNS_WITH_SESSION};
 use super::types::{
     EventKind, EventRecord, ListFilter, ListedRun, RunDetail, RunId, RunRecord, RunStatus,

@@ -12,9 +12,9 @@
 
 use serde_json::json;
 
-use super::boot::Liveness;
 use super::db::{args, query_row, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
+use super::liveness::Liveness;
 use super::memo::RunFacts;
 use super::ops::{self, Author};
 use super::types::{EventKind, Reopened, RunStatus};

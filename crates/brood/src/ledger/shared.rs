@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 
 use super::db::{args, query_row, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
-use super::store::LedgerPaths;
+use super::paths::LedgerPaths;
 
 /// The key that marks a stored result holding references.
 const MARK: &str = "$brood_stored";

@@ -26,10 +26,11 @@ use super::error::{LedgerError, SqlContext};
 use super::maintenance;
 use super::memo::{Memo, RunFacts};
 use super::ops::{self, Author};
+use super::paths::LedgerPaths;
 use super::queue::{CloseOnDrop, Gauge};
 use super::reopen;
 use super::shared::SpillDir;
-use super::store::{now_ms, LedgerPaths};
+use super::store::now_ms;
 use super::types::{
     CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, Reopened, RunId, Transition,
     UsageDelta,
