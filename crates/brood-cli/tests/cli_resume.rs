@@ -590,15 +590,17 @@ fn a_run_recorded_in_another_directory_is_refused_with_the_reason() {
 }
 
 /// `brood chat --resume` (plain mode) takes the killed session's conversation —
-/// the next prompt's request carries it — lists what can be resumed, and `/resume
-/// ID` finishes the interrupted child under its id.
+/// the next prompt's request carries it — draws its agent tree again from the
+/// ledger (`/agents`: the parent and its child, each with its recorded state and
+/// tokens), lists what can be resumed, and `/resume ID` finishes the interrupted
+/// child under its id.
 #[test]
 fn chat_resume_reopens_the_conversation_and_finishes_the_child() {
     use std::io::Write;
     let f = fixture();
     let resumed = Arc::new(AtomicBool::new(false));
     let server = server(resumed.clone(), false);
-    let (kid, _) = run_and_kill(&f, &server);
+    let (kid, parent) = run_and_kill(&f, &server);
     resumed.store(true, Ordering::SeqCst);
     let p = local_flags(&server);
     let mut child = f
@@ -610,7 +612,7 @@ fn chat_resume_reopens_the_conversation_and_finishes_the_child() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn brood chat");
-    let input = format!("/resume\n/resume {kid}\nwhat did we do?\n");
+    let input = format!("/agents\n/resume\n/resume {kid}\nwhat did we do?\n");
     child
         .stdin
         .take()
@@ -625,6 +627,22 @@ fn chat_resume_reopens_the_conversation_and_finishes_the_child() {
     assert!(
         stderr.contains(&format!("/resume {kid} continues it")),
         "the unfinished child is named: {stderr}"
+    );
+    // The tree of the killed session, as recorded: the root's line names its id,
+    // the child's line (the only tree branch printed) its state and tokens.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains(&parent) && l.contains("interrupted") && l.contains("tree: 1")),
+        "the root is drawn again: {stdout}"
+    );
+    let branch = stdout
+        .lines()
+        .find(|l| l.starts_with("└─ ") || l.starts_with("├─ "))
+        .unwrap_or_else(|| panic!("the child is drawn again: {stdout}"));
+    assert!(
+        branch.contains("interrupted") && branch.contains(" 100 tokens"),
+        "{branch}"
     );
     assert!(
         stdout.contains("runs that can be resumed") && stdout.contains(&kid),

@@ -167,6 +167,7 @@ impl Chat {
                 run.id
             ));
         }
+        self.tree.restore(&conv.runs);
         self.history = conv.history;
         Ok(())
     }

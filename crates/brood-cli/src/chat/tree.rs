@@ -3,6 +3,7 @@
 //! events and the chat UI: everything the UI shows about runs is read from here.
 
 use brood::events::{Event, RunEvent, RunEventKind};
+use brood::ledger::{RunRecord, RunStatus};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -180,6 +181,43 @@ impl AgentTree {
         Change::Ended(node)
     }
 
+    /// Draw a recorded session's runs again (`brood chat --resume`): each with its
+    /// recorded state, time, tokens and cost, in the order they were created. A run
+    /// the live stream later reports on (a resumed one) is updated from there.
+    pub fn restore(&mut self, runs: &[RunRecord]) {
+        let now = Instant::now();
+        for run in runs {
+            let ran = match (run.started_at, run.ended_at) {
+                (Some(s), Some(e)) => (e - s).to_std().unwrap_or_default(),
+                _ => std::time::Duration::ZERO,
+            };
+            self.next += 1;
+            let answers = run.steps.max(u64::from(
+                run.input_tokens.saturating_add(run.output_tokens) > 0,
+            ));
+            self.nodes.insert(
+                run.id.to_string(),
+                Node {
+                    name: run.name.clone().unwrap_or_else(|| "run".into()),
+                    role: run.role.clone().unwrap_or_else(|| "-".into()),
+                    model: run.model.clone().unwrap_or_else(|| "-".into()),
+                    parent: run.parent_id.as_ref().map(|p| p.to_string()),
+                    task: run.objective.clone(),
+                    state: recorded_state(run.status),
+                    started: now.checked_sub(ran).unwrap_or(now),
+                    ended: Some(now),
+                    spend: Spend {
+                        answers,
+                        tokens: run.input_tokens.saturating_add(run.output_tokens),
+                        cost_usd: run.cost_usd.unwrap_or(0.0),
+                        unpriced: answers > 0 && run.cost_usd.is_none(),
+                    },
+                    order: self.next,
+                },
+            );
+        }
+    }
+
     /// A run asks the user for an approval (`true`) or got its answer (`false`).
     pub fn mark_waiting(&mut self, run_id: &str, waiting: bool) {
         if let Some(n) = self.nodes.get_mut(run_id) {
@@ -325,6 +363,20 @@ impl AgentTree {
             out.push(format!("{indent}{branch}{}", describe(n)));
             self.children_lines(id, &format!("{indent}{next}"), out);
         }
+    }
+}
+
+/// A recorded status as the tree shows it. A run recorded running or waiting
+/// belongs to a session still alive elsewhere (a dead one's are recovered
+/// `interrupted` when the ledger opens): shown as recorded, not live here.
+fn recorded_state(status: RunStatus) -> State {
+    match status {
+        RunStatus::Pending | RunStatus::Queued => State::Queued,
+        RunStatus::Running => State::Running,
+        RunStatus::Completed => State::Completed,
+        RunStatus::Failed => State::Failed,
+        RunStatus::Cancelled => State::Cancelled,
+        _ => State::Interrupted,
     }
 }
 

@@ -354,6 +354,47 @@ fn tui_ctrl_c_twice_cancels_and_records_every_child() {
     assert_eq!(kids, 3, "{runs:?}");
 }
 
+/// `brood chat --resume` draws the earlier session's agent tree again from the
+/// ledger: the three children a double Ctrl-C cancelled are in the tree pane,
+/// each with its recorded state, before anything new runs.
+#[test]
+fn tui_resume_draws_the_earlier_sessions_tree() {
+    let f = fixture();
+    let gate = Gate::new();
+    let server = fan_out_server(&gate, Arc::default());
+    let mut tui = Tui::spawn(&f, &server, 40, 120);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+    tui.line("fan out");
+    tui.wait_for("three children running", |s| {
+        count(s, "[explore · m]", "— running") == 3
+    });
+    tui.keys("\x03");
+    tui.wait_for("the second Ctrl-C asked for", |s| {
+        s.contains("Ctrl-C again to quit")
+    });
+    tui.keys("\x03");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+    drop(tui);
+
+    let base = server.base_url();
+    let args = [
+        "chat",
+        "--resume",
+        "--provider",
+        "local",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+    ];
+    let mut tui = Tui::spawn_with(&f, &args, &[], 40, 120);
+    tui.wait_for("the earlier session's children, as recorded", |s| {
+        count(s, "[explore · m]", "— cancelled") == 3
+    });
+    tui.line("/quit");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+}
+
 /// Bare `brood` on a terminal is the full-screen chat; a prompt edited over two
 /// lines, a child's transcript shown live, tool calls expanded, `Esc` interrupting
 /// the turn, the history recalled with `Up`.

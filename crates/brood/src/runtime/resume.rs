@@ -198,6 +198,9 @@ pub struct SessionConversation {
     /// Its runs that ended without finishing (interrupted, cancelled, failed):
     /// what [`Session::resume`] can continue, oldest first.
     pub unfinished: Vec<RunRecord>,
+    /// Every run of the session — roots and their children — oldest first, as
+    /// recorded (status, tokens, cost), so a UI can draw the session's tree again.
+    pub runs: Vec<RunRecord>,
 }
 
 impl Session {
@@ -215,7 +218,7 @@ impl Session {
             .read(move |r| read_conversation(r, wanted.as_deref(), &own))
             .await
             .map_err(ResumeError::Ledger)?;
-        let (session_id, roots, unfinished) = read;
+        let (session_id, roots, unfinished, runs) = read;
         let mut history = Vec::new();
         for (id, transcript) in roots {
             let messages = rebuild_messages(&transcript).map_err(|e| ResumeError::Transcript {
@@ -228,12 +231,19 @@ impl Session {
             session_id,
             history,
             unfinished,
+            runs,
         })
     }
 }
 
-/// A session's id, its root runs' transcripts (in order) and its unfinished runs.
-type ReadConversation = (String, Vec<(String, Vec<(u64, Value)>)>, Vec<RunRecord>);
+/// A session's id, its root runs' transcripts (in order), its unfinished runs and
+/// all its runs.
+type ReadConversation = (
+    String,
+    Vec<(String, Vec<(u64, Value)>)>,
+    Vec<RunRecord>,
+    Vec<RunRecord>,
+);
 
 fn read_conversation(
     r: &LedgerReader,
@@ -284,7 +294,8 @@ fn read_conversation(
         })
         .map(|run| (*run).clone())
         .collect();
-    Ok((session, roots, unfinished))
+    let all = of_session.into_iter().cloned().collect();
+    Ok((session, roots, unfinished, all))
 }
 
 /// A run's transcript as `(seq, content)`, each spilled entry read in full.
