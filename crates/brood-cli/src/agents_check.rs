@@ -1,8 +1,9 @@
 //! `brood agents check`: every agent definition this workspace offers — where it
 //! comes from, the tools and model it resolves to — and every problem with the
-//! files (skipped, refused, shadowed, read leniently, foreign names), so a folder of
-//! downloaded agents can be vetted before a run uses them. Exit 1 when any file has
-//! a problem.
+//! files (skipped, refused, shadowed, read leniently, foreign names), and the
+//! permission rules in effect with where each came from (config files, Claude Code's
+//! settings, each definition's own), so a folder of downloaded agents can be vetted
+//! before a run uses them. Exit 1 when any file has a problem.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -42,6 +43,25 @@ pub fn check(ws: &Path, out: &mut String, err: &mut String) -> i32 {
     for (d, _) in &dirs {
         let _ = writeln!(out, "  {}", d.display());
     }
+    let _ = writeln!(
+        out,
+        "\npermission rules for the parent and every child (deny beats ask beats allow):"
+    );
+    if config.permissions.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for r in config.permissions.rules() {
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<32} {}",
+            r.kind.as_str(),
+            r.rule.text(),
+            r.source
+        );
+    }
+    for n in &config.permission_notes {
+        let _ = writeln!(out, "  ignored: {n}");
+    }
     for def in catalog.definitions() {
         let kind = AgentKind::Definition(def.clone());
         let route = resolve_route(
@@ -66,6 +86,14 @@ pub fn check(ws: &Path, out: &mut String, err: &mut String) -> i32 {
         let _ = writeln!(out, "  tools: {tools}");
         if !def.disallowed_tools.is_empty() {
             let _ = writeln!(out, "  denied: {}", def.disallowed_tools.join(", "));
+        }
+        if !def.permission_rules.is_empty() {
+            let rules: Vec<String> = def
+                .permission_rules
+                .iter()
+                .map(|(kind, rule)| format!("{} {rule}", kind.as_str()))
+                .collect();
+            let _ = writeln!(out, "  rules (its runs only): {}", rules.join(", "));
         }
         let _ = writeln!(
             out,

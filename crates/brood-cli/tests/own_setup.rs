@@ -210,6 +210,67 @@ fn agents_check_lists_sources_tools_models_and_problems() {
         stdout.contains("1 definition in use") && stdout.contains("0 problems"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("permission rules") && stdout.contains("(none)"),
+        "{stdout}"
+    );
+}
+
+/// `brood agents check` lists the permission rules in effect, each with where it
+/// came from — brood's config, Claude Code's settings (translated) — the ones not
+/// taken, and a definition's own rules.
+#[test]
+fn agents_check_lists_the_permission_rules_and_their_sources() {
+    let f = fixture("[permissions]\nask = [\"bash(git push:*)\"]\n");
+    write(
+        &f.ws.path().join(".brood/config.toml"),
+        "[permissions]\ndeny = [\"write_file(*.lock)\"]\nallow = [\"bash(rm:*)\"]\n",
+    );
+    write(
+        &f.ws.path().join(".claude/settings.json"),
+        r#"{"permissions": {"deny": ["Bash(curl:*)"]}}"#,
+    );
+    write(
+        &f.ws.path().join(".brood/agents/careful.md"),
+        "---\ndescription: careful\npermissions:\n  deny: [\"bash(make:*)\"]\n---\nBe careful.\n",
+    );
+    let out = f.command().args(["agents", "check"]).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.code().is_some(), "{stderr}");
+    let line = |kind: &str, rule: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(kind) && l.contains(rule))
+            .unwrap_or_else(|| panic!("no {kind} {rule} line in:\n{stdout}\n{stderr}"))
+            .to_string()
+    };
+    assert!(
+        line("ask", "bash(git push:*)").contains("config.toml"),
+        "{stdout}"
+    );
+    assert!(
+        line("deny", "write_file(*.lock)").contains(".brood/config.toml"),
+        "{stdout}"
+    );
+    assert!(
+        line("deny", "bash(curl:*)").contains("settings.json"),
+        "{stdout}"
+    );
+    // A workspace may not allow: named as not taken, never listed as a rule.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("ignored:") && l.contains("bash(rm:*)")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.lines().any(|l| l.trim_start().starts_with("allow")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("rules (its runs only): deny bash(make:*)"),
+        "{stdout}"
+    );
 }
 
 #[test]
