@@ -259,7 +259,9 @@ fn measure_all() -> Result<Vec<Figure>, String> {
         },
         &[],
     )?;
-    expect_code(&parent, 1, "the parent answering 100 MB")?;
+    // An answer over max_answer_bytes is a provider-class failure: exit 3 (the
+    // README's table of exit codes).
+    expect_code(&parent, 3, "the parent answering 100 MB")?;
     eprintln!(
         "  answers: parent 100 MB: peak {:.0} MB (before {BEFORE_PARENT} MB)",
         parent.peak_mb
