@@ -317,13 +317,12 @@ fn tui_shows_children_running_then_completed_and_answers_commands() {
     );
 }
 
-/// `Ctrl-C` twice quits while children run: every run is cancelled and recorded.
-#[test]
-fn tui_ctrl_c_twice_cancels_and_records_every_child() {
-    let f = fixture();
+/// A chat that fans out to three explore children (held by the mock's gate),
+/// then quits with `Ctrl-C` twice while they run; the server, for what follows.
+fn fan_out_then_ctrl_c_twice(f: &Fixture) -> MockServer {
     let gate = Gate::new();
     let server = fan_out_server(&gate, Arc::default());
-    let mut tui = Tui::spawn(&f, &server, 40, 120);
+    let mut tui = Tui::spawn(f, &server, 40, 120);
     tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
     tui.line("fan out");
     tui.wait_for("three children running", |s| {
@@ -335,6 +334,15 @@ fn tui_ctrl_c_twice_cancels_and_records_every_child() {
     });
     tui.keys("\x03");
     assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+    drop(tui);
+    server
+}
+
+/// `Ctrl-C` twice quits while children run: every run is cancelled and recorded.
+#[test]
+fn tui_ctrl_c_twice_cancels_and_records_every_child() {
+    let f = fixture();
+    let _server = fan_out_then_ctrl_c_twice(&f);
 
     let out = brood(
         f.home.path(),
@@ -360,21 +368,7 @@ fn tui_ctrl_c_twice_cancels_and_records_every_child() {
 #[test]
 fn tui_resume_draws_the_earlier_sessions_tree() {
     let f = fixture();
-    let gate = Gate::new();
-    let server = fan_out_server(&gate, Arc::default());
-    let mut tui = Tui::spawn(&f, &server, 40, 120);
-    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
-    tui.line("fan out");
-    tui.wait_for("three children running", |s| {
-        count(s, "[explore · m]", "— running") == 3
-    });
-    tui.keys("\x03");
-    tui.wait_for("the second Ctrl-C asked for", |s| {
-        s.contains("Ctrl-C again to quit")
-    });
-    tui.keys("\x03");
-    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
-    drop(tui);
+    let server = fan_out_then_ctrl_c_twice(&f);
 
     let base = server.base_url();
     let args = [
