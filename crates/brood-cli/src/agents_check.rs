@@ -12,6 +12,26 @@ use std::path::Path;
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
 use brood::subagent::{resolve_route, AgentCatalog, AgentKind, ModelChoice};
 
+/// Permission rules as listed to a person (here and by chat's `/permissions`):
+/// one line each — kind, rule, where it came from — `(none)` when there are none,
+/// then the rules not taken (`notes`), each with why.
+pub fn rule_lines(rules: &brood::tool::RuleSet, notes: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    if rules.is_empty() {
+        out.push("  (none)".to_string());
+    }
+    for r in rules.rules() {
+        out.push(format!(
+            "  {:<5} {:<32} {}",
+            r.kind.as_str(),
+            r.rule.text(),
+            r.source
+        ));
+    }
+    out.extend(notes.iter().map(|n| format!("  ignored: {n}")));
+    out
+}
+
 /// Write the report into `out`; return the exit code.
 pub fn check(ws: &Path, out: &mut String, err: &mut String) -> i32 {
     let env: BTreeMap<String, String> = std::env::vars().collect();
@@ -47,20 +67,8 @@ pub fn check(ws: &Path, out: &mut String, err: &mut String) -> i32 {
         out,
         "\npermission rules for the parent and every child (deny beats ask beats allow):"
     );
-    if config.permissions.is_empty() {
-        let _ = writeln!(out, "  (none)");
-    }
-    for r in config.permissions.rules() {
-        let _ = writeln!(
-            out,
-            "  {:<5} {:<32} {}",
-            r.kind.as_str(),
-            r.rule.text(),
-            r.source
-        );
-    }
-    for n in &config.permission_notes {
-        let _ = writeln!(out, "  ignored: {n}");
+    for line in rule_lines(&config.permissions, &config.permission_notes) {
+        let _ = writeln!(out, "{line}");
     }
     for def in catalog.definitions() {
         let kind = AgentKind::Definition(def.clone());

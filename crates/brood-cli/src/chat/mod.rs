@@ -347,24 +347,13 @@ impl Chat {
                 .map_err(|e| e.to_string())?;
             return Ok(vec![format!("added {action} {rule} for this session")]);
         }
-        let rules = self.session.rules();
         let mut out = vec![
             "permission rules (deny beats ask beats allow; agent files add their own):".to_string(),
         ];
-        if rules.is_empty() {
-            out.push("  (none)".into());
-        }
-        for r in rules.rules() {
-            out.push(format!(
-                "  {:<5} {:<32} {}",
-                r.kind.as_str(),
-                r.rule.text(),
-                r.source
-            ));
-        }
-        for n in &self.config.permission_notes {
-            out.push(format!("  ignored: {n}"));
-        }
+        out.extend(crate::agents_check::rule_lines(
+            &self.session.rules(),
+            &self.config.permission_notes,
+        ));
         Ok(out)
     }
 

@@ -250,3 +250,43 @@ fn chat_shows_each_agents_tokens_and_cost_and_the_trees() {
         "{stdout}"
     );
 }
+
+/// `/permissions` lists the session's rules with their sources and the rules not
+/// taken; `/permissions ask RULE` adds one for the session and the list shows it.
+#[test]
+fn chat_permissions_lists_rules_with_sources_and_adds_one() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[permissions]\ndeny = [\"write_file(*.lock)\"]\nallow = [\"bash(rm:*)\"]\n",
+    )
+    .unwrap();
+    let server = two_step_server();
+    let input = "/permissions\n/permissions ask bash(git push:*)\n/permissions\n/quit\n";
+    let out = chat(&f, &server, &[], input);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.trim_start().starts_with("deny")
+            && l.contains("write_file(*.lock)")
+            && l.contains(".brood/config.toml")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("ignored:") && l.contains("bash(rm:*)")),
+        "a workspace's allow is not taken: {stdout}"
+    );
+    assert!(
+        stdout.contains("added ask bash(git push:*) for this session"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("ask") && l.contains("bash(git push:*)")),
+        "{stdout}"
+    );
+}
