@@ -1,8 +1,9 @@
 //! Sub-agent runtime, end to end: `task` isolation (a child failing on 500s, a
 //! panicking tool, a crashing run), the ledger's lifecycle and transcripts,
 //! `handle_read`, and many children writing memory at once.
-mod common;
 
+use crate::common::hand_built::*;
+use crate::common::*;
 use async_trait::async_trait;
 use brood::ledger::{EventKind, RunId};
 use brood::model::openai::{OpenAiProvider, ProviderConfig};
@@ -13,8 +14,6 @@ use brood::tool::{
     builtin_tools, BuiltinOptions, Capability, Sandbox, Tool, ToolContext, ToolError,
 };
 use brood_mock::{MockReply, MockServer};
-use common::hand_built::*;
-use common::*;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

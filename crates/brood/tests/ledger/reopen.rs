@@ -6,8 +6,7 @@
 use brood::ledger::{EventKind, LedgerError, NewRun, RunStatus};
 use serde_json::json;
 
-mod ledger_common;
-use ledger_common::{kinds, named, open, Store};
+use crate::common::{kinds, named, open, Store};
 
 async fn an_interrupted_child_is_reopened_under_the_new_boot_with_its_history(ws: Store) {
     let first = open(&ws);

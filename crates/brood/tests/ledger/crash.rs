@@ -25,8 +25,7 @@ use brood::ledger::{
 use rand::Rng;
 use serde_json::json;
 
-mod ledger_common;
-use ledger_common::{Place, Store};
+use crate::common::{Place, Store};
 
 const ENV_WS: &str = "BROOD_LEDGER_CHILD_WS";
 const ENV_MODE: &str = "BROOD_LEDGER_CHILD_MODE";
@@ -200,7 +199,7 @@ impl Writer {
             cmd.env(ENV_URL, url);
         }
         let mut proc = cmd
-            .args(["--exact", "writer_child", "--ignored", "--nocapture"])
+            .args(["--exact", "crash::writer_child", "--ignored", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(ENV_WS, ws.path())
             .env(ENV_MODE, mode)

@@ -7,8 +7,7 @@ use brood::ledger::{EventKind, Ledger, NewRun, RunStatus, Transition, UsageDelta
 use serde_json::json;
 use tempfile::TempDir;
 
-mod ledger_common;
-use ledger_common::{open, Store};
+use crate::common::{open, Store};
 
 async fn a_queued_transition_lands_before_what_is_awaited_after_it(ws: Store) {
     let ledger = open(&ws);

@@ -1,8 +1,8 @@
 //! Grants through the public API: each role's posture, custom `allowed_tools`,
 //! definition tool lists, the narrowing property over every parent, and the whole
 //! grant (limits, fork, prompt). Agent types and definition files are tested in
-//! `subagent_definitions.rs`, the output contract in `subagent_contract.rs`, config
-//! and routing in `subagent_routing.rs`.
+//! `definitions.rs`, the output contract in `contract.rs`, config
+//! and routing in `routing.rs`.
 
 use async_trait::async_trait;
 use brood::subagent::config::QuickModels;

@@ -1,7 +1,7 @@
 //! The ledger through its public API, in one process: durability of awaited
 //! operations, transition validation, progress events, listings across sessions,
 //! trees, transcripts and spill files, id prefixes. Sessions, cancel requests,
-//! prune and export are in `ledger_sessions.rs`.
+//! prune and export are in `sessions.rs`.
 
 use std::time::Duration;
 
@@ -11,8 +11,7 @@ use brood::ledger::{
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-mod ledger_common;
-use ledger_common::{kinds, named, open, open_session, Store};
+use crate::common::{kinds, named, open, open_session, Store};
 
 async fn an_awaited_create_is_visible_to_a_fresh_connection(ws: Store) {
     let ledger = open(&ws);

@@ -16,8 +16,7 @@ const CURRENT: ListFilter = ListFilter {
     include_archived: false,
 };
 
-mod ledger_common;
-use ledger_common::{open_session, Store};
+use crate::common::{open_session, Store};
 
 /// Every field a summary has, checked against the full record it summarizes, and the
 /// same runs in the same order.

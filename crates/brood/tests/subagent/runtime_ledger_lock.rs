@@ -1,15 +1,14 @@
 //! Sub-agent runtime records while another process holds the ledger's write lock:
 //! a child sends nothing before its spawn record is on disk, spawn records and
 //! end-of-run records wait the lock out instead of being lost.
-mod common;
 
+use crate::common::hand_built::*;
+use crate::common::*;
 use async_trait::async_trait;
 use brood::agent::AgentOutcome;
 use brood::ledger::{Ledger, LedgerOptions};
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::model::{Model, ModelError};
-use common::hand_built::*;
-use common::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! Helpers shared by the ledger test files: a ledger on a workspace (optionally
+//! Helpers shared by the ledger tests: a ledger on a workspace (optionally
 //! with a named session), a run with a name, a run's event kinds, and [`Store`]: a
 //! workspace whose ledger is SQLite or PostgreSQL, so one test body runs against
 //! both backends ([`both!`]).
@@ -112,7 +112,7 @@ macro_rules! both {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    super::$name($crate::ledger_common::Store::sqlite()).await
+                    super::$name($crate::common::Store::sqlite()).await
                 }
             )*
         }
@@ -121,7 +121,7 @@ macro_rules! both {
                 #[tokio::test]
                 async fn $name() {
                     if let Some(store) =
-                        $crate::ledger_common::Store::postgres(stringify!($name))
+                        $crate::common::Store::postgres(stringify!($name))
                     {
                         super::$name(store).await
                     }
@@ -139,7 +139,7 @@ macro_rules! both_blocking {
             $(
                 #[test]
                 fn $name() {
-                    super::$name($crate::ledger_common::Store::sqlite())
+                    super::$name($crate::common::Store::sqlite())
                 }
             )*
         }
@@ -148,7 +148,7 @@ macro_rules! both_blocking {
                 #[test]
                 fn $name() {
                     if let Some(store) =
-                        $crate::ledger_common::Store::postgres(stringify!($name))
+                        $crate::common::Store::postgres(stringify!($name))
                     {
                         super::$name(store)
                     }

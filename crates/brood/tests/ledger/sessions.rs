@@ -12,8 +12,7 @@ use brood::ledger::{
 use serde_json::json;
 use tempfile::TempDir;
 
-mod ledger_common;
-use ledger_common::{named, open, Store};
+use crate::common::{named, open, Store};
 
 async fn prune_deletes_only_whole_finished_trees_past_the_cutoff(ws: Store) {
     let ledger = open(&ws);

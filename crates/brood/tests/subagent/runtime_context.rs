@@ -1,12 +1,11 @@
 //! Sub-agent runtime, end to end: what a child's requests look like — a fork's
 //! byte-identical prefix, fresh contexts, the output contract's repair turn and
 //! evidence check, and which model each child asks for.
-mod common;
 
+use crate::common::*;
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::model::ToolChoice;
 use brood_mock::{MockReply, MockRequest, MockServer};
-use common::*;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 

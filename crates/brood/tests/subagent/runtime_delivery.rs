@@ -1,12 +1,11 @@
 //! Sub-agent runtime, end to end: who owns a child (turn or session), closing one,
 //! and how a background child's result reaches its parent — pushed exactly once,
 //! or taken by `agent_eval`, also from a grandchild.
-mod common;
 
+use crate::common::*;
 use brood::ledger::EventKind;
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::subagent::{Limits, LiveStatus};
-use common::*;
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

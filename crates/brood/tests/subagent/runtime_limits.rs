@@ -1,13 +1,12 @@
 //! Sub-agent runtime, end to end: the concurrency cap and the queue, depth,
 //! `max_total`, and the heartbeat.
-mod common;
 
+use crate::common::*;
 use brood::ledger::EventKind;
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::model::{FinishReason, Message, ModelResponse, ToolCall};
 use brood::subagent::{Limits, LiveStatus};
 use brood_mock::{Answer, MockReply, MockServer};
-use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

@@ -1,9 +1,8 @@
 //! Sub-agent runtime, end to end through a session: each role's enforced posture,
 //! custom `allowed_tools`, aliases and the unknown-type error.
-mod common;
 
+use crate::common::*;
 use brood::model::scripted::{ScriptStep, ScriptedModel};
-use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 use tokio_util::sync::CancellationToken;

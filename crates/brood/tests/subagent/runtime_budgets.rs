@@ -1,11 +1,10 @@
 //! Sub-agent runtime, end to end: per-child turn and token limits, the tree token
 //! budget, the cap on what a child's result puts into its parent's context, and
 //! `enabled = false`.
-mod common;
 
+use crate::common::*;
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::model::Usage;
-use common::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -1,0 +1,16 @@
+//! The ledger through its public API: one test binary (link time dominates a test
+//! build), one module per subject. Tests written against [`common::Store`] run on
+//! both backends, SQLite and PostgreSQL (`both!`).
+//!
+//! `cargo test -p brood --test ledger` runs them all; a module alone:
+//! `cargo test -p brood --test ledger crash::`.
+
+mod common;
+
+mod crash;
+mod queue;
+mod reopen;
+mod runs;
+mod sessions;
+mod store;
+mod summaries;
