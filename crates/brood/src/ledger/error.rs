@@ -114,6 +114,23 @@ pub enum LedgerError {
         /// Why, and what to do.
         why: String,
     },
+    /// A fleet operation (enqueue, claim, lease renewal) on a ledger that is not
+    /// PostgreSQL: workers on other machines can only share a database server.
+    #[error("{what} needs a PostgreSQL ledger (`--ledger postgres://…` or `ledger_url`); this one is the workspace's SQLite file — see docs/FLEET.md")]
+    FleetNeedsPostgres {
+        /// What was asked.
+        what: String,
+    },
+    /// This worker no longer holds the lease of a fleet run (it expired while this
+    /// worker's boot looked dead, and another worker claimed the run): its end is
+    /// not recorded, so the run ends once, by the holder.
+    #[error("run {run} is leased to another worker (boot {holder}): this worker lost its lease, so its end of the run is not recorded (the holder records it)")]
+    LeaseLost {
+        /// The run.
+        run: String,
+        /// The boot holding its lease now.
+        holder: String,
+    },
     /// Lifecycle event kinds are written by status transitions, not appended directly.
     #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
     ReservedEventKind {

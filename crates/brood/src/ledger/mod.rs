@@ -22,6 +22,8 @@ mod columns;
 mod db;
 mod error;
 mod export;
+mod fleet;
+mod fleet_handle;
 mod liveness;
 mod maintenance;
 mod memo;
@@ -45,6 +47,10 @@ mod writer;
 
 pub use error::LedgerError;
 pub use export::{Export, ExportedRun, EXPORT_SCHEMA};
+pub use fleet::{
+    Claimed, FleetChannel, Placement, DEFAULT_MAX_ATTEMPTS, DONE_CHANNEL, QUEUED_CHANNEL,
+};
+pub use fleet_handle::FleetListener;
 pub use maintenance::LedgerMaintenance;
 pub use pg_url::redact as redact_url;
 pub use reader::LedgerReader;

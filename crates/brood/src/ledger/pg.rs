@@ -43,7 +43,7 @@ use super::pg_url::redact;
 use super::schema::{MARKER, SCHEMA_VERSION};
 use super::types::Durability;
 
-/// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–5 leave it (same
+/// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–6 leave it (same
 /// tables, columns and indexes; PostgreSQL types).
 const SCHEMA: &str = r#"
 CREATE TABLE brood_meta (
@@ -123,6 +123,22 @@ CREATE TABLE cancel_requests (
 CREATE INDEX cancel_requests_by_boot ON cancel_requests (boot_id);
 "#;
 
+/// Version 6 (docs/FLEET.md): the fleet's leases. Part of a new ledger's schema, and
+/// the one migration a PostgreSQL ledger has (from version 5, the first it had).
+const V6_LEASES: &str = r#"
+CREATE TABLE run_leases (
+    run_id         TEXT COLLATE "C" PRIMARY KEY,
+    worker_boot_id TEXT COLLATE "C",
+    claimed_at     BIGINT,
+    expires_at     BIGINT,
+    attempt        BIGINT NOT NULL DEFAULT 0,
+    max_attempts   BIGINT NOT NULL,
+    repo           TEXT NOT NULL,
+    rev            TEXT,
+    enqueued_at    BIGINT NOT NULL
+);
+"#;
+
 /// The advisory lock that serializes schema setup (any constant unlikely to be
 /// another program's: "brood" in ASCII).
 const SETUP_LOCK: i64 = 0x62_726f_6f64;
@@ -157,9 +173,20 @@ pub(crate) fn open_writer(
         db.execute("SELECT pg_advisory_xact_lock(?1)", args![SETUP_LOCK])
             .ctx("waiting for the schema lock")?;
         match found(&db, url)? {
-            Some(_) => Ok(()),
+            Some(SCHEMA_VERSION) => Ok(()),
+            Some(_) => {
+                db.simple(V6_LEASES)
+                    .ctx("migrating the ledger schema to version 6")?;
+                db.execute(
+                    "UPDATE brood_meta SET value = ?1 WHERE key = 'version'",
+                    args![SCHEMA_VERSION.to_string().as_str()],
+                )
+                .ctx("recording the schema version")
+                .map(|_| ())
+            }
             None => {
                 db.simple(SCHEMA).ctx("creating the ledger schema")?;
+                db.simple(V6_LEASES).ctx("creating the ledger schema")?;
                 db.execute(
                     "INSERT INTO brood_meta (key, value) VALUES ('schema', ?1), ('version', ?2)",
                     args![MARKER, SCHEMA_VERSION.to_string().as_str()],
@@ -248,8 +275,8 @@ fn found(db: &PgDb, url: &str) -> Result<Option<i64>, LedgerError> {
             supported: SCHEMA_VERSION,
         });
     }
-    if version < SCHEMA_VERSION {
-        // PostgreSQL ledgers start at this version; there is nothing older to migrate.
+    if version < 5 {
+        // PostgreSQL ledgers started at version 5; there is nothing older to migrate.
         return Err(LedgerError::NotALedger {
             path: place(),
             reason: format!("it records schema version {version}, which no PostgreSQL ledger had"),
@@ -555,6 +582,45 @@ impl Db for PgDb {
         }
         // Held by this connection until it closes (after the writer's last commit).
         Ok(None)
+    }
+}
+
+/// A connection of its own that `LISTEN`s on the fleet's channels (docs/FLEET.md).
+pub(crate) struct PgListener {
+    db: PgDb,
+}
+
+/// Connect to `url` and `LISTEN` on each of `channels` (names from this crate only).
+pub(crate) fn listen(url: &str, channels: &[&str]) -> Result<PgListener, LedgerError> {
+    let db = PgDb::connect(url)?;
+    for channel in channels {
+        db.simple(&format!("LISTEN {channel}"))
+            .ctx("listening for the fleet's notifications")?;
+    }
+    Ok(PgListener { db })
+}
+
+impl PgListener {
+    /// The notifications that arrive within `timeout` (at least one unless it passed
+    /// first), as `(channel, payload)`. Blocking.
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut guard = self.db.client.borrow_mut();
+        let client: &mut Client = guard.as_mut().ok_or_else(closed).ctx("listening")?;
+        off_runtime(move || {
+            let mut out = Vec::new();
+            let mut notes = client.notifications();
+            if let Some(n) = notes.timeout_iter(timeout).next()? {
+                out.push((n.channel().to_string(), n.payload().to_string()));
+            }
+            let mut more = notes.iter();
+            while let Some(n) = more.next()? {
+                out.push((n.channel().to_string(), n.payload().to_string()));
+            }
+            Ok(out)
+        })
+        .map_err(from_pg)
+        .ctx("waiting for the fleet's notifications")
     }
 }
 

@@ -139,7 +139,27 @@ const V5: &str = r#"
 ALTER TABLE runs ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+/// Version 6: the fleet's leases (docs/FLEET.md). A row exists for each run placed in
+/// the fleet (enqueued for a worker, `brood worker`): where it runs (`repo`, `rev`),
+/// which worker boot holds it until `expires_at` (NULL while queued or released), and
+/// how many times it was claimed. Only a PostgreSQL ledger has rows in it (the fleet
+/// needs one); an SQLite ledger carries the empty table so both backends keep one
+/// schema, and nothing on its write path reads it.
+pub(crate) const V6: &str = r#"
+CREATE TABLE run_leases (
+    run_id         TEXT PRIMARY KEY,
+    worker_boot_id TEXT,
+    claimed_at     INTEGER,
+    expires_at     INTEGER,
+    attempt        INTEGER NOT NULL DEFAULT 0,
+    max_attempts   INTEGER NOT NULL,
+    repo           TEXT NOT NULL,
+    rev            TEXT,
+    enqueued_at    INTEGER NOT NULL
+);
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

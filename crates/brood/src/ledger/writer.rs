@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 
 use super::db::{Db, Tuning};
 use super::error::{LedgerError, SqlContext};
+use super::fleet::{self, FleetOp, FleetReply};
 use super::maintenance;
 use super::memo::{Memo, RunFacts};
 use super::ops::{self, Author};
@@ -93,6 +94,12 @@ pub(crate) enum Op {
     Flush {
         reply: Reply<()>,
     },
+    /// Enqueue, claim, lease renewal (`super::fleet`).
+    Fleet {
+        op: FleetOp,
+        at: i64,
+        reply: FleetReply,
+    },
     /// Mark this boot's unfinished runs interrupted, end the boot, stop the thread.
     Shutdown {
         reply: Reply<()>,
@@ -110,7 +117,7 @@ impl Op {
             Op::Prune { reply, .. } => reply.is_some(),
             Op::Flush { reply } => reply.is_some(),
             Op::Reopen { reply, .. } => reply.is_some(),
-            Op::Shutdown { .. } => true,
+            Op::Shutdown { .. } | Op::Fleet { .. } => true,
             Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => false,
         }
     }
@@ -400,6 +407,7 @@ impl Writer {
                 }
             }
             let runs = match ops::interrupt_boot(db, &self.boot_id, SESSION_ENDED_REASON, now_ms())
+                .and_then(|runs| fleet::release_boot(db, &self.boot_id).map(|()| runs))
             {
                 Ok(runs) => runs,
                 Err(e) => {
@@ -469,12 +477,22 @@ impl ApplyCtx<'_> {
                 at,
                 reply,
             } => {
+                let to = change.target();
                 let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
                     let spill = SpillDir {
                         paths: self.paths,
                         cap_bytes: self.cap_bytes,
                     };
-                    ops::transition(c, Some(&spill), run.as_str(), &change, at, known)
+                    // A fleet run ends once, by its lease holder.
+                    let leased = match to.is_terminal() {
+                        true => fleet::before_end(c, run.as_str(), self.author.boot_id)?,
+                        false => None,
+                    };
+                    let facts = ops::transition(c, Some(&spill), run.as_str(), &change, at, known)?;
+                    if leased.is_some() {
+                        fleet::after_end(c, run.as_str(), to)?;
+                    }
+                    Ok(facts)
                 });
                 count(tally, &r, |t| {
                     t.transitions += 1;
@@ -572,6 +590,24 @@ impl ApplyCtx<'_> {
                 settle(settles, reply, r);
             }
             Op::Flush { reply } => settle(settles, reply, Ok(())),
+            Op::Fleet { op, at, reply } => {
+                let r = in_savepoint(tx, |c| fleet::apply(c, &self.author, &op, at)).map(
+                    |(answer, facts)| {
+                        if let Some((run, facts)) = facts {
+                            memo.put(run.as_str(), facts);
+                        }
+                        answer
+                    },
+                );
+                count(tally, &r, |_| {});
+                settles.push(Box::new(move |commit| {
+                    reply(match (r, commit) {
+                        (Err(e), _) => Err(e),
+                        (Ok(v), Ok(())) => Ok(v),
+                        (Ok(_), Err(e)) => Err(e.clone()),
+                    })
+                }));
+            }
             Op::Shutdown { reply } => return Some(reply),
         }
         None
@@ -734,6 +770,7 @@ fn fail_op(op: Op, err: &LedgerError, tally: &mut LedgerStats) -> Option<Reply<(
         Op::Prune { reply, .. } => send(reply, err),
         Op::Flush { reply } => send(reply, err),
         Op::Reopen { reply, .. } => send(reply, err),
+        Op::Fleet { reply, .. } => reply(Err(err.clone())),
         Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => {}
         Op::Shutdown { reply } => {
             tally.ops_failed -= 1;

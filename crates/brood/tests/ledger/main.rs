@@ -8,6 +8,7 @@
 mod common;
 
 mod crash;
+mod fleet;
 mod queue;
 mod reopen;
 mod runs;

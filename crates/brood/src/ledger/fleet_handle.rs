@@ -1,0 +1,135 @@
+//! The fleet's methods on [`Ledger`] (docs/FLEET.md): enqueue, claim and lease
+//! renewal queued to the writer thread as `Op::Fleet` (applied by `super::fleet`), and
+//! [`FleetListener`], a connection of its own that `LISTEN`s on a fleet channel.
+
+use std::time::Duration;
+
+use super::error::LedgerError;
+use super::fleet::{
+    Claimed, FleetAnswer, FleetChannel, FleetOp, FleetReply, Placement, DONE_CHANNEL,
+    QUEUED_CHANNEL,
+};
+use super::store::now_ms;
+use super::types::RunId;
+use super::writer::{Op, Reply};
+use super::{Durable, Ledger};
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Ledger {
+    /// Place `run` (recorded `pending` by [`Ledger::create_run`]) in the fleet: it
+    /// goes to `queued` with its lease row and placement, and idle workers are
+    /// notified. A PostgreSQL ledger only ([`LedgerError::FleetNeedsPostgres`]).
+    pub fn enqueue(&self, run: &RunId, placement: Placement) -> Durable<()> {
+        let run = run.clone();
+        self.durable(|reply| Op::Fleet {
+            op: FleetOp::Enqueue { run, placement },
+            at: now_ms(),
+            reply: wrap(reply, |a| match a {
+                FleetAnswer::Enqueued => Some(()),
+                _ => None,
+            }),
+        })
+    }
+
+    /// Claim one fleet run for this boot (a worker) with a lease of `lease`; `None`
+    /// when there is none to claim. See the module doc for which runs are claimable.
+    pub fn claim(&self, lease: Duration) -> Durable<Option<Claimed>> {
+        self.durable(|reply| Op::Fleet {
+            op: FleetOp::Claim {
+                lease_ms: millis(lease),
+            },
+            at: now_ms(),
+            reply: wrap(reply, |a| match a {
+                FleetAnswer::Claimed(c) => Some(c),
+                _ => None,
+            }),
+        })
+    }
+
+    /// Heartbeat: extend every lease this boot holds to `now + lease`. Resolves with
+    /// how many it holds.
+    pub fn renew_leases(&self, lease: Duration) -> Durable<u64> {
+        self.durable(|reply| Op::Fleet {
+            op: FleetOp::Renew {
+                lease_ms: millis(lease),
+            },
+            at: now_ms(),
+            reply: wrap(reply, |a| match a {
+                FleetAnswer::Renewed(n) => Some(n),
+                _ => None,
+            }),
+        })
+    }
+}
+
+/// A connection of its own listening on the fleet's channels ([`Ledger::listen`]):
+/// notifications are wake-ups; the ledger stays the truth (read it after each, and
+/// after a timeout, since a notification sent while nobody listened is lost).
+pub struct FleetListener {
+    #[cfg(feature = "postgres")]
+    inner: super::pg::PgListener,
+}
+
+impl std::fmt::Debug for FleetListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetListener")
+    }
+}
+
+impl FleetListener {
+    /// The run ids notified within `timeout` on the channels listened to (empty when
+    /// it passed without any). Blocking: from async code, call it on a blocking thread.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Vec<RunId>, LedgerError> {
+        #[cfg(feature = "postgres")]
+        {
+            Ok(self
+                .inner
+                .wait(timeout)?
+                .into_iter()
+                .map(|(_, run)| RunId::from_string(run))
+                .collect())
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = timeout;
+            Ok(Vec::new())
+        }
+    }
+}
+
+impl Ledger {
+    /// A new connection listening on `channel`. A PostgreSQL ledger only.
+    pub fn listen(&self, channel: FleetChannel) -> Result<FleetListener, LedgerError> {
+        let channel = match channel {
+            FleetChannel::Queued => QUEUED_CHANNEL,
+            FleetChannel::Done => DONE_CHANNEL,
+        };
+        match &self.location {
+            #[cfg(feature = "postgres")]
+            super::store::Location::Postgres(url) => Ok(FleetListener {
+                inner: super::pg::listen(url, &[channel])?,
+            }),
+            super::store::Location::Workspace => Err(LedgerError::FleetNeedsPostgres {
+                what: "listening for the fleet's notifications".into(),
+            }),
+        }
+    }
+}
+
+fn wrap<T: Send + 'static>(
+    reply: Reply<T>,
+    pick: impl FnOnce(FleetAnswer) -> Option<T> + Send + 'static,
+) -> FleetReply {
+    Box::new(move |answer| {
+        let Some(tx) = reply else { return };
+        let _ = tx.send(answer.and_then(|a| {
+            pick(a).ok_or_else(|| LedgerError::Sqlite {
+                context: "a fleet operation".into(),
+                detail: "the writer gave another operation's answer".into(),
+            })
+        }));
+    })
+}

@@ -1,0 +1,383 @@
+//! The fleet's leases on a real PostgreSQL (docs/FLEET.md): runs enqueued by a parent
+//! are claimed by workers with `FOR UPDATE SKIP LOCKED`, never twice; a dead worker's
+//! run is taken over under the same id; a worker that lost its lease cannot end the
+//! run; `max_attempts` ends a run that keeps losing its workers; enqueues and ends
+//! are notified. An SQLite ledger refuses the fleet.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use brood::ledger::{
+    EventKind, FleetChannel, Ledger, LedgerError, Placement, RunId, RunStatus, DEFAULT_MAX_ATTEMPTS,
+};
+use serde_json::json;
+
+use crate::common::{kinds, named, Place, Store};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn place(max_attempts: u32) -> Placement {
+    Placement {
+        repo: "/srv/repo.git".into(),
+        rev: Some("0123abcd".into()),
+        max_attempts,
+    }
+}
+
+/// Record `n` runs in `parent` and enqueue each; their ids, in order.
+async fn enqueue(parent: &Ledger, n: usize, max_attempts: u32) -> Vec<RunId> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = parent.create_run(named(&format!("c{i}"))).await.unwrap();
+        parent.enqueue(&id, place(max_attempts)).await.unwrap();
+        ids.push(id);
+    }
+    ids
+}
+
+/// Run statements on a connection of the test's own (off the test's runtime: the
+/// client runs one of its own). Each returns its first column as text, if any.
+fn sql(url: &str, statements: &[&str]) -> Vec<Vec<String>> {
+    let url = url.to_string();
+    let statements: Vec<String> = statements.iter().map(|s| s.to_string()).collect();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        statements
+            .iter()
+            .map(|s| {
+                client
+                    .simple_query(s)
+                    .unwrap()
+                    .into_iter()
+                    .filter_map(|m| match m {
+                        postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// The backend pids of the database's brood connections.
+fn brood_backends(url: &str) -> BTreeSet<String> {
+    sql(
+        url,
+        &[
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'brood' \
+           AND datname = current_database()",
+        ],
+    )
+    .remove(0)
+    .into_iter()
+    .collect()
+}
+
+/// End these backends, as the server does when a worker's process dies, and wait
+/// until they are gone (termination is asynchronous; their locks go with them).
+fn terminate(url: &str, pids: &[String]) {
+    let list = pids.join(", ");
+    sql(
+        url,
+        &[&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({list})"
+        )],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = sql(
+            url,
+            &[&format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid IN ({list})"
+            )],
+        );
+        if left == [["0".to_string()]] {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backends {list} did not end"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn open_blocking(ws: &Store) -> Ledger {
+    ws.open_with(ws.options())
+}
+
+#[tokio::test]
+async fn two_claimers_never_get_the_same_run() {
+    let Some(ws) = Store::postgres("two_claimers_never_get_the_same_run") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    let ids = enqueue(&parent, 40, DEFAULT_MAX_ATTEMPTS).await;
+    let workers = [Arc::new(open_blocking(&ws)), Arc::new(open_blocking(&ws))];
+    let tasks: Vec<_> = workers
+        .iter()
+        .map(|w| {
+            let w = w.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(c) = w.claim(LEASE).await.unwrap() {
+                    assert_eq!((c.attempt, c.from), (1, RunStatus::Queued));
+                    assert_eq!(
+                        (c.repo.as_str(), c.rev.as_deref()),
+                        ("/srv/repo.git", Some("0123abcd"))
+                    );
+                    got.push(c.run);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for t in tasks {
+        claimed.push(t.await.unwrap());
+    }
+    let (a, b): (BTreeSet<_>, BTreeSet<_>) = (
+        claimed[0].iter().cloned().collect(),
+        claimed[1].iter().cloned().collect(),
+    );
+    assert_eq!(a.len() + b.len(), 40, "a run was claimed twice");
+    assert!(
+        a.is_disjoint(&b),
+        "both workers claimed {:?}",
+        a.intersection(&b)
+    );
+    let all: BTreeSet<_> = a.union(&b).cloned().collect();
+    assert_eq!(all, ids.iter().cloned().collect());
+    // Each is running under the worker that claimed it.
+    let reader = ws.reader();
+    for (worker, mine) in workers.iter().zip([&a, &b]) {
+        for id in mine {
+            let run = reader.run(id).unwrap();
+            assert_eq!(run.status, RunStatus::Running);
+            assert_eq!(run.session_id, worker.session_id());
+        }
+    }
+}
+
+#[tokio::test]
+async fn enqueues_wake_listening_workers_and_ends_wake_the_parent() {
+    let Some(ws) = Store::postgres("enqueues_wake_listening_workers") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    let worker = open_blocking(&ws);
+    let mut queued = worker.listen(FleetChannel::Queued).unwrap();
+    let mut done = parent.listen(FleetChannel::Done).unwrap();
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let woke = tokio::task::spawn_blocking(move || queued.wait(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(woke, ids);
+    let c = worker.claim(LEASE).await.unwrap().unwrap();
+    worker.complete(&c.run, json!("the answer")).await.unwrap();
+    let ended = tokio::task::spawn_blocking(move || done.wait(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended, ids);
+}
+
+#[tokio::test]
+async fn a_dead_workers_run_is_taken_over_under_the_same_id() {
+    let Some(ws) = Store::postgres("a_dead_workers_run_is_taken_over") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let parent = open_blocking(&ws);
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let before = brood_backends(&url);
+    let a = open_blocking(&ws);
+    let a_conns: Vec<String> = brood_backends(&url).difference(&before).cloned().collect();
+    assert!(!a_conns.is_empty());
+    // A lease of zero: expired as soon as it is taken.
+    let c = a.claim(Duration::ZERO).await.unwrap().unwrap();
+    assert_eq!(c.run, ids[0]);
+    let b = open_blocking(&ws);
+    // Expired, but its worker is alive: still its own.
+    assert_eq!(b.claim(LEASE).await.unwrap(), None);
+    // The worker dies: the server ends its connection, and its advisory lock with it.
+    terminate(&url, &a_conns);
+    let taken = b
+        .claim(LEASE)
+        .await
+        .unwrap()
+        .expect("the dead worker's run");
+    assert_eq!(taken.run, ids[0], "the same run, not a copy");
+    assert_eq!((taken.attempt, taken.from), (2, RunStatus::Running));
+    let run = ws.reader().run(&ids[0]).unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.session_id, b.session_id());
+    assert_eq!(run.parent_id, None);
+    assert_eq!(
+        kinds(&b, &ids[0]),
+        [
+            EventKind::Spawned,
+            EventKind::Queued,
+            EventKind::Started,
+            EventKind::Resumed
+        ]
+    );
+    b.complete(&ids[0], json!("done")).await.unwrap();
+    drop(a);
+}
+
+#[tokio::test]
+async fn a_worker_that_lost_its_lease_cannot_end_the_run() {
+    let Some(ws) = Store::postgres("a_worker_that_lost_its_lease") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let parent = open_blocking(&ws);
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let a = open_blocking(&ws);
+    let b = open_blocking(&ws);
+    let c = a.claim(LEASE).await.unwrap().unwrap();
+    assert_eq!(c.run, ids[0]);
+    // As if A's lease had lapsed and B had claimed the run.
+    sql(
+        &url,
+        &[&format!(
+            "UPDATE run_leases SET worker_boot_id = '{}' WHERE run_id = '{}'",
+            b.boot_id(),
+            c.run
+        )],
+    );
+    let err = a.complete(&c.run, json!("stale answer")).await.unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::LeaseLost { holder, .. } if holder == b.boot_id()),
+        "{err:?}"
+    );
+    let err = a.fail(&c.run, "stale failure", None).await.unwrap_err();
+    assert!(matches!(err, LedgerError::LeaseLost { .. }), "{err:?}");
+    assert_eq!(ws.reader().run(&c.run).unwrap().status, RunStatus::Running);
+    b.complete(&c.run, json!("the answer")).await.unwrap();
+    let ended: Vec<EventKind> = kinds(&b, &c.run)
+        .into_iter()
+        .filter(|k| matches!(k, EventKind::Completed | EventKind::Failed))
+        .collect();
+    assert_eq!(ended, [EventKind::Completed], "ended exactly once");
+    // Released: nobody holds it, and it is not claimable (it completed).
+    assert_eq!(a.claim(LEASE).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_run_that_keeps_losing_its_workers_fails_after_max_attempts() {
+    let Some(ws) = Store::postgres("a_run_that_keeps_losing_its_workers") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    let ids = enqueue(&parent, 1, 2).await;
+    for attempt in 1..=2 {
+        // A worker claims it and stops (its close interrupts the run and releases it).
+        let w = open_blocking(&ws);
+        let c = w.claim(LEASE).await.unwrap().unwrap();
+        assert_eq!(c.run, ids[0]);
+        assert_eq!(c.attempt, attempt);
+        w.close().await.unwrap();
+        assert_eq!(
+            ws.reader().run(&ids[0]).unwrap().status,
+            RunStatus::Interrupted
+        );
+    }
+    let w = open_blocking(&ws);
+    assert_eq!(w.claim(LEASE).await.unwrap(), None);
+    let run = ws.reader().run(&ids[0]).unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert!(
+        run.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("lost its worker 2 times"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_queued_fleet_run_can_be_cancelled_by_its_parent() {
+    let Some(ws) = Store::postgres("a_queued_fleet_run_can_be_cancelled") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    parent.cancel(&ids[0], "not needed").await.unwrap();
+    let w = open_blocking(&ws);
+    assert_eq!(w.claim(LEASE).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn an_sqlite_ledger_refuses_the_fleet() {
+    let ws = Store::sqlite();
+    let ledger = open_blocking(&ws);
+    let id = ledger.create_run(named("c")).await.unwrap();
+    for err in [
+        ledger.enqueue(&id, place(3)).await.unwrap_err(),
+        ledger.claim(LEASE).await.map(|_| ()).unwrap_err(),
+        ledger.renew_leases(LEASE).await.map(|_| ()).unwrap_err(),
+        ledger.listen(FleetChannel::Done).map(|_| ()).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, LedgerError::FleetNeedsPostgres { .. }),
+            "{err:?}"
+        );
+    }
+    // Nothing changed: the run is still pending, and ends as any run does.
+    assert_eq!(ws.reader().run(&id).unwrap().status, RunStatus::Pending);
+}
+
+#[tokio::test]
+async fn heartbeats_renew_only_this_workers_leases() {
+    let Some(ws) = Store::postgres("heartbeats_renew_only_this_workers_leases") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    enqueue(&parent, 3, DEFAULT_MAX_ATTEMPTS).await;
+    let a = open_blocking(&ws);
+    let b = open_blocking(&ws);
+    a.claim(Duration::ZERO).await.unwrap().unwrap();
+    a.claim(Duration::ZERO).await.unwrap().unwrap();
+    b.claim(LEASE).await.unwrap().unwrap();
+    assert_eq!(a.renew_leases(LEASE).await.unwrap(), 2);
+    assert_eq!(b.renew_leases(LEASE).await.unwrap(), 1);
+    assert_eq!(parent.renew_leases(LEASE).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_version_5_postgres_ledger_is_migrated_to_the_lease_table() {
+    let Some(ws) = Store::postgres("a_version_5_postgres_ledger_is_migrated") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let first = open_blocking(&ws);
+    let id = first.create_run(named("old")).await.unwrap();
+    first.close().await.unwrap();
+    // As the PostgreSQL backend of schema version 5 left it.
+    sql(
+        &url,
+        &[
+            "DROP TABLE run_leases",
+            "UPDATE brood_meta SET value = '5' WHERE key = 'version'",
+        ],
+    );
+    let parent = open_blocking(&ws);
+    let version = sql(
+        &url,
+        &["SELECT value FROM brood_meta WHERE key = 'version'"],
+    );
+    assert_eq!(version, [[brood::ledger::SCHEMA_VERSION.to_string()]]);
+    assert_eq!(ws.reader().run(&id).unwrap().status, RunStatus::Interrupted);
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let w = open_blocking(&ws);
+    assert_eq!(
+        w.claim(LEASE).await.unwrap().map(|c| c.run),
+        Some(ids[0].clone())
+    );
+}
