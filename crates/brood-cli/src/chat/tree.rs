@@ -4,7 +4,7 @@
 
 use brood::events::{Event, RunEvent, RunEventKind};
 use brood::ledger::{RunRecord, RunStatus};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 /// Where a run is, as the tree shows it.
@@ -93,8 +93,22 @@ impl Spend {
 pub struct AgentTree {
     nodes: BTreeMap<String, Node>,
     next: u64,
+    /// Runs waiting for the user's answer to an approval. Kept apart from the
+    /// lifecycle the events tell: the question comes over the approver's channel,
+    /// the events over the session's stream, and the UI may take the question
+    /// before the run's `spawned` or `started` (under load it did) — a `started`
+    /// taken after it must not show the asking run as merely running.
+    waiting: BTreeSet<String>,
     /// Events the stream dropped for us (the ledger still has them).
     pub missed: u64,
+}
+
+/// Who a run is, as its events say.
+#[derive(Clone, Copy)]
+struct Who<'a> {
+    parent: Option<&'a str>,
+    role: &'a str,
+    model: &'a str,
 }
 
 /// A child in the tree: its run id, the run, its depth (1 under a root).
@@ -121,20 +135,32 @@ impl AgentTree {
     }
 
     fn apply_run(&mut self, ev: &RunEvent) -> Change<'_> {
+        let who = Who {
+            parent: ev.parent_id.as_deref(),
+            role: &ev.role,
+            model: &ev.model,
+        };
+        self.apply_kind(&ev.run_id, who, &ev.kind)
+    }
+
+    fn apply_kind(&mut self, run_id: &str, who: Who<'_>, kind: &RunEventKind) -> Change<'_> {
+        let waiting = self.waiting.contains(run_id);
+        // Queued or running as the events say, unless a question is waiting.
+        let live = |state: State| if waiting { State::WaitingApproval } else { state };
         if let RunEventKind::Spawned {
             name, objective, ..
-        } = &ev.kind
+        } = kind
         {
             self.next += 1;
             self.nodes.insert(
-                ev.run_id.clone(),
+                run_id.to_string(),
                 Node {
                     name: name.clone(),
-                    role: ev.role.clone(),
-                    model: ev.model.clone(),
-                    parent: ev.parent_id.clone(),
+                    role: who.role.to_string(),
+                    model: who.model.to_string(),
+                    parent: who.parent.map(str::to_string),
                     task: objective.clone(),
-                    state: State::Queued,
+                    state: live(State::Queued),
                     started: Instant::now(),
                     ended: None,
                     spend: Spend::default(),
@@ -143,16 +169,16 @@ impl AgentTree {
             );
             return Change::Nothing;
         }
-        let Some(node) = self.nodes.get_mut(&ev.run_id) else {
+        let Some(node) = self.nodes.get_mut(run_id) else {
             return Change::Nothing;
         };
-        let ended = match &ev.kind {
+        let ended = match kind {
             RunEventKind::Queued => {
-                node.state = State::Queued;
+                node.state = live(State::Queued);
                 return Change::Nothing;
             }
             RunEventKind::Started => {
-                node.state = State::Running;
+                node.state = live(State::Running);
                 return Change::Started(node);
             }
             RunEventKind::Usage {
@@ -176,6 +202,8 @@ impl AgentTree {
             RunEventKind::Interrupted { .. } => State::Interrupted,
             _ => return Change::Nothing,
         };
+        // An ended run waits for nothing (its question, if any, is moot).
+        self.waiting.remove(run_id);
         node.state = ended;
         node.ended = Some(Instant::now());
         Change::Ended(node)
@@ -219,7 +247,14 @@ impl AgentTree {
     }
 
     /// A run asks the user for an approval (`true`) or got its answer (`false`).
+    /// Taken in whatever order it comes with the run's events: a run not in the
+    /// tree yet shows as waiting once its `spawned` arrives.
     pub fn mark_waiting(&mut self, run_id: &str, waiting: bool) {
+        if waiting {
+            self.waiting.insert(run_id.to_string());
+        } else {
+            self.waiting.remove(run_id);
+        }
         if let Some(n) = self.nodes.get_mut(run_id) {
             match (waiting, n.state) {
                 (true, State::Running | State::Queued) => n.state = State::WaitingApproval,
@@ -321,6 +356,7 @@ impl AgentTree {
     /// Forget every run (a `/clear`).
     pub fn clear(&mut self) {
         self.nodes.clear();
+        self.waiting.clear();
     }
 
     /// The tree as text lines: each root, then its descendants
@@ -483,4 +519,81 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         obj.extend(b);
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHILD: Who<'static> = Who {
+        parent: Some("root"),
+        role: "general",
+        model: "m",
+    };
+
+    fn spawned(t: &mut AgentTree, id: &str) {
+        t.apply_kind(
+            id,
+            CHILD,
+            &RunEventKind::Spawned {
+                name: id.into(),
+                agent_type: "general".into(),
+                objective: "task".into(),
+            },
+        );
+    }
+
+    fn state(t: &AgentTree, id: &str) -> State {
+        t.get(id).map(|n| n.state).expect("in the tree")
+    }
+
+    /// The approver's channel and the event stream are two channels: the UI may
+    /// take a child's question before its `spawned` or its `started`. Either way
+    /// the child shows as waiting until the answer, then as running.
+    #[test]
+    fn a_question_taken_before_the_runs_events_still_shows_it_waiting() {
+        let mut t = AgentTree::default();
+        let root = Who {
+            parent: None,
+            role: "parent",
+            model: "m",
+        };
+        t.apply_kind(
+            "root",
+            root,
+            &RunEventKind::Spawned {
+                name: "parent".into(),
+                agent_type: "parent".into(),
+                objective: "turn".into(),
+            },
+        );
+        // Before `started`: the later `started` does not hide the question.
+        spawned(&mut t, "a");
+        t.mark_waiting("a", true);
+        t.apply_kind("a", CHILD, &RunEventKind::Started);
+        assert_eq!(state(&t, "a"), State::WaitingApproval);
+        // Before `spawned`: the run shows waiting from its first event.
+        t.mark_waiting("b", true);
+        spawned(&mut t, "b");
+        assert_eq!(state(&t, "b"), State::WaitingApproval);
+        t.apply_kind("b", CHILD, &RunEventKind::Started);
+        assert_eq!(state(&t, "b"), State::WaitingApproval);
+        assert_eq!(t.grouped()[0].0, "Needs input");
+        assert_eq!(t.grouped()[0].1.len(), 2);
+        // Answered: running again; a later `started` (a resume) keeps it so.
+        t.mark_waiting("a", false);
+        assert_eq!(state(&t, "a"), State::Running);
+        t.apply_kind("a", CHILD, &RunEventKind::Started);
+        assert_eq!(state(&t, "a"), State::Running);
+        // Ended while asking: ended, and nothing left waiting.
+        t.apply_kind(
+            "b",
+            CHILD,
+            &RunEventKind::Cancelled {
+                reason: "quit".into(),
+            },
+        );
+        assert_eq!(state(&t, "b"), State::Cancelled);
+        assert!(t.waiting.is_empty());
+    }
 }
