@@ -355,9 +355,16 @@ fn tui_ctrl_c_twice_cancels_and_records_every_child() {
     let runs: Value = serde_json::from_str(&stdout).unwrap();
     let runs = runs.as_array().unwrap();
     assert_eq!(runs.len(), 4, "the turn and its three children: {runs:?}");
-    for r in runs {
-        assert_eq!(r["status"], "cancelled", "{r}");
-    }
+    // Every run's status in the message: which one was not cancelled, and how the
+    // others ended, tells a flake's cause.
+    let statuses: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{} {} {}", r["name"], r["status"], r["status_reason"]))
+        .collect();
+    assert!(
+        runs.iter().all(|r| r["status"] == "cancelled"),
+        "{statuses:#?}"
+    );
     let kids = runs.iter().filter(|r| r["parent_id"].is_string()).count();
     assert_eq!(kids, 3, "{runs:?}");
 }

@@ -396,12 +396,11 @@ impl Session {
     /// child, background ones included — each recorded `cancelled` with `reason`
     /// (unless it already had one). The runs settle on their own; a run ([`Session::run`])
     /// returns once its root has. A signal handler calls this.
+    ///
+    /// The roots go first: a root whose children were cancelled before it would
+    /// read their cancelled results and could take one more step — a model call
+    /// nobody wants, and a turn recorded `completed` by a user who quit.
     pub fn cancel_all(&self, reason: &str) {
-        for run in self.supervisor.snapshot() {
-            if !run.status.is_terminal() {
-                self.supervisor.cancel(&run.agent_id, reason);
-            }
-        }
         let roots: Vec<(String, CancellationToken)> = self
             .roots
             .lock()
@@ -412,6 +411,11 @@ impl Session {
         for (id, token) in roots {
             self.supervisor.note_root_cancel(&id, reason);
             token.cancel();
+        }
+        for run in self.supervisor.snapshot() {
+            if !run.status.is_terminal() {
+                self.supervisor.cancel(&run.agent_id, reason);
+            }
         }
     }
 
