@@ -247,8 +247,12 @@ fn tui_shows_children_running_then_completed_and_answers_commands() {
     assert!(s.contains("Working (3)"), "{s}");
     assert!(s.contains("├─ ") && s.contains("└─ "), "{s}");
     gate.open();
-    let s = tui.wait_for("three children completed and the answer", |s| {
-        count(s, "[explore · m]", "— completed") == 3 && s.contains("fanned out to three")
+    // The turn's end too (the status line says ready), not only its answer on
+    // screen: /model-subagent below waits for no turn.
+    let s = tui.wait_for("three children completed, the answer, the turn's end", |s| {
+        count(s, "[explore · m]", "— completed") == 3
+            && s.contains("fanned out to three")
+            && s.contains("ready · /help")
     });
     assert!(s.contains("Done (3)"), "{s}");
     assert!(!s.contains("Working ("), "{s}");
