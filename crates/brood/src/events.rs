@@ -233,6 +233,19 @@ impl EventBus {
         self.publish(run_id, spawned);
     }
 
+    /// Remember a recorded run this session continues (a resumed one, which it did
+    /// not spawn: `meta.root_id` is the recorded root) and publish `spawned` — so a
+    /// subscriber that never saw the run learns who it is — then `started`. Without
+    /// it every event of the resumed run would be dropped as a stranger's.
+    pub fn reopened(&self, run_id: &str, meta: RunMeta, spawned: impl FnOnce() -> RunEventKind) {
+        self.runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run_id.to_string(), Arc::new(meta));
+        self.publish(run_id, spawned);
+        self.publish(run_id, || RunEventKind::Started);
+    }
+
     /// Who `run_id` is, if this session opened it.
     pub fn meta(&self, run_id: &str) -> Option<Arc<RunMeta>> {
         self.runs

@@ -210,34 +210,33 @@ impl Chat {
         Ok(lines)
     }
 
-    /// `/resume ID`: continue the run in this chat's session; a root of this
-    /// workspace's chats also becomes this chat's conversation.
+    /// `/resume ID` in plain mode: continue the run in this chat's session until
+    /// it ends; a root of this workspace's chats also becomes this chat's
+    /// conversation. (The full-screen UI runs [`resume_in`] on its own task.)
     async fn resume_run(&mut self, id: &str) -> Result<Vec<String>, String> {
-        let report = self
-            .session
-            .resume(id, None, tokio_util::sync::CancellationToken::new())
-            .await
-            .map_err(|e| e.to_string())?;
+        let token = tokio_util::sync::CancellationToken::new();
+        let resumed = resume_in(self.session.clone(), id.to_string(), token).await?;
+        let mut out = self.resumed(&resumed);
+        out.extend(resumed.report.final_text.lines().map(str::to_string));
+        Ok(out)
+    }
+
+    /// Take a resumed run's end into the chat: its usage, and its conversation
+    /// when it is a root; the lines that say how it ended.
+    fn resumed(&mut self, resumed: &Resumed) -> Vec<String> {
+        let report = &resumed.report;
         self.usage.add(&report.usage);
-        let run = brood::ledger::RunId::from_string(&report.run_id);
-        let is_root = self
-            .session
-            .ledger()
-            .get_run(&run)
-            .await
-            .is_ok_and(|d| d.run.parent_id.is_none());
-        if is_root && !report.messages.is_empty() {
+        if resumed.is_root && !report.messages.is_empty() {
             self.history = report.messages.clone();
         }
         let mut out = vec![format!(
             "resumed run {} ({} steps in all)",
             report.run_id, report.turns
         )];
-        out.extend(report.final_text.lines().map(str::to_string));
         if let Some(e) = &report.error {
             out.push(format!("run {} ended: {e}", report.run_id));
         }
-        Ok(out)
+        out
     }
 
     /// The notes and warnings of opening the session (once).
@@ -441,6 +440,34 @@ impl Chat {
             format!("ledger: {}", self.session.ledger().db_path().display()),
         ]
     }
+}
+
+/// A run `/resume` continued, at its end.
+pub struct Resumed {
+    pub report: brood::RunReport,
+    /// It is a root (a chat's turn): its conversation becomes the chat's.
+    pub is_root: bool,
+}
+
+/// `/resume ID`: continue run ID in `session` until it ends or `token` is
+/// cancelled. Takes the session, not the chat, so the UI can run it on a task
+/// of its own like a turn (the tree, the keys and the commands stay live).
+pub async fn resume_in(
+    session: Arc<Session>,
+    id: String,
+    token: tokio_util::sync::CancellationToken,
+) -> Result<Resumed, String> {
+    let report = session
+        .resume(&id, None, token)
+        .await
+        .map_err(|e| e.to_string())?;
+    let run = brood::ledger::RunId::from_string(&report.run_id);
+    let is_root = session
+        .ledger()
+        .get_run(&run)
+        .await
+        .is_ok_and(|d| d.run.parent_id.is_none());
+    Ok(Resumed { report, is_root })
 }
 
 /// What the model answered to a chat's prompts (their whole trees), summed.

@@ -269,18 +269,35 @@ impl AgentTree {
         self.nodes.get(run_id)
     }
 
-    /// Every child (not the roots: those are the chat's turns), depth first in
-    /// spawn order, with its depth (1 for a root's child).
-    pub fn children(&self) -> Vec<Child<'_>> {
-        let mut out = Vec::new();
-        let mut roots: Vec<(&String, &Node)> = self
+    /// The runs at the top of the tree, in spawn order: the roots, and the
+    /// children whose parent this chat never saw (a run `/resume` continued
+    /// whose parent ran in an earlier session).
+    fn tops(&self) -> Vec<(&String, &Node)> {
+        let mut tops: Vec<(&String, &Node)> = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.parent.is_none())
+            .filter(|(_, n)| {
+                n.parent
+                    .as_ref()
+                    .is_none_or(|p| !self.nodes.contains_key(p))
+            })
             .collect();
-        roots.sort_by_key(|(_, n)| n.order);
-        for (id, _) in roots {
-            self.descend(id, 1, &mut out);
+        tops.sort_by_key(|(_, n)| n.order);
+        tops
+    }
+
+    /// Every child (not the roots: those are the chat's turns), depth first in
+    /// spawn order, with its depth (1 for a root's child, and for a child whose
+    /// parent is not in the tree).
+    pub fn children(&self) -> Vec<Child<'_>> {
+        let mut out = Vec::new();
+        for (id, n) in self.tops() {
+            if n.parent.is_some() {
+                out.push((id.as_str(), n, 1));
+                self.descend(id, 2, &mut out);
+            } else {
+                self.descend(id, 1, &mut out);
+            }
         }
         out
     }
@@ -359,18 +376,13 @@ impl AgentTree {
         self.waiting.clear();
     }
 
-    /// The tree as text lines: each root, then its descendants
-    /// `├─ name [role · model] task — state, elapsed, tokens, cost`; a root's line
-    /// ends with its whole tree's tokens and cost.
+    /// The tree as text lines: each root (or child whose parent is not in the
+    /// tree), then its descendants
+    /// `├─ name [role · model] task — state, elapsed, tokens, cost`; a top line
+    /// ends with its id and its whole tree's tokens and cost.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let mut roots: Vec<(&String, &Node)> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.parent.is_none())
-            .collect();
-        roots.sort_by_key(|(_, n)| n.order);
-        for (id, n) in roots {
+        for (id, n) in self.tops() {
             out.push(format!(
                 "{} — {} — tree: {}",
                 describe(n),

@@ -400,6 +400,70 @@ fn tui_resume_draws_the_earlier_sessions_tree() {
     assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
 }
 
+/// The id of the run whose objective is `objective`, from `brood agents list`.
+fn run_id_of(f: &Fixture, objective: &str) -> String {
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--all", "--json"],
+        &[],
+    );
+    let runs: Value = serde_json::from_str(&text(&out).0).unwrap();
+    let run = runs.as_array().unwrap().iter().find(|r| r["objective"] == objective);
+    run.and_then(|r| r["id"].as_str())
+        .unwrap_or_else(|| panic!("no run for {objective:?}: {runs}"))
+        .to_string()
+}
+
+/// `/resume ID` in the full-screen UI runs like a turn, on its own task: while
+/// the resumed child's model call waits at the mock the tree shows it running
+/// and a command answers, Esc interrupts it (recorded cancelled); resumed again,
+/// it completes under its own id. A `/resume` that blocked the event loop would
+/// show none of it until the run ended — and the gate is opened only after.
+#[test]
+fn tui_resume_id_runs_live_and_esc_interrupts_it() {
+    let f = fixture();
+    let _first = fan_out_then_ctrl_c_twice(&f);
+    let id = run_id_of(&f, "child a");
+    let gate = Gate::new();
+    let server = fan_out_server(&gate, Arc::default());
+    let mut tui = Tui::spawn(&f, &server, 40, 160);
+    tui.wait_for("the empty chat", |s| s.contains("Type a prompt"));
+    let running = |s: &str| count(s, "[explore · m] child a", "— running") == 1;
+
+    tui.line(&format!("/resume {id}"));
+    tui.wait_for("the resumed child running in the tree", running);
+    tui.line("/status");
+    let s = tui.wait_for("/status while it runs", |s| {
+        s.contains("children: 1 running, 0 queued")
+    });
+    assert!(running(&s), "{s}");
+    tui.keys("\x1b");
+    tui.wait_for("the resumed child interrupted", |s| {
+        count(s, "[explore · m] child a", "— cancelled") == 1
+            && s.contains(&format!("run {id} ended: cancelled"))
+    });
+
+    tui.line(&format!("/resume {id}"));
+    tui.wait_for("the child running again", running);
+    gate.open();
+    tui.wait_for("the child completed, its answer shown", |s| {
+        count(s, "[explore · m] child a", "— completed") == 1
+            && s.contains(&format!("resumed run {id}"))
+            && s.contains("SUMMARY: looked")
+    });
+    tui.line("/quit");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "show", &id, "--json"],
+        &[],
+    );
+    let run: Value = serde_json::from_str(&text(&out).0).unwrap();
+    assert_eq!(run["status"], "completed", "{run}");
+}
+
 /// Bare `brood` on a terminal is the full-screen chat; a prompt edited over two
 /// lines, a child's transcript shown live, tool calls expanded, `Esc` interrupting
 /// the turn, the history recalled with `Up`.

@@ -259,6 +259,27 @@ impl Supervisor {
             last_request: Mutex::new(None),
         });
         let toolbox = build_toolbox(self, &ctx);
+        // Live in this session again: its events reach the session's stream (a
+        // UI's agent tree, its approval prompts) as a new run's would.
+        self.recorder().bus().reopened(
+            &id,
+            crate::events::RunMeta {
+                parent_id: record.parent_id.as_ref().map(|p| p.as_str().to_string()),
+                root_id: record.root_id.as_str().to_string(),
+                role: if is_child {
+                    plan.role.as_str().to_string()
+                } else {
+                    "parent".into()
+                },
+                agent_type: plan.kind_name.clone(),
+                model: ctx.model_id.clone(),
+            },
+            || crate::events::RunEventKind::Spawned {
+                name: ctx.name.clone(),
+                agent_type: plan.kind_name.clone(),
+                objective: record.objective.clone(),
+            },
+        );
         if is_child {
             match self.board().acquire_slot(&cancel).await {
                 Some(p) => *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(p),

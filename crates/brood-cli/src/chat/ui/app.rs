@@ -5,7 +5,7 @@
 use super::approve::Asking;
 use super::input::Input;
 use super::transcript::Transcripts;
-use crate::chat::Chat;
+use crate::chat::{Chat, Resumed};
 use brood::events::{Event, RunEventKind};
 use brood::runtime::session::{RunReport, SessionError};
 use std::collections::VecDeque;
@@ -25,13 +25,21 @@ pub enum Item {
     Error(String),
 }
 
-/// The parent's turn in flight: a root run on its own task, so the screen and the
-/// commands stay live while it works.
+/// The parent's turn in flight — a root run on its own task, or a run `/resume ID`
+/// continues — so the screen and the commands stay live while it works.
 pub struct Turn {
     pub token: CancellationToken,
-    pub handle: JoinHandle<Result<RunReport, SessionError>>,
+    pub handle: JoinHandle<TurnEnd>,
     /// Esc was pressed.
     pub interrupted: bool,
+}
+
+/// How a turn's task ended.
+pub enum TurnEnd {
+    /// A prompt's root run.
+    Prompt(Result<RunReport, SessionError>),
+    /// A `/resume ID`.
+    Resume(Result<Resumed, String>),
 }
 
 pub struct App {
@@ -106,9 +114,25 @@ impl App {
         let session = self.chat.session.clone();
         let history = self.chat.history.clone();
         let (t, p) = (token.clone(), prompt.clone());
-        let handle =
-            tokio::spawn(async move { session.run_continuing(history, &p, None, t).await });
+        let handle = tokio::spawn(async move {
+            TurnEnd::Prompt(session.run_continuing(history, &p, None, t).await)
+        });
         self.items.push(Item::User(prompt));
+        self.begin(token, handle);
+    }
+
+    /// `/resume ID`: continue the run on its own task, as a turn (Esc interrupts
+    /// it, Ctrl-C twice cancels it with everything else).
+    pub fn start_resume(&mut self, id: String) {
+        let token = CancellationToken::new();
+        let (session, t) = (self.chat.session.clone(), token.clone());
+        let handle = tokio::spawn(async move {
+            TurnEnd::Resume(crate::chat::resume_in(session, id, t).await)
+        });
+        self.begin(token, handle);
+    }
+
+    fn begin(&mut self, token: CancellationToken, handle: JoinHandle<TurnEnd>) {
         self.selected = None;
         self.scroll = 0;
         self.live_tokens = (0, 0);
@@ -130,10 +154,15 @@ impl App {
     }
 
     /// The turn's task ended.
-    pub fn turn_ended(&mut self, result: Result<Result<RunReport, SessionError>, String>) {
+    pub fn turn_ended(&mut self, result: Result<TurnEnd, String>) {
         let interrupted = self.turn.take().is_some_and(|t| t.interrupted);
         self.live_tokens = (0, 0);
         self.notice = None;
+        let result = match result {
+            Ok(TurnEnd::Prompt(r)) => Ok(r),
+            Ok(TurnEnd::Resume(r)) => return self.resume_ended(r),
+            Err(e) => Err(e),
+        };
         match result {
             Ok(Ok(report)) => {
                 self.chat.usage.add(&report.usage);
@@ -156,6 +185,24 @@ impl App {
                 .items
                 .push(Item::Error(format!("the turn's task failed: {e}"))),
         }
+    }
+
+    /// A `/resume ID` ended: how, in the conversation (a root's answer is its
+    /// transcript, shown live; a child's is printed here).
+    fn resume_ended(&mut self, result: Result<Resumed, String>) {
+        let resumed = match result {
+            Ok(r) => r,
+            Err(e) => return self.items.push(Item::Error(e)),
+        };
+        let mut lines = self.chat.resumed(&resumed);
+        let report = &resumed.report;
+        if resumed.is_root {
+            self.transcripts
+                .answer_if_silent(&report.run_id, &report.final_text);
+        } else {
+            lines.extend(report.final_text.lines().map(str::to_string));
+        }
+        self.items.push(Item::Info(lines));
     }
 
     /// A run asks for an approval: queue it, and show its agent as needing input.

@@ -108,7 +108,7 @@ pub async fn run(args: &crate::SessionArgs, resume: Option<&str>) -> u8 {
 }
 
 /// The turn's end; pending while no turn runs.
-async fn turn_end(app: &mut App) -> Result<Result<brood::RunReport, brood::Error>, String> {
+async fn turn_end(app: &mut App) -> Result<app::TurnEnd, String> {
     match &mut app.turn {
         Some(turn) => (&mut turn.handle).await.map_err(|e| e.to_string()),
         None => std::future::pending().await,
@@ -148,6 +148,17 @@ async fn submit(app: &mut App, text: String, events: &mut brood::EventStream) {
     }
     match cmd {
         Slash::Quit => app.quit = true,
+        Slash::Resume(Some(id)) => {
+            if app.turn.is_some() {
+                return app.items.push(Item::Error(format!(
+                    "a turn is running: wait for it to end (or Esc to interrupt it), then {line}"
+                )));
+            }
+            app.items.push(Item::Info(vec![format!(
+                "resuming run {id}… (Esc interrupts it; the tree shows it live)"
+            )]));
+            app.start_resume(id);
+        }
         Slash::Help => {
             let mut lines = app.chat.help();
             lines.push("keys:".into());
