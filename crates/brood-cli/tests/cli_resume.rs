@@ -657,3 +657,43 @@ fn chat_resume_reopens_the_conversation_and_finishes_the_child() {
     let shown = show(&f, &kid);
     assert_eq!(shown["status"], "completed", "{shown}");
 }
+
+/// A resumed root is one of its session's roots while it runs: `brood agents
+/// cancel ROOT` from another process stops it, recorded cancelled. Before, the
+/// resumed root was not registered there, so the cancel request found nothing to
+/// stop and the resume went on waiting for its model.
+#[test]
+fn agents_cancel_stops_a_resumed_root() {
+    let f = fixture();
+    let server = server(Arc::new(AtomicBool::new(false)), false);
+    let (_kid, parent) = run_and_kill(&f, &server);
+    // The resumed parent's next step never gets an answer.
+    let hang = MockServer::start(|_| MockReply::Hang);
+    let p = local_flags(&hang);
+    let mut resume = f
+        .command()
+        .args(with(&["agents", "resume", &parent], &p))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn brood agents resume");
+    wait_for_requests(&hang, 1);
+    let (code, _, err) = brood(&f, &["agents", "cancel", &parent]);
+    assert_eq!(code, 0, "{err}");
+    // The resume ends once its session has taken the request (polled, bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = resume.try_wait().expect("wait for brood") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = resume.kill();
+            panic!("brood agents resume did not stop after brood agents cancel");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success(), "a cancelled resume does not exit 0");
+    let shown = show(&f, &parent);
+    assert_eq!(shown["status"], "cancelled", "{shown}");
+}

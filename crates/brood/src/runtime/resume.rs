@@ -100,6 +100,10 @@ impl Session {
                 }
             })
         };
+        // A resumed root is one of the session's roots while it runs, as a turn
+        // is: `cancel_all` (a chat's quit, a signal) and `brood agents cancel`
+        // find it there (a child is on the supervisor's board).
+        let _root = record.parent_id.is_none().then(|| RootEntry::enter(self, &record.id, &cancel));
         let resumed = self
             .supervisor()
             .resume(ResumeRequest {
@@ -139,6 +143,37 @@ impl Session {
             ending: outcome.ending,
             messages: outcome.messages,
         })
+    }
+}
+
+/// A resumed root in the session's roots map until it ends (or its future is
+/// dropped).
+struct RootEntry {
+    roots: Arc<std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>>,
+    id: String,
+}
+
+impl RootEntry {
+    fn enter(session: &Session, id: &RunId, cancel: &CancellationToken) -> RootEntry {
+        let id = id.as_str().to_string();
+        session
+            .roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        RootEntry {
+            roots: session.roots.clone(),
+            id,
+        }
+    }
+}
+
+impl Drop for RootEntry {
+    fn drop(&mut self) {
+        self.roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
     }
 }
 

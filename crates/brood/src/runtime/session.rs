@@ -48,7 +48,9 @@ pub struct Session {
     ledger: Arc<Ledger>,
     supervisor: Supervisor,
     cancel: CancellationToken,
-    roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    /// The root runs in flight, each with its token: what `cancel_all` and
+    /// `brood agents cancel` (the cancel poller) stop a root by.
+    pub(super) roots: Arc<Mutex<HashMap<String, CancellationToken>>>,
     sandbox: Arc<tool::Sandbox>,
     session_warned: std::sync::atomic::AtomicBool,
     definition_warnings: Vec<String>,
