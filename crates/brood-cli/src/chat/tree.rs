@@ -151,7 +151,15 @@ impl AgentTree {
             name, objective, ..
         } = kind
         {
-            self.next += 1;
+            // A run spawned again is a resumed one: it keeps its place in the
+            // tree and what it spent before.
+            let (order, spend) = match self.nodes.get(run_id) {
+                Some(n) => (n.order, n.spend),
+                None => {
+                    self.next += 1;
+                    (self.next, Spend::default())
+                }
+            };
             self.nodes.insert(
                 run_id.to_string(),
                 Node {
@@ -163,8 +171,8 @@ impl AgentTree {
                     state: live(State::Queued),
                     started: Instant::now(),
                     ended: None,
-                    spend: Spend::default(),
-                    order: self.next,
+                    spend,
+                    order,
                 },
             );
             return Change::Nothing;
