@@ -146,7 +146,13 @@ impl AgentTree {
     fn apply_kind(&mut self, run_id: &str, who: Who<'_>, kind: &RunEventKind) -> Change<'_> {
         let waiting = self.waiting.contains(run_id);
         // Queued or running as the events say, unless a question is waiting.
-        let live = |state: State| if waiting { State::WaitingApproval } else { state };
+        let live = |state: State| {
+            if waiting {
+                State::WaitingApproval
+            } else {
+                state
+            }
+        };
         if let RunEventKind::Spawned {
             name, objective, ..
         } = kind

@@ -249,11 +249,14 @@ fn tui_shows_children_running_then_completed_and_answers_commands() {
     gate.open();
     // The turn's end too (the status line says ready), not only its answer on
     // screen: /model-subagent below waits for no turn.
-    let s = tui.wait_for("three children completed, the answer, the turn's end", |s| {
-        count(s, "[explore · m]", "— completed") == 3
-            && s.contains("fanned out to three")
-            && s.contains("ready · /help")
-    });
+    let s = tui.wait_for(
+        "three children completed, the answer, the turn's end",
+        |s| {
+            count(s, "[explore · m]", "— completed") == 3
+                && s.contains("fanned out to three")
+                && s.contains("ready · /help")
+        },
+    );
     assert!(s.contains("Done (3)"), "{s}");
     assert!(!s.contains("Working ("), "{s}");
     assert!(
@@ -409,7 +412,11 @@ fn run_id_of(f: &Fixture, objective: &str) -> String {
         &[],
     );
     let runs: Value = serde_json::from_str(&text(&out).0).unwrap();
-    let run = runs.as_array().unwrap().iter().find(|r| r["objective"] == objective);
+    let run = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["objective"] == objective);
     run.and_then(|r| r["id"].as_str())
         .unwrap_or_else(|| panic!("no run for {objective:?}: {runs}"))
         .to_string()

@@ -103,7 +103,10 @@ impl Session {
         // A resumed root is one of the session's roots while it runs, as a turn
         // is: `cancel_all` (a chat's quit, a signal) and `brood agents cancel`
         // find it there (a child is on the supervisor's board).
-        let _root = record.parent_id.is_none().then(|| RootEntry::enter(self, &record.id, &cancel));
+        let _root = record
+            .parent_id
+            .is_none()
+            .then(|| RootEntry::enter(self, &record.id, &cancel));
         let resumed = self
             .supervisor()
             .resume(ResumeRequest {

@@ -126,9 +126,10 @@ impl App {
     pub fn start_resume(&mut self, id: String) {
         let token = CancellationToken::new();
         let (session, t) = (self.chat.session.clone(), token.clone());
-        let handle = tokio::spawn(async move {
-            TurnEnd::Resume(crate::chat::resume_in(session, id, t).await)
-        });
+        let handle =
+            tokio::spawn(
+                async move { TurnEnd::Resume(crate::chat::resume_in(session, id, t).await) },
+            );
         self.begin(token, handle);
     }
 
