@@ -260,6 +260,113 @@ fn isolation_outside_a_repository_is_a_clear_error() {
     );
 }
 
+/// `worktree_base` picks what worktrees branch from: `[subagents] worktree_base`
+/// for every isolated writer, an agent file's `worktree_base:` over it for its
+/// type; a base that names no commit is a clear error to the parent, and one that
+/// could be read as a git option is refused when the config loads.
+#[test]
+fn worktrees_branch_from_the_configured_base() {
+    let f = repo_fixture();
+    let ws = f.ws.path();
+    for (branch, file) in [("release", "release.txt"), ("hotfix", "hotfix.txt")] {
+        git(ws, &["switch", "-q", "-c", branch, "main"]);
+        std::fs::write(ws.join(file), "x\n").unwrap();
+        git(ws, &["add", file]);
+        git(ws, &["commit", "-q", "-m", branch]);
+    }
+    git(ws, &["switch", "-q", "main"]);
+    let config = f.home.path().join(".config/brood/config.toml");
+    std::fs::write(
+        &config,
+        "[subagents]\nisolation = \"worktree\"\nworktree_base = \"release\"\n",
+    )
+    .unwrap();
+    let agents = ws.join(".brood/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("fixer.md"),
+        "---\ndescription: fixes\nrole: implementer\nworktree_base: hotfix\n---\nFix.\n",
+    )
+    .unwrap();
+    let server =
+        MockServer::start(|req| {
+            let first = req.first_user_text().unwrap_or_default().to_string();
+            match (first.strip_prefix("write "), req.assistant_turns()) {
+            (Some(who), 0) => MockReply::tool_call(
+                "write_file",
+                json!({"path": "notes.txt", "content": format!("from {who}\n")}),
+            ),
+            (Some(_), _) => MockReply::text(
+                "SUMMARY: wrote\nCHANGES: notes.txt\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none",
+            ),
+            (None, 0) => MockReply::tool_calls([
+                ("task", json!({"prompts": ["write A"]})),
+                ("task", json!({"description": "write B", "agent_type": "fixer"})),
+            ]),
+            (None, _) => MockReply::text("done"),
+        }
+        });
+    let out = run_local(&f, &server, &["--json", "fan out"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let all = runs(&f);
+    for (objective, base, file) in [
+        ("write A", "release", "release.txt"),
+        ("write B", "hotfix", "hotfix.txt"),
+    ] {
+        let id = run_id_with_objective(&all, objective);
+        let branch = format!("brood/{id}");
+        let base_id = git(ws, &["rev-parse", base]).trim().to_string();
+        // One commit (the child's) on top of the base, which the worktree holds.
+        assert_eq!(
+            git(ws, &["rev-parse", &format!("{branch}~1")]).trim(),
+            base_id,
+            "{objective}: {branch} must start from {base}"
+        );
+        assert!(ws.join(".brood/worktrees").join(&id).join(file).exists());
+        let run = shown(&f, &id);
+        let w = if run["result"].is_null() {
+            &run["run"]["result"]["worktree"]
+        } else {
+            &run["result"]["worktree"]
+        };
+        assert_eq!(w["base"], base_id.as_str(), "{w}");
+        assert_eq!(w["commits"].as_array().map(Vec::len), Some(1), "{w}");
+    }
+    // The workspace's own branch is untouched.
+    assert_eq!(git(ws, &["branch", "--show-current"]).trim(), "main");
+
+    // A base the repository does not have: the parent is told, nothing runs.
+    std::fs::write(
+        &config,
+        "[subagents]\nisolation = \"worktree\"\nworktree_base = \"nope\"\n",
+    )
+    .unwrap();
+    let server = writers_server(&["write C"]);
+    let out = run_local(&f, &server, &["--json", "fan out"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let told = server.captured().last().unwrap().body().to_string();
+    assert!(told.contains("no commit named 'nope'"), "{told}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
+
+    // Something git would read as an option never reaches git.
+    std::fs::write(
+        &config,
+        "[subagents]\nworktree_base = \"--upload-pack=touch pwned\"\n",
+    )
+    .unwrap();
+    let out = brood(f.home.path(), ws, &["config", "show"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stderr.contains("subagents.worktree_base") && stderr.contains("not a base"),
+        "{stderr}"
+    );
+}
+
 /// A brood killed while an isolated child works leaves its worktree: the next
 /// session lists it in the ledger and says so; `brood agents prune` removes it,
 /// saving what the child had written on its branch.

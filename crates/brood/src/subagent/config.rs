@@ -25,11 +25,12 @@
 //! | `*_model`, `models.*`, `subagent_model`, `subagent_provider` | none | non-empty |
 //! | `tool_choice`, `first_tool_choice` | the session's | auto, required, none or a tool name; children only |
 //! | `isolation` | none | none or worktree; writers get their own git worktree; a later layer cannot turn `worktree` off |
+//! | `worktree_base` | the parent's HEAD | a branch, tag or commit id such worktrees branch from ([`super::worktree::check_base`]) |
 //!
 //! Clamps are not errors, but each one is written to [`SubagentSettings::adjustments`]
 //! so the runtime can show it.
 
-use super::worktree::Isolation;
+use super::worktree::{check_base, Isolation};
 use crate::agent::ToolChoicePolicy;
 use crate::model::ToolChoice;
 use serde::{Deserialize, Serialize};
@@ -118,6 +119,9 @@ pub struct SubagentsConfig {
     /// `worktree`: every writer child runs in its own git worktree (see
     /// [`super::worktree`]); `none` (default): in the workspace.
     pub isolation: Option<String>,
+    /// What isolated children's worktrees branch from (default: the `HEAD` of the
+    /// workspace they are opened from).
+    pub worktree_base: Option<String>,
 }
 
 /// One `[models.<alias>]` quick model.
@@ -250,6 +254,8 @@ pub struct SubagentSettings {
     pub first_tool_choice: Option<ToolChoice>,
     /// Whether writer children run in their own git worktree.
     pub isolation: Isolation,
+    /// What isolated children's worktrees branch from (`None`: the parent's `HEAD`).
+    pub worktree_base: Option<String>,
     /// Values that were clamped, in words (e.g. for a startup notice).
     pub adjustments: Vec<String>,
 }
@@ -291,6 +297,7 @@ impl Default for SubagentSettings {
             tool_choice: None,
             first_tool_choice: None,
             isolation: Isolation::None,
+            worktree_base: None,
             adjustments: Vec::new(),
         }
     }
@@ -408,6 +415,7 @@ impl SubagentsConfig {
                 (Some(a), _) if a.trim().eq_ignore_ascii_case("worktree") => Some(a.clone()),
                 (a, b) => pick(a, b),
             },
+            worktree_base: pick(&self.worktree_base, &over.worktree_base),
         }
     }
 
@@ -584,6 +592,12 @@ impl SubagentsConfig {
                 Some(v) => {
                     Isolation::parse(v).map_err(|p| ConfigError::new("subagents.isolation", p))?
                 }
+            },
+            worktree_base: match &self.worktree_base {
+                None => None,
+                Some(v) => Some(
+                    check_base(v).map_err(|p| ConfigError::new("subagents.worktree_base", p))?,
+                ),
             },
             adjustments,
         })

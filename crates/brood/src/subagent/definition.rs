@@ -35,7 +35,8 @@
 //!   ignored with a warning (a file only narrows);
 //! - `isolation: worktree` (Claude Code's key and value) runs the agent, when it
 //!   writes, in its own git worktree (see [`super::worktree`]); `none` cannot turn
-//!   off the user's `[subagents] isolation = "worktree"`;
+//!   off the user's `[subagents] isolation = "worktree"`; `worktree_base: REF`
+//!   (brood) branches those worktrees from REF, over `[subagents] worktree_base`;
 //! - `skills`, `hooks`, `mcpServers`, `memory`, `background` have no brood
 //!   equivalent: accepted, with a warning in [`AgentDefinition::warnings`];
 //! - Claude Code tool names are mapped (`Read`→`read_file`, `Write`→`write_file`,
@@ -58,7 +59,7 @@
 use super::config::QuickModels;
 use super::front_matter;
 use super::role::Role;
-use super::worktree::Isolation;
+use super::worktree::{check_base, Isolation};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,7 +76,7 @@ pub const DELEGATION_TOOLS: [&str; 6] = [
 ];
 
 /// Keys brood understands itself.
-const BROOD_KEYS: [&str; 12] = [
+const BROOD_KEYS: [&str; 13] = [
     "name",
     "description",
     "tools",
@@ -88,6 +89,7 @@ const BROOD_KEYS: [&str; 12] = [
     "network",
     "permissions",
     "isolation",
+    "worktree_base",
 ];
 /// Claude Code keys brood accepts.
 const CLAUDE_KEYS: [&str; 9] = [
@@ -181,6 +183,8 @@ pub struct AgentDefinition {
     /// `isolation: worktree`: a writer of this type runs in its own git worktree.
     /// Only tightens (`none` does not undo the user's config).
     pub isolation: Option<Isolation>,
+    /// `worktree_base: REF`: what this type's worktrees branch from.
+    pub worktree_base: Option<String>,
     /// Display hint from Claude Code files.
     pub color: Option<String>,
     /// The body: the child's system prompt.
@@ -527,6 +531,19 @@ pub fn parse_definition(
             ))
         }
     };
+    let worktree_base = match fields.get("worktree_base") {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::String(v)) => {
+            Some(check_base(v).map_err(|p| bad("worktree_base", p))?)
+        }
+        Some(other) => {
+            let found = format!(
+                "expected a branch, tag or commit id, found {}",
+                kind_of(other)
+            );
+            return Err(bad("worktree_base", found));
+        }
+    };
 
     let tools = match fields.get("tools") {
         None | Some(serde_yaml::Value::Null) => None,
@@ -587,6 +604,7 @@ pub fn parse_definition(
         fork_context,
         network,
         isolation,
+        worktree_base,
         color,
         prompt: body.trim().to_string(),
         path: path.to_path_buf(),

@@ -217,7 +217,12 @@ impl Spawner for Supervisor {
             .contains(&Capability::Write)
             || granted.permissions.shell == ShellPolicy::Full;
         let (workspace, worktree) = if isolation == Isolation::Worktree && writes {
-            let (tree, workspace) = self.make_worktree(parent, &id).await?;
+            // The definition's base over the config's; else the parent's HEAD.
+            let base = definition
+                .as_ref()
+                .and_then(|d| d.worktree_base.clone())
+                .or_else(|| self.env().settings.worktree_base.clone());
+            let (tree, workspace) = self.make_worktree(parent, &id, base).await?;
             warnings.extend(tree.warnings.iter().cloned());
             (workspace, Some(tree))
         } else {
@@ -369,18 +374,19 @@ impl Spawner for Supervisor {
 }
 
 impl Supervisor {
-    /// Make run `id`'s worktree from `parent`'s workspace, and the jail rooted
-    /// in it.
+    /// Make run `id`'s worktree from `parent`'s workspace (from `base` when set,
+    /// else its `HEAD`), and the jail rooted in it.
     async fn make_worktree(
         &self,
         parent: &RunCtx,
         id: &str,
+        base: Option<String>,
     ) -> Result<(Arc<Worktree>, Arc<Workspace>), SpawnError> {
         let session_ws = self.env().workspace.root().to_path_buf();
         let parent_ws = parent.workspace.root().to_path_buf();
         let run = id.to_string();
         let made = tokio::task::spawn_blocking(move || {
-            let tree = worktree::create(&session_ws, &parent_ws, &run)?;
+            let tree = worktree::create(&session_ws, &parent_ws, &run, base.as_deref())?;
             match Workspace::open(&tree.workspace) {
                 Ok(ws) => Ok((Arc::new(tree), Arc::new(ws))),
                 Err(e) => {

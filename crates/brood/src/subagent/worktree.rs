@@ -2,7 +2,7 @@
 //!
 //! A child that may change files and runs isolated gets a worktree at
 //! `<workspace>/.brood/worktrees/<run id>` on a new branch `brood/<run id>` from
-//! its parent's `HEAD`; its file tools, jail and shell sandbox are rooted there,
+//! its parent's `HEAD` (or from `worktree_base`, see [`check_base`]); its file tools, jail and shell sandbox are rooted there,
 //! so two writers editing the same file never overwrite each other. When it ends
 //! brood commits what it left uncommitted (a message naming the run) and
 //! [`Worktree::settle`]s: a worktree without commits is removed with its branch;
@@ -122,6 +122,17 @@ pub enum WorktreeError {
         /// The files in conflict.
         files: Vec<String>,
     },
+    /// `worktree_base` does not name a commit of the repository.
+    #[error(
+        "worktree_base '{base}': {problem}; fix or remove `worktree_base` in [subagents] \
+         or in the agent file"
+    )]
+    BadBase {
+        /// The base as configured.
+        base: String,
+        /// Why it cannot be branched from.
+        problem: String,
+    },
     /// A git command failed.
     #[error(transparent)]
     Git(#[from] GitError),
@@ -199,10 +210,39 @@ pub fn dir_of(workspace: &Path, id: &str) -> PathBuf {
     workspace.join(WORKTREES_DIR).join(id)
 }
 
-/// Make run `id`'s worktree: branch `brood/<id>` from the `HEAD` of `parent`
-/// (the opening run's workspace), checked out under `workspace`'s
-/// `.brood/worktrees/`. Blocking (runs git).
-pub fn create(workspace: &Path, parent: &Path, id: &str) -> Result<Worktree, WorktreeError> {
+/// Check a `worktree_base` as written in config or front matter (attacker input):
+/// a branch, tag, remote-tracking branch or commit id, optionally with `~N`/`^N`
+/// — letters, digits and `._/~^-` only, not starting with `-` (never an option to
+/// git), no `..` (never a range), at most 200 bytes. Whether it names a commit is
+/// only known in the repository, when a child is opened.
+pub fn check_base(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._/~^-".contains(c);
+    if t.is_empty() || t.len() > 200 || t.starts_with('-') || t.contains("..") {
+        return Err(format!(
+            "'{t}' is not a base to branch from; give a branch, tag or commit id (e.g. main, \
+             origin/release, v1.2, 3f2a9c1)"
+        ));
+    }
+    match t.chars().find(|c| !allowed(*c)) {
+        Some(c) => Err(format!(
+            "'{t}' is not a base to branch from: {c:?} is not allowed (letters, digits and \
+             ._/~^- only)"
+        )),
+        None => Ok(t.to_string()),
+    }
+}
+
+/// Make run `id`'s worktree: branch `brood/<id>` from `base` (checked by
+/// [`check_base`]; `None`: the `HEAD`) of `parent` (the opening run's
+/// workspace), checked out under `workspace`'s `.brood/worktrees/`. Blocking
+/// (runs git).
+pub fn create(
+    workspace: &Path,
+    parent: &Path,
+    id: &str,
+    from: Option<&str>,
+) -> Result<Worktree, WorktreeError> {
     let git = Git::open(parent)?;
     let not_repo = |detail: String| WorktreeError::NotARepository {
         workspace: parent.to_path_buf(),
@@ -215,16 +255,32 @@ pub fn create(workspace: &Path, parent: &Path, id: &str) -> Result<Worktree, Wor
         Err(e) => return Err(e.into()),
     }
     let prefix = git.run(&["rev-parse", "--show-prefix"])?.trim().to_string();
-    let base = git
-        .run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
-        .map_err(|_| WorktreeError::NoCommit {
-            workspace: parent.to_path_buf(),
-        })?
-        .trim()
-        .to_string();
+    let base = match from {
+        None => git
+            .run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+            .map_err(|_| WorktreeError::NoCommit {
+                workspace: parent.to_path_buf(),
+            })?,
+        Some(from) => {
+            let from = check_base(from).map_err(|problem| WorktreeError::BadBase {
+                base: from.to_string(),
+                problem,
+            })?;
+            git.run(&["rev-parse", "--verify", "-q", &format!("{from}^{{commit}}")])
+                .map_err(|_| WorktreeError::BadBase {
+                    base: from.clone(),
+                    problem: format!(
+                        "the repository at {} has no commit named '{from}'",
+                        parent.display()
+                    ),
+                })?
+        }
+    }
+    .trim()
+    .to_string();
     let mut warnings = Vec::new();
     let dirty = git.run(&["status", "--porcelain", "--untracked-files=no"])?;
-    if !dirty.trim().is_empty() {
+    if from.is_none() && !dirty.trim().is_empty() {
         warnings.push(format!(
             "the workspace has uncommitted changes to tracked files; this worktree starts \
              from HEAD ({}) without them",
