@@ -12,6 +12,7 @@ mod jail;
 mod memory;
 mod protect;
 mod races;
+mod redteam;
 mod schemas;
 mod search;
 mod shell;

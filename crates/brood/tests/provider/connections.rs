@@ -8,11 +8,9 @@
 //! connection. The TLS endpoint is brood-mock's, with a CA made for the test and
 //! trusted only through `[providers.local] ca_cert` — verification is never off.
 
-mod common;
-
+use crate::common::{mock_session, report, workspace};
 use brood::subagent::Limits;
 use brood_mock::{Alpn, MockReply, MockServer};
-use common::{mock_session, report, workspace};
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -37,13 +35,13 @@ fn tree(n: usize, delay: Duration) -> impl Fn(&brood_mock::MockRequest) -> MockR
 fn lim(cap: usize, total: usize) -> Limits {
     Limits {
         max_total: total,
-        ..common::limits(cap, cap)
+        ..crate::common::limits(cap, cap)
     }
 }
 
 /// Runs the parent on `session` and checks the tree completed.
 async fn run_tree(session: &brood::runtime::Session, n: usize) {
-    let out = common::within(
+    let out = crate::common::within(
         "the tree",
         session.run_with("parent: fan out", None, CancellationToken::new()),
     )

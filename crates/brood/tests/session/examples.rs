@@ -2,6 +2,7 @@
 //! user runs them (`--workspace --base-url --model --api-key-env`) against brood's
 //! own mock server.
 
+use crate::common::report;
 use brood_mock::{MockReply, MockRequest, MockServer};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -27,10 +28,6 @@ fn examples_dir() -> PathBuf {
             exe.parent().unwrap().parent().unwrap().join("examples")
         })
         .clone()
-}
-
-fn report(summary: &str) -> String {
-    format!("SUMMARY: {summary}\nCHANGES: None.\nEVIDENCE: None.\nRISKS: None.\nBLOCKERS: None.")
 }
 
 fn is_child(req: &MockRequest) -> bool {

@@ -3,13 +3,11 @@
 //! `ask` reaching the approver naming the agent and the rule; an agent file's rules
 //! narrowing only its own runs; rules added and removed for the session.
 
-mod common;
-
+use crate::common::report;
 use async_trait::async_trait;
 use brood::model::scripted::{ScriptStep, ScriptedModel};
 use brood::tool::RuleKind;
 use brood::{Capability, Session, Tool, ToolContext, ToolError};
-use common::report;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
@@ -123,7 +121,7 @@ fn assert_all_refused(who: &str, seen: &[String], ws: &std::path::Path) {
 }
 
 fn workspace_with_secrets(config: &str) -> tempfile::TempDir {
-    let ws = common::workspace(config);
+    let ws = crate::common::workspace(config);
     std::fs::create_dir_all(ws.path().join("secret")).unwrap();
     std::fs::create_dir_all(ws.path().join("deps")).unwrap();
     std::fs::write(ws.path().join("secret/key.txt"), "hunter2").unwrap();
@@ -151,7 +149,7 @@ async fn deny_rules_hold_for_every_builtin_tool_task_and_an_mcp_tool_in_parent_a
             remember_tool_results(parent_seen.clone(), "done".into()),
         ]);
     let session = Session::builder(ws.path())
-        .config(common::load_config(ws.path(), &Default::default()))
+        .config(crate::common::load_config(ws.path(), &Default::default()))
         .model(model)
         .tool(McpIssue)
         .build()
@@ -183,7 +181,7 @@ async fn a_read_file_rule_governs_grep_find_files_and_list_dir() {
         remember_tool_results(seen.clone(), "done".into()),
     ]);
     let session = Session::builder(ws.path())
-        .config(common::load_config(ws.path(), &Default::default()))
+        .config(crate::common::load_config(ws.path(), &Default::default()))
         .model(model)
         .build()
         .await
@@ -248,7 +246,7 @@ async fn an_ask_rule_reaches_the_approver_naming_agent_and_rule_and_each_answer_
         ]);
     let asked = Arc::new(Mutex::new(Vec::new()));
     let session = Session::builder(ws.path())
-        .config(common::load_config(ws.path(), &Default::default()))
+        .config(crate::common::load_config(ws.path(), &Default::default()))
         .model(model)
         .approver(Scripted {
             asked: asked.clone(),
@@ -317,7 +315,7 @@ async fn an_agent_files_rules_narrow_its_own_runs_and_its_allow_is_ignored() {
             ScriptStep::text("done"),
         ]);
     let session = Session::builder(ws.path())
-        .config(common::load_config(ws.path(), &Default::default()))
+        .config(crate::common::load_config(ws.path(), &Default::default()))
         .model(model)
         .build()
         .await
@@ -356,7 +354,7 @@ async fn rules_added_and_removed_for_the_session_apply_from_the_next_call() {
             ],
         );
     let session = Session::builder(ws.path())
-        .config(common::load_config(ws.path(), &Default::default()))
+        .config(crate::common::load_config(ws.path(), &Default::default()))
         .model(model)
         .build()
         .await
@@ -375,7 +373,7 @@ async fn rules_added_and_removed_for_the_session_apply_from_the_next_call() {
 
 #[test]
 fn a_malformed_rule_is_a_config_error_naming_file_and_rule_and_a_workspace_allow_is_ignored() {
-    let ws = common::workspace("[permissions]\ndeny = [\"Bash(rm:*)\"]\n");
+    let ws = crate::common::workspace("[permissions]\ndeny = [\"Bash(rm:*)\"]\n");
     let err = brood::runtime::config::Config::load(
         &brood::runtime::config::ConfigPaths {
             user_dir: None,
@@ -392,8 +390,9 @@ fn a_malformed_rule_is_a_config_error_naming_file_and_rule_and_a_workspace_allow
             && err.contains("bash(rm:*)"),
         "{err}"
     );
-    let ws = common::workspace("[permissions]\nallow = [\"bash\"]\ndeny = [\"bash(rm:*)\"]\n");
-    let config = common::load_config(ws.path(), &Default::default());
+    let ws =
+        crate::common::workspace("[permissions]\nallow = [\"bash\"]\ndeny = [\"bash(rm:*)\"]\n");
+    let config = crate::common::load_config(ws.path(), &Default::default());
     let kinds: Vec<RuleKind> = config.permissions.rules().iter().map(|r| r.kind).collect();
     assert_eq!(kinds, [RuleKind::Deny]);
     assert!(

@@ -5,16 +5,17 @@
 //! that is not offered, tool arguments cut by `max_tokens`, a model list that does
 //! not name the model. Each test names the quirk (by its number in that file).
 
+use crate::step;
 use brood::agent::{self, AgentHooks, AgentSpec, ToolChoicePolicy};
 use brood::model::openai::{OpenAiProvider, ProviderConfig};
 use brood::model::{
-    FinishReason, Message, Model, ModelError, ModelRequest, ModelResponse, Role, Sampling,
-    StreamEvent, ToolChoice, ToolSpec,
+    FinishReason, Message, Model, ModelError, ModelRequest, Role, Sampling, StreamEvent,
+    ToolChoice, ToolSpec,
 };
 use brood::tool::{self, Permissions, Toolbox, Workspace};
 use brood_mock::{Answer, MockReply, MockServer};
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 fn config(server: &MockServer) -> ProviderConfig {
@@ -48,16 +49,6 @@ fn request(tools: Vec<ToolSpec>, tool_choice: Option<ToolChoice>) -> ModelReques
         tool_choice,
         sampling: Sampling::default(),
     }
-}
-
-async fn step(
-    p: &OpenAiProvider,
-    req: &ModelRequest,
-) -> (Result<ModelResponse, ModelError>, Vec<StreamEvent>) {
-    let seen = Mutex::new(Vec::new());
-    let on = |e: StreamEvent| seen.lock().unwrap().push(e);
-    let r = p.step(req, &on).await;
-    (r, seen.into_inner().unwrap())
 }
 
 fn raw_sse(events: &[&str]) -> MockReply {

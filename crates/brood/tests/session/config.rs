@@ -332,7 +332,7 @@ fn an_empty_xdg_config_home_means_unset() {
     let ws = tempfile::tempdir().unwrap();
     // In a child process: the environment is process-global.
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "xdg_probe", "--nocapture", "--ignored"])
+        .args(["--exact", "config::xdg_probe", "--nocapture", "--ignored"])
         .env_clear()
         .env("XDG_CONFIG_HOME", "")
         .env("HOME", home.path())

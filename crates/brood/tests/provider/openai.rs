@@ -1,17 +1,16 @@
 //! The OpenAI-compatible provider against brood-mock: assembly of streamed and whole
 //! answers, the request it sends, usage dialects, retries, timeouts and typed errors.
 
+use crate::step;
 use brood::model::openai::{OpenAiProvider, ProviderConfig};
 use brood::model::{
-    FinishReason, Message, Model, ModelError, ModelRequest, ModelResponse, Sampling, StreamEvent,
-    ToolCall, ToolChoice, ToolSpec, Usage,
+    FinishReason, Message, Model, ModelError, ModelRequest, Sampling, StreamEvent, ToolCall,
+    ToolChoice, ToolSpec, Usage,
 };
 use brood_mock::{Answer, MockReply, MockServer};
 use serde_json::json;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-#[path = "provider/failures.rs"]
 mod failures;
 
 fn config(server: &MockServer) -> ProviderConfig {
@@ -37,17 +36,6 @@ fn request(user: &str) -> ModelRequest {
         tool_choice: None,
         sampling: Sampling::default(),
     }
-}
-
-/// Run one step, collecting its events.
-async fn step(
-    p: &OpenAiProvider,
-    req: &ModelRequest,
-) -> (Result<ModelResponse, ModelError>, Vec<StreamEvent>) {
-    let seen = Mutex::new(Vec::new());
-    let on = |e: StreamEvent| seen.lock().unwrap().push(e);
-    let r = p.step(req, &on).await;
-    (r, seen.into_inner().unwrap())
 }
 
 fn text_of(events: &[StreamEvent]) -> (String, usize) {

@@ -1,5 +1,6 @@
 //! The scripted model and record/replay, through the `Model` trait.
 
+use crate::step;
 use brood::model::openai::{OpenAiProvider, ProviderConfig};
 use brood::model::record::{RecordError, Recorder, Replayer};
 use brood::model::scripted::{estimate_tokens, ScriptStep, ScriptedModel};
@@ -9,7 +10,7 @@ use brood::model::{
 };
 use brood_mock::{Answer, MockServer};
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn request(user: &str) -> ModelRequest {
@@ -32,16 +33,6 @@ fn continue_with(req: &ModelRequest, resp: &ModelResponse) -> ModelRequest {
             .push(Message::tool_result(&c.id, format!("result of {}", c.name)));
     }
     next
-}
-
-async fn step(
-    m: &dyn Model,
-    req: &ModelRequest,
-) -> (Result<ModelResponse, ModelError>, Vec<StreamEvent>) {
-    let seen = Mutex::new(Vec::new());
-    let on = |e: StreamEvent| seen.lock().unwrap().push(e);
-    let r = m.step(req, &on).await;
-    (r, seen.into_inner().unwrap())
 }
 
 fn temp_path(dir: &tempfile::TempDir, name: &str) -> std::path::PathBuf {
