@@ -24,6 +24,7 @@ mod signals;
 mod status;
 mod table;
 mod words;
+mod worker;
 mod worktrees;
 
 use brood::runtime::config::{Config, ConfigPaths, Overrides};
@@ -97,6 +98,9 @@ enum Command {
         #[arg(long)]
         trust: bool,
     },
+    /// Run as one worker of a fleet: claim queued runs from a PostgreSQL ledger and
+    /// run each in a git worktree under --workspace-root (docs/FLEET.md).
+    Worker(worker::WorkerArgs),
     /// Print a shell completion script, e.g. `brood completions bash > ~/.local/share/bash-completion/completions/brood`.
     Completions {
         /// The shell to complete for.
@@ -325,6 +329,7 @@ async fn dispatch(cli: Cli) -> u8 {
                 command => agents::run(command, &ws).await as u8,
             }
         }
+        Command::Worker(args) => worker::run(args).await,
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut buf = Vec::new();

@@ -27,6 +27,9 @@ mod config_show;
 #[path = "cli_run/worktree.rs"]
 mod worktree;
 
+#[path = "cli_run/fleet.rs"]
+mod fleet;
+
 #[path = "cli_run/exit_codes.rs"]
 mod exit_codes;
 

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 const MAX_LINEAGE: usize = 256;
 
 /// What the ledger holds of a run to resume.
-struct Recorded {
+pub(super) struct Recorded {
     lineage: Vec<RunRecord>,
     events: Vec<EventRecord>,
     /// `(seq, content)`, spilled entries in full.
@@ -80,13 +80,33 @@ impl Session {
             let id = record.id.to_string();
             return Err(ResumeError::Ledger(LedgerError::NotResumable { id, why }).into());
         }
+        self.continue_recorded(recorded, events, turn, None, false)
+            .await
+    }
+
+    /// Continue a recorded run (read by [`read_recorded`], its status checked) to its
+    /// end: its conversation rebuilt, then the supervisor's resume. `workspace` and
+    /// `claimed` as in [`ResumeRequest`].
+    pub(super) async fn continue_recorded(
+        &self,
+        recorded: Recorded,
+        events: Option<EventSink>,
+        turn: CancellationToken,
+        workspace: Option<Arc<crate::tool::Workspace>>,
+        claimed: bool,
+    ) -> Result<RunReport, SessionError> {
+        let Some(record) = recorded.lineage.last().cloned() else {
+            return Err(ResumeError::Ledger(LedgerError::UnknownRun { id: String::new() }).into());
+        };
         let mut messages: Vec<Message> =
             rebuild_messages(&recorded.transcript).map_err(|e| ResumeError::Transcript {
                 id: record.id.to_string(),
                 detail: e.to_string(),
             })?;
-        if messages.is_empty() {
-            // Interrupted before its task was recorded: the task is its objective.
+        let task_unrecorded = messages.is_empty();
+        if task_unrecorded {
+            // Interrupted before its task was recorded (or never started: a fleet
+            // run's first claim): the task is its objective.
             messages.push(Message::user(record.objective.clone()));
         }
         let tallies = Arc::new(RootTallies::default());
@@ -117,6 +137,9 @@ impl Session {
                 observer: events,
                 cancel: cancel.clone(),
                 tallies: Some(tallies.clone()),
+                workspace,
+                claimed,
+                task_unrecorded,
             })
             .await;
         link.abort();
@@ -181,7 +204,7 @@ impl Drop for RootEntry {
 }
 
 /// The run named by `prefix`, its ancestors (root first), events and transcript.
-fn read_recorded(r: &LedgerReader, prefix: &str) -> Result<Recorded, LedgerError> {
+pub(super) fn read_recorded(r: &LedgerReader, prefix: &str) -> Result<Recorded, LedgerError> {
     let id = r.resolve_id(prefix)?;
     let detail = r.get_run(&id)?;
     let mut lineage = vec![detail.run];

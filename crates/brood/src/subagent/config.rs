@@ -26,6 +26,7 @@
 //! | `tool_choice`, `first_tool_choice` | the session's | auto, required, none or a tool name; children only |
 //! | `isolation` | none | none or worktree; writers get their own git worktree; a later layer cannot turn `worktree` off |
 //! | `worktree_base` | the parent's HEAD | a branch, tag or commit id such worktrees branch from ([`super::worktree::check_base`]) |
+//! | `placement` | local | local or fleet; fleet enqueues children for `brood worker`s (needs a PostgreSQL ledger) |
 //!
 //! Clamps are not errors, but each one is written to [`SubagentSettings::adjustments`]
 //! so the runtime can show it.
@@ -122,6 +123,20 @@ pub struct SubagentsConfig {
     /// What isolated children's worktrees branch from (default: the `HEAD` of the
     /// workspace they are opened from).
     pub worktree_base: Option<String>,
+    /// `fleet`: children are enqueued in the PostgreSQL ledger for `brood worker`s
+    /// (docs/FLEET.md); `local` (default): they run in this process.
+    pub placement: Option<String>,
+}
+
+/// Where children run (`[subagents] placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// In this process (the default).
+    #[default]
+    Local,
+    /// Enqueued in the PostgreSQL ledger and run by `brood worker`s (docs/FLEET.md).
+    Fleet,
 }
 
 /// One `[models.<alias>]` quick model.
@@ -256,6 +271,8 @@ pub struct SubagentSettings {
     pub isolation: Isolation,
     /// What isolated children's worktrees branch from (`None`: the parent's `HEAD`).
     pub worktree_base: Option<String>,
+    /// Whether children run in this process or are enqueued for the fleet.
+    pub placement: Placement,
     /// Values that were clamped, in words (e.g. for a startup notice).
     pub adjustments: Vec<String>,
 }
@@ -298,6 +315,7 @@ impl Default for SubagentSettings {
             first_tool_choice: None,
             isolation: Isolation::None,
             worktree_base: None,
+            placement: Placement::Local,
             adjustments: Vec::new(),
         }
     }
@@ -416,6 +434,7 @@ impl SubagentsConfig {
                 (a, b) => pick(a, b),
             },
             worktree_base: pick(&self.worktree_base, &over.worktree_base),
+            placement: pick(&self.placement, &over.placement),
         }
     }
 
@@ -598,6 +617,16 @@ impl SubagentsConfig {
                 Some(v) => Some(
                     check_base(v).map_err(|p| ConfigError::new("subagents.worktree_base", p))?,
                 ),
+            },
+            placement: match self.placement.as_deref().map(str::trim) {
+                None | Some("local") => Placement::Local,
+                Some("fleet") => Placement::Fleet,
+                Some(other) => {
+                    return Err(ConfigError::new(
+                        "subagents.placement",
+                        format!("{other:?} is not a placement: give \"local\" (children run in this process) or \"fleet\" (enqueued for `brood worker`s; needs a PostgreSQL ledger)"),
+                    ))
+                }
             },
             adjustments,
         })

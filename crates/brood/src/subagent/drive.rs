@@ -58,8 +58,8 @@ pub(crate) struct ChildPlan {
 /// Where a child's end goes: its record, its parent (for a background child), and
 /// whoever waits on it.
 #[derive(Clone)]
-struct Delivery {
-    ctx: Arc<RunCtx>,
+pub(super) struct Delivery {
+    pub(super) ctx: Arc<RunCtx>,
     warnings: Vec<String>,
     background: bool,
     parent_inbox: Arc<RunInbox>,
@@ -68,7 +68,7 @@ struct Delivery {
 }
 
 impl ChildPlan {
-    fn delivery(&self) -> Delivery {
+    pub(super) fn delivery(&self) -> Delivery {
         Delivery {
             ctx: self.ctx.clone(),
             warnings: self.warnings.clone(),
@@ -82,7 +82,7 @@ impl ChildPlan {
 
 impl Delivery {
     /// The child's result for how it ended (see [`ChildResult::settled`]).
-    fn result(&self, sup: &Supervisor, how: Settled<'_>) -> ChildResult {
+    pub(super) fn result(&self, sup: &Supervisor, how: Settled<'_>) -> ChildResult {
         let cancel_reason = sup.board().cancel_reason(&self.ctx.run_id);
         ChildResult::settled(self.ctx.who(self.warnings.clone()), how, cancel_reason)
     }
@@ -257,7 +257,11 @@ async fn drive_child(sup: Supervisor, plan: ChildPlan) {
 /// was dropped (the parent's turn cancelled while the record waited for the
 /// ledger) still has its record queued: the child ends it `cancelled`, which gives
 /// back its slot and its name, and tells no parent (nobody was told it opened).
-async fn spawn_on_disk(sup: &Supervisor, delivery: &Delivery, gate: &mut SpawnGate) -> bool {
+pub(super) async fn spawn_on_disk(
+    sup: &Supervisor,
+    delivery: &Delivery,
+    gate: &mut SpawnGate,
+) -> bool {
     match gate.settled().await {
         Gate::OnDisk => true,
         Gate::NotRecorded => false,
@@ -281,10 +285,19 @@ async fn spawn_on_disk(sup: &Supervisor, delivery: &Delivery, gate: &mut SpawnGa
 /// Record the end (queued to the ledger, ordered before anything recorded after
 /// it), then publish it; a background child's result is pushed into its parent's
 /// next step unless someone claimed it first.
-async fn finish(sup: &Supervisor, d: &Delivery, mut result: ChildResult) {
+pub(super) async fn finish(sup: &Supervisor, d: &Delivery, mut result: ChildResult) {
     if let Some(tree) = d.ctx.worktree.clone() {
         result.worktree = Some(settle_worktree(sup, &d.ctx.run_id, &d.ctx.name, tree).await);
     }
+    drop(d.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+    sup.recorder().finish_queued(&result);
+    publish(sup, d, result);
+}
+
+/// Publish a child's end, already recorded (by [`finish`], or by the fleet worker
+/// that ran it): its live status, a background child's completion pushed into its
+/// parent's next step (unless claimed first), and whoever waits on it.
+pub(super) fn publish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
     let Delivery {
         ctx,
         background,
@@ -293,8 +306,6 @@ async fn finish(sup: &Supervisor, d: &Delivery, mut result: ChildResult) {
         result_tx,
         ..
     } = d;
-    drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-    sup.recorder().finish_queued(&result);
     sup.board().set_status(&ctx.run_id, result.status);
     if *background {
         let cap = sup.env().settings.context_cap_bytes;

@@ -28,7 +28,7 @@ const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
 
 /// Settings that keep a repository's own configuration from running anything.
-const HARDENED: [&str; 12] = [
+const HARDENED: [&str; 13] = [
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.attributesFile=/dev/null",
@@ -41,6 +41,9 @@ const HARDENED: [&str; 12] = [
     "gc.auto=0",
     "maintenance.auto=false",
     "credential.helper=",
+    // A repository URL read from a shared ledger (a fleet worker's clone) may not
+    // name a transport that runs a command.
+    "protocol.ext.allow=never",
 ];
 
 /// Environment variables that would send a call to another repository or index.

@@ -51,6 +51,8 @@ pub mod definition;
 mod drive;
 mod error;
 pub mod evidence;
+mod fleet;
+mod fleet_wait;
 pub mod fork;
 pub mod front_matter;
 mod gate;
@@ -80,8 +82,8 @@ pub mod worktrees;
 pub use board::{Limits, LiveStatus, RunSnapshot};
 pub use catalog::{AgentCatalog, AgentKind, Shadowed, Skipped, UnknownAgentType};
 pub use config::{
-    memory_enabled, ConfigError, MemoryConfig, ModelOverrides, QuickModelConfig, QuickModels,
-    SubagentSettings, SubagentsConfig,
+    memory_enabled, ConfigError, MemoryConfig, ModelOverrides, Placement, QuickModelConfig,
+    QuickModels, SubagentSettings, SubagentsConfig,
 };
 pub use contract::{ParsedResult, Section};
 pub use definition::{AgentDefinition, DefinitionError, DefinitionSource, ModelChoice};

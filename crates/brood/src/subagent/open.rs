@@ -338,7 +338,10 @@ impl Spawner for Supervisor {
             self.recorder()
                 .warning(&id, serde_json::json!({ "spawn": warnings }));
         }
-        drive::start_child(self.clone(), plan);
+        match self.env().settings.placement {
+            super::config::Placement::Local => drive::start_child(self.clone(), plan),
+            super::config::Placement::Fleet => super::fleet::start_fleet_child(self.clone(), plan),
+        }
         if let Err(e) = durable.await {
             abandon(&worktree);
             let _ = settle_spawn.send(Some(false));

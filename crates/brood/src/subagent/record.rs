@@ -169,7 +169,7 @@ impl Recorder {
     }
 
     /// A run's terminal event, worded as its terminal record.
-    fn publish_end(&self, r: &ChildResult) {
+    pub(crate) fn publish_end(&self, r: &ChildResult) {
         self.bus.publish(&r.agent_id, || {
             let reason = r.reason.clone().unwrap_or_default();
             match r.status {

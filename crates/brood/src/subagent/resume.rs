@@ -80,6 +80,19 @@ pub enum ResumeError {
         /// Why the grant cannot be built.
         detail: String,
     },
+    /// A fleet worker cannot prepare the run's workspace (its repository and
+    /// revision as enqueued).
+    #[error("run {id} cannot run on this worker: preparing its workspace ({repo} at {rev}) failed: {detail}; check that this machine reaches the repository and that the revision exists there")]
+    Workspace {
+        /// The run.
+        id: String,
+        /// Its repository, as enqueued.
+        repo: String,
+        /// Its revision (`HEAD` when none was given).
+        rev: String,
+        /// What failed.
+        detail: String,
+    },
     /// Its transcript cannot be read back as a conversation.
     #[error("run {id} cannot be resumed: {detail}")]
     Transcript {
@@ -112,6 +125,15 @@ pub struct ResumeRequest {
     pub cancel: CancellationToken,
     /// Where its usage and cost are counted (what was spent before included).
     pub tallies: Option<Arc<RootTallies>>,
+    /// Where it runs: `None` is the session's workspace (or, for an isolated run,
+    /// the worktree it left); a fleet worker gives the worktree it prepared.
+    pub workspace: Option<Arc<crate::tool::Workspace>>,
+    /// Its record was already moved to this session by a fleet claim
+    /// (`Ledger::claim`): it is not reopened again.
+    pub claimed: bool,
+    /// Its transcript was empty (`messages` is its task alone): the task is
+    /// recorded as its first message, so a later resume finds it.
+    pub task_unrecorded: bool,
 }
 
 /// How a resumed run is set up, decided before anything is written.
@@ -171,8 +193,11 @@ impl Supervisor {
         let price = self
             .price_for(&provider_name, &model_id, model.as_ref())
             .await;
-        // Everything checked: reopen the record (refused if completed or live).
-        self.env().ledger.reopen(&RunId::from_string(&id)).await?;
+        // Everything checked: reopen the record (refused if completed or live),
+        // unless a fleet claim already did.
+        if !req.claimed {
+            self.env().ledger.reopen(&RunId::from_string(&id)).await?;
+        }
         let spent = Spent {
             turns: u32::try_from(record.steps).unwrap_or(u32::MAX),
             usage: Usage {
@@ -227,13 +252,16 @@ impl Supervisor {
         }
         // An isolated run resumes in the worktree it left (its branch keeps what
         // it writes; the worktree is then settled by `brood agents prune`).
-        let workspace = {
-            let dir = crate::subagent::worktree::dir_of(self.env().workspace.root(), &id);
-            match dir.join(".git").exists() {
-                true => crate::tool::Workspace::open(&dir)
-                    .map(Arc::new)
-                    .unwrap_or_else(|_| self.env().workspace.clone()),
-                false => self.env().workspace.clone(),
+        let workspace = match &req.workspace {
+            Some(w) => w.clone(),
+            None => {
+                let dir = crate::subagent::worktree::dir_of(self.env().workspace.root(), &id);
+                match dir.join(".git").exists() {
+                    true => crate::tool::Workspace::open(&dir)
+                        .map(Arc::new)
+                        .unwrap_or_else(|_| self.env().workspace.clone()),
+                    false => self.env().workspace.clone(),
+                }
             }
         };
         let ctx = Arc::new(RunCtx {
@@ -315,6 +343,11 @@ impl Supervisor {
             offered_tools: None,
             tool_concurrency: env.tool_concurrency,
         };
+        if req.task_unrecorded {
+            if let Some(task) = req.messages.first() {
+                super::hooks::record_message(self, &ctx, task);
+            }
+        }
         let hooks = hooks_for(self, &ctx, req.observer.clone());
         let mut outcome = agent::run_after(&spec, req.messages, spent, &hooks, &cancel).await;
         let parsed = if is_child {

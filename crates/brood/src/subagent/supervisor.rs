@@ -96,6 +96,8 @@ struct Inner {
     /// Permission rules and approvals for every call of every run (set once by the
     /// session; a bare supervisor has none).
     gate: OnceLock<Arc<dyn crate::tool::CallGate>>,
+    /// Ends of fleet children, pushed through the database (started on first use).
+    fleet: super::fleet_wait::FleetWait,
 }
 
 /// One per session: admits, runs, bounds and records every run.
@@ -125,6 +127,7 @@ impl Supervisor {
                 known_models: Mutex::new(HashMap::new()),
                 published_prices: Mutex::new(HashMap::new()),
                 gate: OnceLock::new(),
+                fleet: Default::default(),
             }),
         };
         sup.start_heartbeat();
@@ -163,6 +166,10 @@ impl Supervisor {
     }
 
     /// Where runs are recorded (the ledger) and published (the event bus).
+    pub(crate) fn fleet_wait(&self) -> &super::fleet_wait::FleetWait {
+        &self.inner.fleet
+    }
+
     pub(crate) fn recorder(&self) -> &Recorder {
         &self.inner.recorder
     }

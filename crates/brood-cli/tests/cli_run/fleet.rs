@@ -1,0 +1,245 @@
+//! The fleet end to end (docs/FLEET.md) on a throwaway PostgreSQL: a `brood run`
+//! whose `[subagents] placement = "fleet"` enqueues its children, `brood worker`
+//! processes claim and run them against brood-mock, and the parent receives each
+//! result through the database; a SIGKILLed worker's run is finished by another
+//! worker under the same id.
+
+use super::*;
+use brood_mock::Gate;
+use std::process::{Child, Stdio};
+
+#[path = "../../../brood/tests/ledger/common/pg.rs"]
+mod pg;
+
+/// A git repository workspace (the fleet's children run in worktrees of it) whose
+/// user config places children in the fleet.
+fn fleet_fixture() -> Fixture {
+    let f = fixture();
+    let ws = f.ws.path();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "notes.txt"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "start",
+        ],
+    ] {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+    let conf = f.home.path().join(".config/brood");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("config.toml"),
+        "[subagents]\nplacement = \"fleet\"\n",
+    )
+    .unwrap();
+    f
+}
+
+/// `brood worker` on `url` with its own workspace root, against `server`.
+fn spawn_worker(f: &Fixture, server: &MockServer, url: &str, root: &Path) -> Child {
+    f.command()
+        .env("BROOD_LEDGER_URL", url)
+        .args(["worker", "--workspace-root"])
+        .arg(root)
+        .args(["--lease-secs", "2"])
+        .args(local_flags(server))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn brood worker")
+}
+
+/// Every run of the ledger at `url`, as `brood agents list --all --json` prints them.
+fn fleet_runs(f: &Fixture, url: &str) -> Vec<Value> {
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", url)
+        .args(["agents", "list", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The event kinds of run `id`.
+fn event_kinds(f: &Fixture, url: &str, id: &str) -> Vec<String> {
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", url)
+        .args(["agents", "show", id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// SIGTERM a worker: it finishes what it holds and exits 0. Its stderr.
+fn stop(worker: Child) -> String {
+    send_signal(worker.id(), "TERM");
+    let out = wait_bounded(worker);
+    let log = text(&out).1;
+    assert_eq!(out.status.code(), Some(0), "worker: {log}");
+    log
+}
+
+const ANSWER: &str = "SUMMARY: looked\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
+
+#[test]
+fn a_fleet_parents_children_run_on_a_worker_and_their_results_reach_it() {
+    let Some(url) = pg::fresh_database("a_fleet_parents_children_run_on_a_worker") else {
+        return;
+    };
+    let f = fleet_fixture();
+    let server = MockServer::start(|req| {
+        let first = req.first_user_text().unwrap_or_default().to_string();
+        if first.starts_with("look ") {
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call("list_dir", json!({})),
+                _ => MockReply::text(ANSWER.replace("looked", &format!("looked ({first})"))),
+            };
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"prompts": ["look a", "look b", "look c"]})),
+            _ => MockReply::text("done"),
+        }
+    });
+    let root = tempfile::tempdir().unwrap();
+    let worker = spawn_worker(&f, &server, &url, root.path());
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "fan out"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["final"], "done");
+    // The parent's step after `task` carries each child's answer, as a local
+    // child's would be delivered.
+    let requests = server.requests();
+    let parent_last = requests
+        .iter()
+        .rev()
+        .find(|r| r["messages"][1]["content"] == "fan out")
+        .unwrap()
+        .to_string();
+    for who in ["look a", "look b", "look c"] {
+        assert!(
+            parent_last.contains(&format!("({who})")),
+            "{who} missing from {parent_last}"
+        );
+    }
+    let log = stop(worker);
+    let runs = fleet_runs(&f, &url);
+    let parent = runs.iter().find(|r| r["parent_id"].is_null()).unwrap();
+    let children: Vec<&Value> = runs.iter().filter(|r| !r["parent_id"].is_null()).collect();
+    assert_eq!(children.len(), 3, "{runs:?}");
+    for c in &children {
+        let id = c["id"].as_str().unwrap();
+        assert_eq!(c["status"], "completed", "{c}");
+        assert_ne!(
+            c["session_id"], parent["session_id"],
+            "ran on the worker: {c}"
+        );
+        assert!(log.contains(&format!("claimed run {id}")), "{log}");
+        let ends = event_kinds(&f, &url, id)
+            .into_iter()
+            .filter(|k| k == "completed")
+            .count();
+        assert_eq!(ends, 1, "run {id} completed exactly once");
+        // It ran in a worktree of the parent's repository under the worker's root.
+        assert!(root.path().join(id).join("notes.txt").is_file());
+    }
+}
+
+#[test]
+fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
+    let Some(url) = pg::fresh_database("a_sigkilled_workers_run_is_finished") else {
+        return;
+    };
+    let f = fleet_fixture();
+    // The child's first request hangs until the gate opens: the first worker is
+    // killed while it waits.
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = MockServer::start(move |req| {
+        let first = req.first_user_text().unwrap_or_default().to_string();
+        if first == "look slowly" {
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call("list_dir", json!({})).until(&held),
+                _ => MockReply::text(ANSWER),
+            };
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"description": "look slowly"})),
+            _ => MockReply::text("done"),
+        }
+    });
+    let parent = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "delegate"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let root1 = tempfile::tempdir().unwrap();
+    let mut first = spawn_worker(&f, &server, &url, root1.path());
+    // The parent's request, then the child's (held) one on the first worker.
+    wait_for_requests(&server, 2);
+    first.kill().unwrap();
+    let _ = first.wait();
+    gate.open();
+    let root2 = tempfile::tempdir().unwrap();
+    let second = spawn_worker(&f, &server, &url, root2.path());
+    let out = parent.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let log = stop(second);
+    let runs = fleet_runs(&f, &url);
+    let child = runs.iter().find(|r| !r["parent_id"].is_null()).unwrap();
+    let id = child["id"].as_str().unwrap();
+    assert_eq!(child["status"], "completed", "{child}");
+    assert!(
+        log.contains(&format!("claimed run {id} (attempt 2")),
+        "{log}"
+    );
+    let kinds = event_kinds(&f, &url, id);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "completed").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(kinds.iter().any(|k| k == "resumed"), "{kinds:?}");
+    // The second worker continued from the recorded steps: its first request
+    // already holds the task the first worker recorded.
+    let child_requests: Vec<Value> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r["messages"].to_string().contains("look slowly"))
+        .collect();
+    assert!(child_requests.len() >= 2, "{child_requests:?}");
+}

@@ -1,0 +1,124 @@
+//! A fleet worker's side of the runtime (docs/FLEET.md): [`Session::run_claimed`] runs
+//! a run its ledger claimed (`Ledger::claim`) through the same path a resumed run
+//! takes (`Session::resume`: the conversation rebuilt from its transcript, its grant
+//! re-derived and narrowed to the grant recorded at its spawn, its limits counting
+//! what it spent), under its own id, parent and root, in a git worktree of its
+//! repository prepared under the worker's workspace root
+//! ([`prepare_fleet_workspace`]).
+
+use super::error::SessionError;
+use super::resume::read_recorded;
+use super::root::RunReport;
+use super::session::Session;
+use crate::agent::EventSink;
+use crate::ledger::Claimed;
+use crate::subagent::git::Git;
+use crate::subagent::ResumeError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+impl Session {
+    /// Run `claimed` — a run this session's ledger claimed — to its end, from its last
+    /// recorded step (a first claim starts from its task), in a worktree of its
+    /// repository at its revision under `workspace_root` (see
+    /// [`prepare_fleet_workspace`]). Its tools are exactly the grant recorded at its
+    /// spawn or narrower (today's configuration on this worker may narrow it); the
+    /// model endpoints and keys are this session's (they never travel through the
+    /// ledger). Its end is recorded only while this worker holds its lease.
+    ///
+    /// An `Err` wrote nothing about the run's end: the worker should record it
+    /// failed (it holds the lease), or leave it to be claimed again.
+    pub async fn run_claimed(
+        &self,
+        claimed: &Claimed,
+        workspace_root: &Path,
+        events: Option<EventSink>,
+        turn: CancellationToken,
+    ) -> Result<RunReport, SessionError> {
+        let id = claimed.run.as_str().to_string();
+        let recorded = self
+            .ledger()
+            .read(move |r| read_recorded(r, &id))
+            .await
+            .map_err(ResumeError::Ledger)?;
+        let root = workspace_root.to_path_buf();
+        let what = claimed.clone();
+        let dir = tokio::task::spawn_blocking(move || prepare_fleet_workspace(&root, &what))
+            .await
+            .map_err(|e| workspace_error(claimed, e.to_string()))??;
+        let workspace = crate::tool::Workspace::open(&dir)
+            .map_err(|e| workspace_error(claimed, format!("{}: {e}", dir.display())))?;
+        self.continue_recorded(recorded, events, turn, Some(Arc::new(workspace)), true)
+            .await
+    }
+}
+
+fn workspace_error(claimed: &Claimed, detail: String) -> ResumeError {
+    ResumeError::Workspace {
+        id: claimed.run.to_string(),
+        repo: claimed.repo.clone(),
+        rev: claimed.rev.clone().unwrap_or_else(|| "HEAD".into()),
+        detail,
+    }
+}
+
+/// The worktree a claimed run runs in: `<root>/<run id>`, a detached `git worktree` of
+/// its repository at its revision. A run taken over on the machine that ran it before
+/// continues in the worktree it left. The repository is used in place when it is a
+/// directory on this machine, else cloned once (bare) under `<root>/.repos/`. Every
+/// `git` call is hardened against the repository (`subagent::git`), and a URL cannot
+/// name a transport that runs a command.
+pub fn prepare_fleet_workspace(root: &Path, claimed: &Claimed) -> Result<PathBuf, ResumeError> {
+    let fail = |detail: String| workspace_error(claimed, detail);
+    // The id names a directory: from the database, so checked (ids are UUIDs).
+    let id = claimed.run.as_str();
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(fail(format!("run id {id:?} cannot name a directory")));
+    }
+    std::fs::create_dir_all(root).map_err(|e| fail(format!("{}: {e}", root.display())))?;
+    let dir = root.join(claimed.run.as_str());
+    if dir.join(".git").exists() {
+        return Ok(dir);
+    }
+    let repo = claimed.repo.as_str();
+    let source = if Path::new(repo).is_dir() {
+        PathBuf::from(repo)
+    } else {
+        let bare = root.join(".repos").join(format!("{:016x}.git", fnv(repo)));
+        if !bare.exists() {
+            let parent = bare.parent().unwrap_or(root);
+            std::fs::create_dir_all(parent)
+                .map_err(|e| fail(format!("{}: {e}", parent.display())))?;
+            let target = bare.to_string_lossy().into_owned();
+            Git::open(root)
+                .map_err(|e| fail(e.to_string()))?
+                .run(&["clone", "--bare", "--quiet", "--", repo, &target])
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        bare
+    };
+    let git = Git::open(&source).map_err(|e| fail(e.to_string()))?;
+    let rev = claimed.rev.as_deref().unwrap_or("HEAD");
+    if rev.starts_with('-') {
+        return Err(fail(format!("{rev:?} is not a revision")));
+    }
+    let target = dir.to_string_lossy().into_owned();
+    git.run(&["worktree", "add", "--detach", "--quiet", &target, rev])
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(dir)
+}
+
+/// FNV-1a: a stable directory name for a repository URL.
+fn fnv(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
