@@ -66,7 +66,7 @@ fn server_with(
     after_resume: Option<(&'static str, Value)>,
 ) -> MockServer {
     MockServer::start(move |req| {
-        if req.first_user_text() == Some(TASK) {
+        if is_the_child(req) {
             return match (req.assistant_turns(), &after_resume) {
                 (0, _) => Answer::new()
                     .tool_call("read_file", json!({"path": "notes.txt"}))
@@ -97,6 +97,17 @@ fn server_with(
             _ => MockReply::text("parent done"),
         }
     })
+}
+
+/// A request of the child: its task first, or (a fork) the fork's tail after
+/// the parent's conversation.
+fn is_the_child(req: &brood_mock::MockRequest) -> bool {
+    req.first_user_text() == Some(TASK)
+        || req.messages().iter().any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("--- fork:") && c.contains(TASK))
+        })
 }
 
 /// The names of the tools a request offers, sorted.
@@ -139,7 +150,7 @@ fn run_and_kill_after(f: &Fixture, server: &MockServer, requests: usize) -> (Str
     let waiting = server
         .captured()
         .iter()
-        .any(|r| r.first_user_text() == Some(TASK) && r.assistant_turns() == 1);
+        .any(|r| is_the_child(r) && r.assistant_turns() == 1);
     assert!(waiting, "the child's second request is at the mock");
     // Its first step's record (usage, tool call and result) is progress, committed
     // a moment after the next request went out: kill once it is on disk.
@@ -696,4 +707,43 @@ fn agents_cancel_stops_a_resumed_root() {
     assert!(!status.success(), "a cancelled resume does not exit 0");
     let shown = show(&f, &parent);
     assert_eq!(shown["status"], "cancelled", "{shown}");
+}
+
+/// A fork (`fork_context: true`) killed while it waits on its model resumes
+/// after its parent's conversation, as it ran: its next request starts with the
+/// parent's prompt, then the fork's tail, its call and its result. Its transcript
+/// holds only the tail onward, so without the prefix re-derived from the parent's
+/// it would start at a tail that speaks of "the conversation above" — not there.
+#[test]
+fn a_forked_child_resumes_after_its_parents_conversation() {
+    let f = fixture();
+    let resumed = Arc::new(AtomicBool::new(false));
+    let task = json!({"description": TASK, "agent_type": "general", "fork_context": true});
+    let server = server_with(resumed.clone(), task, None);
+    let (kid, _parent) = run_and_kill(&f, &server);
+    let before = server.request_count();
+    resumed.store(true, Ordering::SeqCst);
+    let p = local_flags(&server);
+    let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid], &p));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let after = &server.captured()[before..];
+    let first = after.first().expect("the resumed child asked its model");
+    // After the system prompt (the wire's first message).
+    let messages = &first.messages()[1..];
+    assert_eq!(messages[0]["role"], "user", "{messages:#?}");
+    assert_eq!(
+        messages[0]["content"], "delegate",
+        "the parent's prompt comes first: {messages:#?}"
+    );
+    let tail = messages[1]["content"].as_str().unwrap_or_default();
+    assert!(
+        tail.starts_with("--- fork:") && tail.contains(TASK),
+        "then the fork's tail: {messages:#?}"
+    );
+    assert_eq!(
+        messages.len(),
+        4,
+        "prompt, tail, call, result: {messages:#?}"
+    );
+    assert_eq!(show(&f, &kid)["status"], "completed");
 }

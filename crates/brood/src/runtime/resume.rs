@@ -29,6 +29,8 @@ pub(super) struct Recorded {
     events: Vec<EventRecord>,
     /// `(seq, content)`, spilled entries in full.
     transcript: Vec<(u64, Value)>,
+    /// A fork's prefix: its parent's conversation as the fork began from it.
+    prefix: Vec<Message>,
 }
 
 impl Session {
@@ -108,6 +110,12 @@ impl Session {
             // Interrupted before its task was recorded (or never started: a fleet
             // run's first claim): the task is its objective.
             messages.push(Message::user(record.objective.clone()));
+        }
+        // A fork goes on after its parent's conversation, as it ran.
+        let mut prefix = recorded.prefix;
+        if !prefix.is_empty() {
+            prefix.append(&mut messages);
+            messages = prefix;
         }
         let tallies = Arc::new(RootTallies::default());
         let cancel = self.cancel_token().child_token();
@@ -221,11 +229,115 @@ pub(super) fn read_recorded(r: &LedgerReader, prefix: &str) -> Result<Recorded, 
     }
     lineage.reverse();
     let transcript = full_transcript(r, &id)?;
+    let prefix = match lineage.split_last() {
+        Some((run, ancestors)) if !ancestors.is_empty() => {
+            fork_prefix(r, ancestors, &detail.events, &run.objective, 0)?
+        }
+        _ => Vec::new(),
+    };
     Ok(Recorded {
         lineage,
         events: detail.events,
         transcript,
+        prefix,
     })
+}
+
+/// The prefix a fork ran with (empty for a run that is not one): the first
+/// `fork_messages` (recorded with its grant) of its parent's conversation at the
+/// fork. The parent is the last of `ancestors` (the root first) and `objective`
+/// the fork's task. A child parent's conversation is its own prefix (a fork of
+/// a fork) and then its transcript. A root's transcript holds its own prompt
+/// and steps, not the conversation a chat gave it: what comes before is the
+/// tail of its session's earlier roots, as long as the prefix needs — found by
+/// where the parent called the tool that opened the fork (the last assistant
+/// message whose call names the task), so a `/clear` in between does not shift it.
+fn fork_prefix(
+    r: &LedgerReader,
+    ancestors: &[RunRecord],
+    events: &[EventRecord],
+    objective: &str,
+    depth: usize,
+) -> Result<Vec<Message>, LedgerError> {
+    use crate::subagent::granted::RecordedGrant;
+    let Some(Ok(Some(n))) = RecordedGrant::from_events(events).map(|g| g.map(|g| g.fork_messages))
+    else {
+        return Ok(Vec::new());
+    };
+    let Some((parent, above)) = ancestors.split_last() else {
+        return Ok(Vec::new());
+    };
+    let unreadable = |why: String| LedgerError::NotResumable {
+        id: parent.id.to_string(),
+        why: format!("the conversation its fork began from cannot be read back ({why})"),
+    };
+    let own = rebuild_messages(&full_transcript(r, &parent.id)?)
+        .map_err(|e| unreadable(e.to_string()))?;
+    let before = if parent.parent_id.is_some() {
+        if depth >= MAX_LINEAGE {
+            return Err(unreadable("its lineage of forks does not end".into()));
+        }
+        let detail = r.get_run(&parent.id)?;
+        let objective = detail.run.objective.clone();
+        fork_prefix(r, above, &detail.events, &objective, depth + 1)?
+    } else {
+        // The parent's own messages at the fork: those before its call that
+        // opened the child; the rest of the prefix came before its prompt.
+        let at = own
+            .iter()
+            .rposition(|m| {
+                m.tool_calls
+                    .iter()
+                    .any(|c| names_task(&c.arguments, objective))
+            })
+            .unwrap_or(own.len());
+        let wanted = n.saturating_sub(at.min(n));
+        let mut earlier: Vec<RunRecord> = r
+            .list_runs(crate::ledger::ListFilter {
+                include_archived: true,
+            })?
+            .into_iter()
+            .map(|l| l.run)
+            .filter(|run| {
+                run.parent_id.is_none()
+                    && run.session_id == parent.session_id
+                    && run.created_at < parent.created_at
+            })
+            .collect();
+        earlier.sort_by_key(|run| run.created_at);
+        let mut history = Vec::new();
+        for run in &earlier {
+            history.extend(
+                rebuild_messages(&full_transcript(r, &run.id)?)
+                    .map_err(|e| unreadable(e.to_string()))?,
+            );
+        }
+        history.split_off(history.len().saturating_sub(wanted))
+    };
+    let mut conversation = before;
+    conversation.extend(own);
+    if conversation.len() < n {
+        return Err(unreadable(format!(
+            "it was forked from {n} messages, and the ledger holds {}",
+            conversation.len()
+        )));
+    }
+    conversation.truncate(n);
+    Ok(conversation)
+}
+
+/// Whether a tool call's arguments (JSON text) hold `task` as one of their
+/// strings: the call that opened that child.
+fn names_task(arguments: &str, task: &str) -> bool {
+    fn holds(v: &Value, task: &str) -> bool {
+        match v {
+            Value::String(s) => s == task,
+            Value::Array(a) => a.iter().any(|v| holds(v, task)),
+            Value::Object(o) => o.values().any(|v| holds(v, task)),
+            _ => false,
+        }
+    }
+    serde_json::from_str::<Value>(arguments).is_ok_and(|v| holds(&v, task))
 }
 
 /// A run recorded in another directory is not this workspace's to continue: its

@@ -105,7 +105,11 @@ pub(crate) fn record_spawn(
         provider: &ctx.provider_name,
         workspace: sup.env().workspace.root(),
         unpriced: ctx.budgets.price().is_none(),
-        grant: RecordedGrant::of(sup, ctx).to_value(),
+        grant: RecordedGrant {
+            fork_messages: plan.fork_from.as_ref().map(|f| f.messages.len()),
+            ..RecordedGrant::of(sup, ctx)
+        }
+        .to_value(),
     });
     async move { durable.await.map_err(SpawnError::Ledger) }
 }

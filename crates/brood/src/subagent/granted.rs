@@ -31,6 +31,10 @@ pub(crate) struct RecordedGrant {
     /// The `deny` and `ask` rules it ran under.
     #[serde(default)]
     pub rules: Vec<RecordedRule>,
+    /// A fork: how many of its parent's messages it started from (its transcript
+    /// holds only what follows them; a resume takes them from the parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_messages: Option<usize>,
 }
 
 /// One permission rule as recorded.
@@ -60,6 +64,7 @@ impl RecordedGrant {
                     source: r.source.clone(),
                 })
                 .collect(),
+            fork_messages: None,
         }
     }
 

@@ -58,7 +58,7 @@ pub mod front_matter;
 mod gate;
 pub mod git;
 pub mod grant;
-mod granted;
+pub(crate) mod granted;
 mod hooks;
 pub mod host;
 pub mod inbox;
