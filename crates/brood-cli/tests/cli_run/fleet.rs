@@ -243,3 +243,129 @@ fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
         .collect();
     assert!(child_requests.len() >= 2, "{child_requests:?}");
 }
+
+/// Children the fleet end to end fans out, and workers it runs.
+const E2E_CHILDREN: usize = 50;
+const E2E_WORKERS: usize = 3;
+
+/// `scripts/e2e-fleet`'s test (ignored by a plain `cargo test`; the script starts
+/// PostgreSQL on loopback and passes its URL in `BROOD_E2E_FLEET_URL`): one parent
+/// fans out 50 children over 3 workers against brood-mock; one worker is SIGKILLed
+/// while it holds runs; every child completes exactly once, and the parent gets each
+/// result once.
+#[test]
+#[ignore = "run by scripts/e2e-fleet, which starts PostgreSQL on loopback"]
+fn e2e_fleet_fifty_children_three_workers_one_killed() {
+    let url = std::env::var("BROOD_E2E_FLEET_URL")
+        .expect("BROOD_E2E_FLEET_URL: run this test through scripts/e2e-fleet");
+    let f = fleet_fixture();
+    std::fs::write(
+        f.home.path().join(".config/brood/config.toml"),
+        "[subagents]\nplacement = \"fleet\"\nmax_concurrent = 64\n",
+    )
+    .unwrap();
+    let prompts: Vec<String> = (0..E2E_CHILDREN).map(|i| format!("look {i}")).collect();
+    // Each child step takes 300 ms of "model latency", so the kill finds runs in flight.
+    let server = MockServer::start(move |req| {
+        let first = req.first_user_text().unwrap_or_default().to_string();
+        if first.starts_with("look ") {
+            let reply = match req.assistant_turns() {
+                0 => MockReply::tool_call("list_dir", json!({})),
+                _ => MockReply::text(ANSWER.replace("looked", &format!("looked ({first})"))),
+            };
+            return reply.after(std::time::Duration::from_millis(300));
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"prompts": prompts})),
+            _ => MockReply::text("done"),
+        }
+    });
+    let started = std::time::Instant::now();
+    let roots: Vec<tempfile::TempDir> = (0..E2E_WORKERS)
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
+    let mut workers: Vec<Child> = roots
+        .iter()
+        .map(|r| spawn_worker(&f, &server, &url, r.path()))
+        .collect();
+    let parent = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "fan out"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Mid-run: the parent's request and a third of the children's first steps.
+    wait_for_requests(&server, 1 + E2E_CHILDREN / 3);
+    let mut killed = workers.remove(0);
+    killed.kill().unwrap();
+    let _ = killed.wait();
+    let killed_at = started.elapsed();
+    let out = parent.wait_with_output().unwrap();
+    let wall = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let logs: Vec<String> = workers.into_iter().map(stop).collect();
+    // Every child completed exactly once, none left interrupted.
+    let export = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .args(["agents", "export", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(export.status.code(), Some(0), "{}", text(&export).1);
+    let export: Value = serde_json::from_slice(&export.stdout).unwrap();
+    let runs = export["runs"].as_array().unwrap();
+    let children: Vec<&Value> = runs.iter().filter(|r| !r["parent_id"].is_null()).collect();
+    assert_eq!(children.len(), E2E_CHILDREN);
+    let mut taken_over = 0;
+    for c in &children {
+        assert_eq!(c["status"], "completed", "{}", c["id"]);
+        let kinds: Vec<&str> = c["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap())
+            .collect();
+        let ends = kinds
+            .iter()
+            .filter(|k| ["completed", "failed", "cancelled"].contains(k))
+            .count();
+        assert_eq!(ends, 1, "{}: {kinds:?}", c["id"]);
+        if kinds.contains(&"resumed") {
+            taken_over += 1;
+        }
+    }
+    assert!(
+        taken_over > 0,
+        "the killed worker held no run: the test killed too late"
+    );
+    // The parent got each result once.
+    let last = server
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| {
+            r["messages"][1]["content"] == "fan out" && r["messages"].as_array().unwrap().len() > 2
+        })
+        .unwrap()
+        .to_string();
+    for i in 0..E2E_CHILDREN {
+        let marker = format!("(look {i})");
+        assert_eq!(
+            last.matches(&marker).count(),
+            1,
+            "{marker} in the parent's step"
+        );
+    }
+    let claims: usize = logs.iter().map(|l| l.matches("claimed run").count()).sum();
+    eprintln!(
+        "e2e-fleet: {E2E_CHILDREN} children over {E2E_WORKERS} workers, one SIGKILLed at {:.1} s: \
+         all completed once in {:.1} s wall; {taken_over} taken over; {claims} claims by the surviving workers",
+        killed_at.as_secs_f64(),
+        wall.as_secs_f64()
+    );
+}
