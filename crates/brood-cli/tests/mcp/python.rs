@@ -1,5 +1,5 @@
-//! The Python interpreters that have the official `mcp` package, shared by the MCP
-//! test binaries: `BROOD_MCP_PYTHON` (colon-separated) or `python3`; with
+//! The Python interpreters that have the official `mcp` package, shared by both MCP
+//! modules: `BROOD_MCP_PYTHON` (colon-separated) or `python3`; with
 //! `BROOD_MCP_REQUIRE=1` one that lacks it fails the test instead of skipping.
 
 use std::process::Command;

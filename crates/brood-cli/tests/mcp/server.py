@@ -1,4 +1,4 @@
-"""A small real MCP server for brood's client tests (tests/mcp_client.rs),
+"""A small real MCP server for brood's client tests (tests/mcp/client.rs),
 written with the official Python SDK (MCPServer in mcp 2.x, FastMCP in 1.x),
 served over stdio, or with `--http PORT` over streamable HTTP on 127.0.0.1
 (PORT 0: any free port). In HTTP mode it prints `LISTENING <port>` on stdout once

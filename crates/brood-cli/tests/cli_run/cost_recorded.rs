@@ -6,8 +6,7 @@
 use brood_mock::{Answer, MockServer};
 use serde_json::json;
 
-mod common;
-use common::{outcome, run_local, stderr, Fixture};
+use crate::common::{outcome, run_local, stderr, Fixture};
 
 /// The user's `[pricing]` for model `m`, in USD per million tokens.
 fn set_price(f: &Fixture, input: f64, output: f64) {

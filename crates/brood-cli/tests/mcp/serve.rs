@@ -13,9 +13,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-#[path = "mcp/python.rs"]
-mod python;
-use python::interpreters;
+use crate::python::interpreters;
 
 /// Children answer with the output contract naming their prompt, each answer
 /// 1000 input and 100 output tokens; a prompt starting with HANG never gets an

@@ -1,39 +1,38 @@
-//! `brood run` end to end: the real binary against an in-process OpenAI-compatible
-//! server. Output shape, streaming, exit codes, record/replay with the server gone.
+//! The `brood` command end to end: the real binary against an in-process
+//! OpenAI-compatible server (brood-mock). One test binary for the command (link time
+//! dominates a test build on 2 cores), one module per subject; the tests here are
+//! `brood run` itself: output shape, streaming, record/replay with the server gone.
+//! The helpers here (`brood`, `fixture`, `two_step_server`) serve the modules that
+//! `use super::*`.
+//!
+//! `cargo test -p brood-cli --test cli_run` runs them all; a module alone:
+//! `cargo test -p brood-cli --test cli_run faults::`.
 
 use brood_mock::{MockReply, MockServer};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Output};
 
-#[path = "cli_run/degraded.rs"]
-mod degraded;
+#[path = "../common/mod.rs"]
+mod common;
 
-#[path = "cli_run/chat.rs"]
 mod chat;
-
-#[path = "cli_run/chat_ui.rs"]
 mod chat_ui;
-
-#[path = "cli_run/signals.rs"]
-mod signals;
-
-#[path = "cli_run/trust.rs"]
-mod trust;
-
-#[path = "cli_run/config_show.rs"]
 mod config_show;
-
-#[path = "cli_run/worktree.rs"]
+mod cost;
+mod cost_recorded;
+mod degraded;
+mod exit_codes;
+mod faults;
+mod first_contact;
+mod fleet;
+mod own_setup;
+mod permissions;
+mod resume;
+mod signals;
+mod trust;
 mod worktree;
 
-#[path = "cli_run/fleet.rs"]
-mod fleet;
-
-#[path = "cli_run/exit_codes.rs"]
-mod exit_codes;
-
-mod common;
 use common::{command, command_via, local_flags, run_local, text, wait_for_requests, Fixture};
 
 /// `brood ARGS…` in `ws` with only `HOME`, `PATH` and `extra_env` set.

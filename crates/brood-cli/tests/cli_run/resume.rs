@@ -9,8 +9,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-mod common;
-use common::{command, local_flags, text, wait_for_requests, Fixture};
+use crate::common::{command, local_flags, text, wait_for_requests, Fixture};
 
 const TASK: &str = "read notes.txt and report its second line";
 /// A report that satisfies the output contract (no repair step).

@@ -3,7 +3,7 @@
 //! tests with the official Python SDK (tests/mcp/server.py: `lookup` marked
 //! `readOnlyHint`, `deploy` not, `crash` exits mid-call).
 //!
-//! Interpreters as in tests/mcp.rs: `BROOD_MCP_PYTHON` (`:`-separated), else
+//! Interpreters as in serve.rs: `BROOD_MCP_PYTHON` (`:`-separated), else
 //! `python3`; without the `mcp` package a test is skipped with a note, unless
 //! `BROOD_MCP_REQUIRE=1` (CI), which makes it a failure.
 
@@ -12,12 +12,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod common;
-use common::{run_local, stderr, Fixture};
+use crate::common::{run_local, stderr, Fixture};
 
-#[path = "mcp/python.rs"]
-mod python;
-use python::interpreters;
+use crate::python::interpreters;
 
 fn server_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
@@ -918,7 +915,7 @@ fn chat(f: &Fixture, server: &MockServer, input: &str) -> Output {
     let mut child = f
         .command()
         .arg("chat")
-        .args(common::local_flags(server))
+        .args(crate::common::local_flags(server))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -7,8 +7,7 @@ use brood_mock::{Answer, MockRequest, MockServer};
 use serde_json::{json, Value};
 use std::process::Output;
 
-mod common;
-use common::{is_child, text, write, Fixture};
+use crate::common::{is_child, text, write, Fixture};
 
 const REPORT: &str = "SUMMARY: done\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
 

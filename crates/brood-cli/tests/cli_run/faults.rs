@@ -11,8 +11,7 @@ use brood_mock::{Answer, MockReply, MockServer};
 use serde_json::{json, Value};
 use std::process::{Command, Output};
 
-mod common;
-use common::{is_child, local_flags, outcome, Fixture};
+use crate::common::{is_child, local_flags, outcome, Fixture};
 use std::time::Duration;
 
 /// A workspace with `notes.txt` and an empty home; brood runs there with short

@@ -5,8 +5,7 @@
 use brood_mock::{MockReply, MockServer};
 use std::path::Path;
 
-mod common;
-use common::Fixture;
+use crate::common::Fixture;
 
 const KEY: &str = "sk-doctor-never-printed";
 

@@ -7,8 +7,7 @@ use brood_mock::{MockReply, MockRequest, MockServer};
 use serde_json::json;
 use std::path::Path;
 
-mod common;
-use common::{run_local, stderr, write, Fixture};
+use crate::common::{run_local, stderr, write, Fixture};
 
 /// A workspace with `notes.txt` and an empty home.
 fn fixture() -> Fixture {

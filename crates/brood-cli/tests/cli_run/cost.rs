@@ -7,8 +7,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 
-mod common;
-use common::{is_child, json_of, run_local, text, Fixture};
+use crate::common::{is_child, json_of, run_local, text, Fixture};
 
 /// A workspace with `notes.txt`, and a home with `user_config` as its brood config.
 fn fixture(user_config: &str) -> Fixture {
