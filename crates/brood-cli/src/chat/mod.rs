@@ -4,6 +4,7 @@
 //! it. On a terminal the full-screen UI ([`ui`]) runs; otherwise plain mode
 //! ([`plain`]) reads lines and prints text, for scripts.
 
+mod approve;
 mod plain;
 mod slash;
 mod tree;
@@ -42,7 +43,15 @@ pub async fn run(args: ChatArgs) -> u8 {
     if !args.json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         return ui::run(&args.session, args.resume.as_deref()).await;
     }
-    let mut chat = match Chat::open(&args.session, None).await {
+    // Plain mode on a terminal asks there about `ask` calls; reading prompts
+    // from a pipe, nobody could answer, so they are refused naming the rule.
+    let (approver, asks) = if std::io::stdin().is_terminal() {
+        let (approver, asks) = approve::channel();
+        (Some(Arc::new(approver) as Arc<dyn Approver>), Some(asks))
+    } else {
+        (None, None)
+    };
+    let mut chat = match Chat::open(&args.session, approver).await {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -53,7 +62,7 @@ pub async fn run(args: ChatArgs) -> u8 {
             return 1;
         }
     }
-    plain::run(chat, args.json).await
+    plain::run(chat, args.json, asks).await
 }
 
 /// Everything a chat keeps between prompts.

@@ -2,8 +2,11 @@
 //! stdin (a line ending in `\` continues on the next), the answer streamed to
 //! stdout, tool and agent lines on stderr; `--json` prints every live event and
 //! each prompt's report as JSON lines instead. Used whenever stdin or stdout is
-//! not a terminal, so a chat can be scripted and tested.
+//! not a terminal, so a chat can be scripted and tested. With stdin a terminal,
+//! an `ask` rule's question is asked there (y / s / n with a reason) between the
+//! lines; without one, such calls are refused naming the rule.
 
+use super::approve::{self, Asking};
 use super::slash::{self, Slash};
 use super::tree::{self, Change};
 use super::Chat;
@@ -13,7 +16,12 @@ use std::io::IsTerminal;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-pub async fn run(mut chat: Chat, json: bool) -> u8 {
+/// Prompts read from stdin, line by line.
+type Lines = tokio::io::Lines<tokio::io::BufReader<tokio::io::Stdin>>;
+/// The questions of the chat's approver (stdin is a terminal).
+type Asks = Option<tokio::sync::mpsc::UnboundedReceiver<Asking>>;
+
+pub async fn run(mut chat: Chat, json: bool, mut asks: Asks) -> u8 {
     for n in chat.startup_notes() {
         errln!("brood: {n}");
     }
@@ -70,7 +78,13 @@ pub async fn run(mut chat: Chat, json: bool) -> u8 {
             events = chat.session.events();
             continue;
         }
-        prompt(&mut chat, line, json, &mut events, &mut signals).await;
+        let mut io = Io {
+            events: &mut events,
+            signals: &mut signals,
+            lines: &mut lines,
+            asks: &mut asks,
+        };
+        prompt(&mut chat, line, json, &mut io).await;
     }
     finish(chat).await
 }
@@ -78,13 +92,13 @@ pub async fn run(mut chat: Chat, json: bool) -> u8 {
 /// Run one prompt as the next turn of the parent's conversation. A signal
 /// interrupts the turn (its children are cancelled and recorded); a second one
 /// exits at once.
-async fn prompt(
-    chat: &mut Chat,
-    line: &str,
-    json: bool,
-    events: &mut brood::EventStream,
-    signals: &mut Option<signals::Signals>,
-) {
+async fn prompt(chat: &mut Chat, line: &str, json: bool, io: &mut Io<'_>) {
+    let Io {
+        events,
+        signals,
+        lines,
+        asks,
+    } = io;
     let turn = CancellationToken::new();
     let printer = render::Printer::new(!json, false, None);
     let history = chat.history.clone();
@@ -99,6 +113,36 @@ async fn prompt(
                 r = &mut run => break r,
                 Some(ev) = events.next() => {
                     show_event(&mut chat.tree, &ev, json);
+                }
+                Some(asking) = next_ask(asks) => {
+                    // Printed before the question: what led to it.
+                    while let Some(Some(ev)) = futures::FutureExt::now_or_never(events.next()) {
+                        show_event(&mut chat.tree, &ev, json);
+                    }
+                    let who = chat.tree.get(&asking.request.run_id).map_or_else(
+                        || asking.request.run_id.clone(),
+                        |n| n.name.clone(),
+                    );
+                    for l in approve::question(&asking.request, &who) {
+                        errln!("{l}");
+                    }
+                    crate::out::stderr_bytes(approve::ANSWERS.as_bytes());
+                    let answer = tokio::select! {
+                        l = lines.next_line() => match l {
+                            Ok(Some(l)) => approve::ask_line(&l),
+                            _ => brood::Approval::Deny {
+                                reason: "the chat's input ended before the user answered".into(),
+                            },
+                        },
+                        sig = signals::next(signals) => {
+                            errln!("brood: {} received; interrupting this turn (again to exit)", sig.name());
+                            chat.session.cancel_all(&format!("the chat user interrupted ({})", sig.name()));
+                            turn.cancel();
+                            interrupted = true;
+                            brood::Approval::Deny { reason: "the chat user interrupted".into() }
+                        }
+                    };
+                    asking.answer(answer);
                 }
                 sig = signals::next(signals) => {
                     if interrupted {
@@ -131,6 +175,23 @@ async fn prompt(
             }
         }
         Err(e) => errln!("brood: {e}"),
+    }
+}
+
+/// What a turn reads besides its run: the session's events, signals, the
+/// terminal's lines (answers) and the approver's questions.
+struct Io<'a> {
+    events: &'a mut brood::EventStream,
+    signals: &'a mut Option<signals::Signals>,
+    lines: &'a mut Lines,
+    asks: &'a mut Asks,
+}
+
+/// The approver's next question; pending when there is no approver.
+async fn next_ask(asks: &mut Asks) -> Option<Asking> {
+    match asks {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -290,3 +290,38 @@ fn chat_permissions_lists_rules_with_sources_and_adds_one() {
         "{stdout}"
     );
 }
+
+/// Prompts piped in, nobody can answer an `ask` rule's question: the call is
+/// refused with a tool error naming the rule and saying nobody could be asked
+/// (the model reads it; checked at the mock), and the file is not touched. (On
+/// a terminal plain mode asks: chat_ui.rs.)
+#[test]
+fn chat_from_a_pipe_refuses_an_ask_rules_call_naming_the_rule() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[permissions]\nask = [\"bash(touch:*)\"]\n",
+    )
+    .unwrap();
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call("bash", json!({"command": "touch made.txt"})),
+        _ => MockReply::text("done"),
+    });
+    let out = chat(&f, &server, &[], "touch it\n/quit\n");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!f.ws.path().join("made.txt").exists(), "the call ran");
+    let refusal = server
+        .captured()
+        .iter()
+        .filter_map(|r| r.last_message().cloned())
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_default();
+    let refusal = content(&refusal);
+    assert!(
+        refusal.contains(r#"the permission rule ask "bash(touch:*)""#)
+            && refusal.contains("no approver to ask"),
+        "{refusal}"
+    );
+}

@@ -66,6 +66,17 @@ impl Tui {
 
     /// `brood ARGS…` with `env` on a `rows`×`cols` terminal.
     fn spawn_with(f: &Fixture, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Tui {
+        Tui::spawn_program(f, env!("CARGO_BIN_EXE_brood"), args, env, (rows, cols))
+    }
+
+    /// `PROGRAM ARGS…` with `env` on a terminal of `size` (rows, columns).
+    fn spawn_program(
+        f: &Fixture,
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        (rows, cols): (u16, u16),
+    ) -> Tui {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -74,7 +85,7 @@ impl Tui {
                 pixel_height: 0,
             })
             .expect("open a pseudo-terminal");
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_brood"));
+        let mut cmd = CommandBuilder::new(program);
         cmd.args(args);
         cmd.cwd(f.ws.path());
         cmd.env_clear();
@@ -647,6 +658,74 @@ fn tui_approval_prompt_names_the_agent_and_both_answers_behave() {
                 })
     });
     assert!(told, "the denial's reason reached the child's model");
+    tui.line("/quit");
+    assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
+}
+
+/// Plain `brood chat` with stdin a terminal (stdout a pipe, so line mode) asks
+/// about an `ask` rule's call on the terminal: `y` runs it; `n REASON` refuses
+/// it and the model reads the reason (checked at the mock). Reading prompts from
+/// a pipe it refuses such calls naming the rule (chat.rs).
+#[test]
+fn plain_chat_on_a_terminal_asks_before_an_ask_rules_call() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".brood")).unwrap();
+    std::fs::write(
+        f.ws.path().join(".brood/config.toml"),
+        "[permissions]\nask = [\"bash(touch:*)\"]\n",
+    )
+    .unwrap();
+    let server = MockServer::start(|req| {
+        let last = req.last_message().cloned().unwrap_or_default();
+        if last["role"] == "tool" {
+            return MockReply::text("the turn is over");
+        }
+        let file = last["content"]
+            .as_str()
+            .unwrap_or_default()
+            .replace(' ', "-");
+        MockReply::tool_call("bash", json!({ "command": format!("touch {file}.txt") }))
+    });
+    let script = format!(
+        "\"$0\" chat --provider local --base-url {} --model m | cat",
+        server.base_url()
+    );
+    let brood = env!("CARGO_BIN_EXE_brood");
+    let mut tui = Tui::spawn_program(&f, "sh", &["-c", &script, brood], &[], (40, 160));
+    tui.wait_for("plain mode's greeting", |s| s.contains("type a prompt"));
+    let asked = |n: usize| {
+        move |s: &str| {
+            s.matches("approval needed: parent [parent · parent] wants to run bash")
+                .count()
+                == n
+                && s.contains("asked by the rule ask bash(touch:*)")
+                && s.trim_end().ends_with("n [reason]: deny >")
+        }
+    };
+
+    tui.line("touch one");
+    let s = tui.wait_for("the question", asked(1));
+    assert!(s.contains(r#"{"command":"touch touch-one.txt"}"#), "{s}");
+    tui.line("y");
+    tui.wait_for("the first turn's end", |s| s.contains("the turn is over"));
+    assert!(f.ws.path().join("touch-one.txt").exists(), "y ran the call");
+
+    tui.line("touch two");
+    tui.wait_for("the second question", asked(2));
+    tui.line("n not in this directory");
+    tui.wait_for("the second turn's end", |s| {
+        s.matches("the turn is over").count() == 2
+    });
+    assert!(
+        !f.ws.path().join("touch-two.txt").exists(),
+        "n did not run it"
+    );
+    let told = server.captured().iter().any(|r| {
+        r.last_message()
+            .and_then(|m| m["content"].as_str())
+            .is_some_and(|c| c.contains("the user denied this call: not in this directory"))
+    });
+    assert!(told, "the reason reached the model");
     tui.line("/quit");
     assert_eq!(tui.wait_exit(), 0, "{}", tui.contents());
 }

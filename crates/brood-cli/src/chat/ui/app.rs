@@ -2,9 +2,9 @@
 //! agent tree (the chat's own, fed from the session's events), the prompt
 //! editor, the turn in flight and the approvals waiting for an answer.
 
-use super::approve::Asking;
 use super::input::Input;
 use super::transcript::Transcripts;
+use crate::chat::approve::Asking;
 use crate::chat::{Chat, Resumed};
 use brood::events::{Event, RunEventKind};
 use brood::runtime::session::{RunReport, SessionError};

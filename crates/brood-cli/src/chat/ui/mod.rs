@@ -5,13 +5,13 @@
 //! screen, the tree and read-only commands stay live while it works.
 
 mod app;
-mod approve;
 mod input;
 mod keys;
 mod render;
 mod terminal;
 mod transcript;
 
+use super::approve;
 use super::slash::{self, Slash};
 use super::Chat;
 use crate::signals;
