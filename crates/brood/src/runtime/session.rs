@@ -401,8 +401,20 @@ impl Session {
     ///
     /// The roots go first: a root whose children were cancelled before it would
     /// read their cancelled results and could take one more step — a model call
-    /// nobody wants, and a turn recorded `completed` by a user who quit.
+    /// nobody wants, and a turn recorded `completed` by a user who quit. Every
+    /// live child's reason is noted before that, so a child the root's cancel
+    /// reaches first is still recorded with `reason`.
     pub fn cancel_all(&self, reason: &str) {
+        let live: Vec<String> = self
+            .supervisor
+            .snapshot()
+            .into_iter()
+            .filter(|run| !run.status.is_terminal())
+            .map(|run| run.agent_id)
+            .collect();
+        for id in &live {
+            self.supervisor.note_cancel(id, reason);
+        }
         let roots: Vec<(String, CancellationToken)> = self
             .roots
             .lock()

@@ -300,6 +300,19 @@ impl Board {
         true
     }
 
+    /// Remember why live run `id` is about to be cancelled (the first reason
+    /// wins) without cancelling it yet; `false` if it is unknown or ended.
+    pub fn note_reason(&self, id: &str, reason: &str) -> bool {
+        let mut reg = self.lock();
+        match reg.runs.get_mut(id) {
+            Some(e) if !e.status.is_terminal() => {
+                e.cancel_reason.get_or_insert_with(|| reason.to_string());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Remember why root run `id` is being cancelled (the first reason wins); the
     /// caller cancels its token.
     pub fn note_root_reason(&self, id: &str, reason: &str) {

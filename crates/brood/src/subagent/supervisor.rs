@@ -359,6 +359,13 @@ impl Supervisor {
         self.inner.board.cancel(id, reason)
     }
 
+    /// Remember why child `id` is about to be cancelled (its record names
+    /// `reason`; the first reason wins) without cancelling it yet: a caller that
+    /// cancels its ancestors first keeps the reason it gives.
+    pub fn note_cancel(&self, id: &str, reason: &str) -> bool {
+        self.inner.board.note_reason(id, reason)
+    }
+
     /// Remember why root run `id` (a [`Supervisor::run_root`]) is being cancelled:
     /// its record names `reason`. The first reason wins; the caller cancels the
     /// root's token.
