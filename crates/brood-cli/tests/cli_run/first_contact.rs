@@ -441,14 +441,7 @@ fn a_nested_delegation_replays() {
 
 /// The `error` of every failed run in the workspace's ledger.
 fn failed_run_errors(f: &Fixture) -> Vec<String> {
-    let (code, stdout, stderr) = f.brood(&["agents", "list", "--all", "--json"], &[]);
-    assert_eq!(code, Some(0), "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    let runs = v
-        .as_array()
-        .or_else(|| v["runs"].as_array())
-        .cloned()
-        .unwrap_or_default();
+    let runs = f.runs();
     runs.iter()
         .filter(|r| r["status"] == "failed")
         .filter_map(|r| {

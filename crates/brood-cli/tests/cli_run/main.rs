@@ -327,18 +327,8 @@ fn a_run_is_recorded_and_inspectable_with_brood_agents() {
         .to_string();
 
     // The run belongs to a session that has ended: it shows with --all.
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "list", "--all", "--json"],
-        &[],
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    let runs = f.runs();
     let run = runs
-        .as_array()
-        .unwrap()
         .iter()
         .find(|r| r["id"] == run_id.as_str())
         .expect("run listed");
@@ -519,16 +509,7 @@ fn closed_stdout_and_stderr_do_not_end_the_run() {
     // Both steps were asked for: the run went on after its first failed writes.
     assert_eq!(server.request_count(), 2);
 
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "list", "--all", "--json"],
-        &[],
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let runs: Value = serde_json::from_str(&stdout).unwrap();
-    let runs = runs.as_array().unwrap();
+    let runs = f.runs();
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0]["status"], "completed", "{runs:?}");
     assert_eq!(runs[0]["steps"], 2, "{runs:?}");

@@ -156,9 +156,7 @@ fn run_and_kill_after(f: &Fixture, server: &MockServer, requests: usize) -> (Str
     wait_until_recorded(f);
     child.kill().expect("SIGKILL brood");
     child.wait().expect("reap brood");
-    let (code, out, err) = brood(f, &["agents", "list", "--all", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let runs = f.runs();
     assert_eq!(runs.len(), 2, "{runs:?}");
     let kid = runs.iter().find(|r| !r["parent_id"].is_null()).unwrap();
     assert_eq!(kid["status"], "interrupted", "{kid}");
@@ -256,9 +254,7 @@ fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
 
     // One lineage: the same two runs, the child completed under its parent, its
     // log one history (spawned … interrupted, resumed … completed).
-    let (code, out, err) = brood(&f, &["agents", "list", "--all", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let runs = f.runs();
     assert_eq!(runs.len(), 2, "no new run: {runs:?}");
     let shown = show(&f, &kid);
     assert_eq!(shown["status"], "completed", "{shown}");

@@ -59,16 +59,7 @@ fn sigterm_cancels_the_run_and_its_children_and_records_why() {
     );
     let run_id = report["run_id"].as_str().unwrap().to_string();
 
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "list", "--all", "--json"],
-        &[],
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let runs: Value = serde_json::from_str(&stdout).unwrap();
-    let runs = runs.as_array().unwrap();
+    let runs = f.runs();
     assert_eq!(runs.len(), 2, "the parent and its child: {runs:?}");
     let parent = runs.iter().find(|r| r["id"] == run_id.as_str()).unwrap();
     let kid = runs.iter().find(|r| r["id"] != run_id.as_str()).unwrap();

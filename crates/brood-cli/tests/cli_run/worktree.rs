@@ -68,18 +68,6 @@ fn writers_server(prompts: &'static [&'static str]) -> MockServer {
     })
 }
 
-/// Every run of the workspace, as `brood agents list --all --json` prints them.
-fn runs(f: &Fixture) -> Vec<Value> {
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "list", "--all", "--json"],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn run_id_with_objective(runs: &[Value], objective: &str) -> String {
     runs.iter()
         .find(|r| r["objective"] == objective)
@@ -134,7 +122,7 @@ fn parallel_writers_keep_their_edits_on_their_own_branches() {
         "alpha\nbeta\n"
     );
 
-    let all = runs(&f);
+    let all = f.runs();
     let a = run_id_with_objective(&all, "write A");
     let b = run_id_with_objective(&all, "write B");
     let look = run_id_with_objective(&all, "look only");
@@ -309,7 +297,7 @@ fn worktrees_branch_from_the_configured_base() {
     let out = run_local(&f, &server, &["--json", "fan out"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    let all = runs(&f);
+    let all = f.runs();
     for (objective, base, file) in [
         ("write A", "release", "release.txt"),
         ("write B", "hotfix", "hotfix.txt"),
@@ -397,7 +385,7 @@ fn an_orphaned_worktree_is_listed_and_pruned() {
     wait_for_requests(&server, 3);
     child.kill().expect("SIGKILL brood");
     child.wait().expect("reap brood");
-    let id = run_id_with_objective(&runs(&f), "write then hang");
+    let id = run_id_with_objective(&f.runs(), "write then hang");
     let dir = ws.join(".brood/worktrees").join(&id);
     assert!(
         dir.join("new.txt").exists(),
@@ -526,7 +514,7 @@ fn a_hostile_repository_runs_nothing() {
     let server = writers_server(&["write A", "look only"]);
     let out = run_local(&f, &server, &["--json", "fan out"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
-    let a = run_id_with_objective(&runs(&f), "write A");
+    let a = run_id_with_objective(&f.runs(), "write A");
     let out = brood(f.home.path(), ws, &["agents", "merge", &a], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
     let marked: Vec<_> = std::fs::read_dir(marks.path())

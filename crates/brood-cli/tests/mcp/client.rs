@@ -831,17 +831,7 @@ fn a_trusted_mcp_json_connects_http_servers_with_headers_and_expands_variables()
 #[test]
 #[ignore = "needs the local LLM server: run scripts/e2e-local"]
 fn e2e_the_local_llm_calls_a_stdio_mcp_servers_tool() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(root.join("scripts/local-llm"))
-        .arg("start")
-        .output()
-        .expect("run scripts/local-llm start");
-    assert!(
-        out.status.success(),
-        "the local LLM server does not start; run scripts/e2e-local: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let url = crate::local_llm_url();
     let py = interpreters()
         .into_iter()
         .next()

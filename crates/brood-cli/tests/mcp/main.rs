@@ -12,3 +12,20 @@ mod python;
 
 mod client;
 mod serve;
+
+/// The base URL of the local LLM server (`scripts/local-llm start`: starts it, or
+/// finds it running), for the real-model round trips; fails the test, saying how to
+/// run them, when it does not start.
+fn local_llm_url() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new(root.join("scripts/local-llm"))
+        .arg("start")
+        .output()
+        .expect("run scripts/local-llm start");
+    assert!(
+        out.status.success(),
+        "the local LLM server does not start; run scripts/e2e-local: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -310,17 +310,7 @@ fn several_hosts_on_one_workspace_keep_each_others_runs() {
 #[test]
 #[ignore = "needs the local LLM server: run scripts/e2e-local"]
 fn e2e_a_python_host_runs_a_child_on_the_local_llm() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(root.join("scripts/local-llm"))
-        .arg("start")
-        .output()
-        .expect("run scripts/local-llm start");
-    assert!(
-        out.status.success(),
-        "the local LLM server does not start; run scripts/e2e-local: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let url = crate::local_llm_url();
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     for py in interpreters() {
         let home = tempfile::tempdir().unwrap();
