@@ -190,7 +190,7 @@ fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
 }
 
 /// `path` as written in `module`, made absolute (`super::x` in `a::b` → `a::x`).
-fn absolute(module: &ModPath, is_dir_root: bool, path: &[String]) -> ModPath {
+fn absolute(module: &ModPath, path: &[String]) -> ModPath {
     // `self` of a file is its module; `super` of it is the enclosing one.
     let mut base: ModPath = module.clone();
     let mut rest = path;
@@ -206,7 +206,6 @@ fn absolute(module: &ModPath, is_dir_root: bool, path: &[String]) -> ModPath {
         base.pop();
         rest = &rest[1..];
     }
-    let _ = is_dir_root;
     base.extend(rest.iter().cloned());
     base
 }
@@ -261,7 +260,7 @@ fn graph(root: &Path) -> (Crate, BTreeSet<(ModPath, ModPath)>) {
             };
             expand(&tree, &mut Vec::new(), &mut found);
             for p in found {
-                let abs = absolute(&f.module, true, &p);
+                let abs = absolute(&f.module, &p);
                 let child = krate.owner(&abs);
                 if let Some(name) = abs.last() {
                     if child.len() > f.module.len() && child.starts_with(&f.module) {
@@ -276,7 +275,7 @@ fn graph(root: &Path) -> (Crate, BTreeSet<(ModPath, ModPath)>) {
     let mut edges = BTreeSet::new();
     for f in &files {
         for p in paths(&f.code) {
-            let target = krate.owner(&absolute(&f.module, f.is_dir_root, &p));
+            let target = krate.owner(&absolute(&f.module, &p));
             // A dir root declaring or re-exporting its own children is structure.
             if f.is_dir_root && target.starts_with(&f.module) {
                 continue;

@@ -181,7 +181,7 @@ impl LedgerMaintenance {
                 store::open_writer(&paths, Durability::Full, Duration::from_secs(10))?
             }
             #[cfg(feature = "postgres")]
-            Location::Postgres(url) => super::pg::open_existing(url, &paths)?,
+            Location::Postgres(url) => super::pg::open_existing(url)?,
         };
         Ok(LedgerMaintenance { paths, db })
     }

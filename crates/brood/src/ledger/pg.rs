@@ -208,7 +208,7 @@ pub(crate) fn open_writer(
 
 /// Connect to an existing ledger (readers, maintenance): [`LedgerError::Missing`]
 /// when the database has no ledger yet; nothing is created.
-pub(crate) fn open_existing(url: &str, _paths: &LedgerPaths) -> Result<Box<dyn Db>, LedgerError> {
+pub(crate) fn open_existing(url: &str) -> Result<Box<dyn Db>, LedgerError> {
     let db = PgDb::connect(url)?;
     match found(&db, url)? {
         Some(_) => Ok(Box::new(db)),

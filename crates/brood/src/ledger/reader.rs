@@ -64,7 +64,7 @@ impl LedgerReader {
         let conn = match at {
             Location::Workspace => super::store::open_reader(&paths)?,
             #[cfg(feature = "postgres")]
-            Location::Postgres(url) => super::pg::open_existing(url, &paths)?,
+            Location::Postgres(url) => super::pg::open_existing(url)?,
         };
         Ok(LedgerReader {
             conn,
