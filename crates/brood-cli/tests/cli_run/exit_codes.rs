@@ -31,6 +31,22 @@ fn each_class_of_failure_exits_with_its_own_code() {
     let f = fixture();
     assert_eq!(code_of(&f, &answers, &[], &[]).0, Some(0));
 
+    // 1, a failure of no other class: a run that cannot be resumed (it completed);
+    // nothing is asked.
+    let asked = answers.request_count();
+    let done = f.runs();
+    let id = done[0]["id"].as_str().unwrap();
+    let out = f
+        .command()
+        .args(["agents", "resume", id])
+        .args(local_flags(&answers))
+        .output()
+        .expect("run brood");
+    let err = text(&out).1;
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(id) && err.contains("completed"), "{err}");
+    assert_eq!(answers.request_count(), asked, "{err}");
+
     // 2, usage or configuration: a value out of range; nothing is asked.
     let (code, err) = code_of(&f, &answers, &[], &[("BROOD_MAX_TURNS", "lots")]);
     assert_eq!(code, Some(2), "{err}");
