@@ -168,8 +168,26 @@ fn a_fleet_parents_children_run_on_a_worker_and_their_results_reach_it() {
             .filter(|k| k == "completed")
             .count();
         assert_eq!(ends, 1, "run {id} completed exactly once");
-        // It ran in a worktree of the parent's repository under the worker's root.
-        assert!(root.path().join(id).join("notes.txt").is_file());
+        // It ran in a worktree of the parent's repository (its listing shows the
+        // repository's notes.txt, which the worker's own root does not hold), removed
+        // once it ended unchanged.
+        assert!(
+            !root.path().join(id).exists(),
+            "a clean worktree is removed"
+        );
+    }
+    for who in ["look a", "look b", "look c"] {
+        let listed = requests
+            .iter()
+            .find(|r| {
+                r["messages"][1]["content"] == who && r["messages"].as_array().unwrap().len() > 2
+            })
+            .unwrap_or_else(|| panic!("no second step of {who}"))
+            .to_string();
+        assert!(
+            listed.contains("notes.txt"),
+            "{who} did not list the repository: {listed}"
+        );
     }
 }
 
@@ -368,4 +386,32 @@ fn e2e_fleet_fifty_children_three_workers_one_killed() {
         killed_at.as_secs_f64(),
         wall.as_secs_f64()
     );
+}
+
+/// Without a PostgreSQL ledger, the fleet is refused at the start, naming what to
+/// set: `placement = "fleet"` (before any child could fail at its enqueue) and
+/// `brood worker`.
+#[test]
+fn the_fleet_without_a_postgresql_ledger_is_refused_before_anything_runs() {
+    let f = fleet_fixture();
+    let server = MockServer::start(|_| MockReply::text("never asked"));
+    let out = run_local(&f, &server, &["fan out"]);
+    let err = text(&out).1;
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("subagents.placement") && err.contains("ledger_url"),
+        "{err}"
+    );
+    let root = tempfile::tempdir().unwrap();
+    let out = f
+        .command()
+        .args(["worker", "--workspace-root"])
+        .arg(root.path())
+        .args(local_flags(&server))
+        .output()
+        .unwrap();
+    let err = text(&out).1;
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("PostgreSQL ledger"), "{err}");
+    assert_eq!(server.requests().len(), 0, "nothing may reach the model");
 }

@@ -4,7 +4,8 @@
 //! re-derived and narrowed to the grant recorded at its spawn, its limits counting
 //! what it spent), under its own id, parent and root, in a git worktree of its
 //! repository prepared under the worker's workspace root
-//! ([`prepare_fleet_workspace`]).
+//! ([`prepare_fleet_workspace`]); a worktree the run left unchanged is removed when it
+//! ends, a changed one is kept.
 
 use super::error::SessionError;
 use super::resume::read_recorded;
@@ -49,8 +50,30 @@ impl Session {
             .map_err(|e| workspace_error(claimed, e.to_string()))??;
         let workspace = crate::tool::Workspace::open(&dir)
             .map_err(|e| workspace_error(claimed, format!("{}: {e}", dir.display())))?;
-        self.continue_recorded(recorded, events, turn, Some(Arc::new(workspace)), true)
-            .await
+        let report = self
+            .continue_recorded(recorded, events, turn, Some(Arc::new(workspace)), true)
+            .await;
+        // A worktree the run left unchanged goes; a changed one stays for whoever
+        // collects the work (never dropped).
+        let _ = tokio::task::spawn_blocking(move || remove_if_clean(&dir)).await;
+        report
+    }
+}
+
+/// Remove the worktree at `dir` when `git status` shows nothing in it.
+fn remove_if_clean(dir: &Path) {
+    let Ok(git) = Git::open(dir) else { return };
+    let clean = git
+        .run(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--ignored=no",
+        ])
+        .is_ok_and(|s| s.trim().is_empty());
+    if clean {
+        let target = dir.to_string_lossy().into_owned();
+        let _ = git.run(&["worktree", "remove", "--", &target]);
     }
 }
 

@@ -34,6 +34,21 @@ impl Config {
             sub.api_timeout_secs = Some(self.api_timeout_secs);
         }
         let settings = sub.resolve().map_err(|e| self.named(e))?;
+        // The fleet's queue is the PostgreSQL ledger: without one, every child would
+        // fail at its enqueue; say so once, at the start.
+        let postgres = self
+            .ledger_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
+        if settings.placement == crate::subagent::Placement::Fleet && !postgres {
+            return Err(self.named(SubagentConfigError {
+                key: "subagents.placement".into(),
+                problem: "\"fleet\" enqueues children in a PostgreSQL ledger for `brood worker`s, \
+                          and this session's ledger is the workspace's SQLite file: set ledger_url \
+                          (or --ledger postgres://…), or placement = \"local\""
+                    .into(),
+            }));
+        }
         let quick_models = QuickModels::from_config(&self.models).map_err(|e| self.named(e))?;
         let memory = memory_enabled(&self.memory, env.get(MEMORY_ENV).map(String::as_str))
             .map_err(|e| self.named(e))?;

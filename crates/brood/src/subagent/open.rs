@@ -216,7 +216,9 @@ impl Spawner for Supervisor {
             .capabilities
             .contains(&Capability::Write)
             || granted.permissions.shell == ShellPolicy::Full;
-        let (workspace, worktree) = if isolation == Isolation::Worktree && writes {
+        // A fleet child runs in its worker's own worktree (`runtime::fleet`): none here.
+        let local = self.env().settings.placement == super::config::Placement::Local;
+        let (workspace, worktree) = if isolation == Isolation::Worktree && writes && local {
             // The definition's base over the config's; else the parent's HEAD.
             let base = definition
                 .as_ref()
