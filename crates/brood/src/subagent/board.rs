@@ -102,7 +102,7 @@ pub(crate) struct Entry {
     pub progress: Arc<Progress>,
     pub inbox: Arc<RunInbox>,
     pub claim: Arc<Claim>,
-    pub result: watch::Receiver<Option<ChildResult>>,
+    pub result: watch::Receiver<Option<Box<ChildResult>>>,
     pub transcript_handle: String,
 }
 
@@ -477,5 +477,5 @@ pub(crate) struct RunHandles {
     pub status: LiveStatus,
     pub inbox: Arc<RunInbox>,
     pub claim: Arc<Claim>,
-    pub result: watch::Receiver<Option<ChildResult>>,
+    pub result: watch::Receiver<Option<Box<ChildResult>>>,
 }

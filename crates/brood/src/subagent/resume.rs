@@ -319,7 +319,7 @@ impl Supervisor {
                     );
                     self.recorder().finish(&result).await;
                     self.board().set_status(&id, result.status);
-                    let _ = result_tx.send(Some(result.clone()));
+                    let _ = result_tx.send(Some(Box::new(result.clone())));
                     return Err(ResumeError::Spawn(SpawnError::Closed));
                 }
             }
@@ -371,7 +371,7 @@ impl Supervisor {
         if is_child {
             self.board().set_status(&id, result.status);
         }
-        let _ = result_tx.send(Some(result.clone()));
+        let _ = result_tx.send(Some(Box::new(result.clone())));
         Ok((id, outcome, is_child.then_some(result)))
     }
 

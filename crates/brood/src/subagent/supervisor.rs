@@ -319,11 +319,11 @@ impl Supervisor {
         let mut rx = self.inner.board.handles(id)?.result;
         let settled = async {
             loop {
-                if let Some(r) = rx.borrow_and_update().clone() {
-                    return Some(r);
+                if let Some(r) = rx.borrow_and_update().as_deref() {
+                    return Some(r.clone());
                 }
                 if rx.changed().await.is_err() {
-                    return rx.borrow().clone();
+                    return rx.borrow().as_deref().cloned();
                 }
             }
         };
