@@ -29,6 +29,7 @@ mod fleet;
 mod own_setup;
 mod permissions;
 mod resume;
+mod resume_fork;
 mod signals;
 mod trust;
 mod worktree;

@@ -11,18 +11,18 @@ use std::sync::Arc;
 
 use crate::common::{command, local_flags, text, wait_for_requests, Fixture};
 
-const TASK: &str = "read notes.txt and report its second line";
+pub(super) const TASK: &str = "read notes.txt and report its second line";
 /// A report that satisfies the output contract (no repair step).
-const REPORT: &str =
+pub(super) const REPORT: &str =
     "SUMMARY: the second line is beta\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
 
 /// A workspace with `notes.txt` (`alpha`, `beta`) and an empty home.
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
     Fixture::with_notes("alpha\nbeta\n")
 }
 
 /// `brood ARGS…` in `f` with stdin closed: exit code (-1 for a signal), stdout, stderr.
-fn brood(f: &Fixture, args: &[&str]) -> (i32, String, String) {
+pub(super) fn brood(f: &Fixture, args: &[&str]) -> (i32, String, String) {
     let out = f
         .command()
         .args(args)
@@ -33,14 +33,14 @@ fn brood(f: &Fixture, args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
-fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
+pub(super) fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
     head.iter()
         .copied()
         .chain(tail.iter().map(String::as_str))
         .collect()
 }
 
-fn usage(total: u64) -> Value {
+pub(super) fn usage(total: u64) -> Value {
     json!({"prompt_tokens": total - 10, "completion_tokens": 10, "total_tokens": total})
 }
 
@@ -59,7 +59,7 @@ fn server(resumed: Arc<AtomicBool>, tool_again: bool) -> MockServer {
 /// As [`server`], the parent's first call `task_args` (a `task`'s, or with a
 /// `prompt` an `agent_open`'s), and the resumed child's first answer the tool call
 /// `after_resume` (if any).
-fn server_with(
+pub(super) fn server_with(
     resumed: Arc<AtomicBool>,
     task_args: Value,
     after_resume: Option<(&'static str, Value)>,
@@ -100,7 +100,7 @@ fn server_with(
 
 /// A request of the child: its task first, or (a fork) the fork's tail after
 /// the parent's conversation.
-fn is_the_child(req: &brood_mock::MockRequest) -> bool {
+pub(super) fn is_the_child(req: &brood_mock::MockRequest) -> bool {
     req.first_user_text() == Some(TASK)
         || req.messages().iter().any(|m| {
             m["content"]
@@ -126,7 +126,7 @@ fn offered(req: &brood_mock::MockRequest) -> Vec<String> {
 
 /// Start `brood run`, wait until the child's second request is at the mock, SIGKILL
 /// brood. Returns the child's run id (from the ledger).
-fn run_and_kill(f: &Fixture, server: &MockServer) -> (String, String) {
+pub(super) fn run_and_kill(f: &Fixture, server: &MockServer) -> (String, String) {
     run_and_kill_after(f, server, 3)
 }
 
@@ -168,7 +168,7 @@ fn run_and_kill_after(f: &Fixture, server: &MockServer, requests: usize) -> (Str
 
 /// Poll the ledger (a condition, with a deadline) until the child's first step is
 /// committed: its 100 tokens and three transcript messages (task, call, result).
-fn wait_until_recorded(f: &Fixture) {
+pub(super) fn wait_until_recorded(f: &Fixture) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let (_, out, _) = brood(f, &["agents", "list", "--json"]);
@@ -192,7 +192,7 @@ fn wait_until_recorded(f: &Fixture) {
     }
 }
 
-fn show(f: &Fixture, id: &str) -> Value {
+pub(super) fn show(f: &Fixture, id: &str) -> Value {
     let (code, out, err) = brood(f, &["agents", "show", id, "--json"]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
@@ -702,43 +702,4 @@ fn agents_cancel_stops_a_resumed_root() {
     assert!(!status.success(), "a cancelled resume does not exit 0");
     let shown = show(&f, &parent);
     assert_eq!(shown["status"], "cancelled", "{shown}");
-}
-
-/// A fork (`fork_context: true`) killed while it waits on its model resumes
-/// after its parent's conversation, as it ran: its next request starts with the
-/// parent's prompt, then the fork's tail, its call and its result. Its transcript
-/// holds only the tail onward, so without the prefix re-derived from the parent's
-/// it would start at a tail that speaks of "the conversation above" — not there.
-#[test]
-fn a_forked_child_resumes_after_its_parents_conversation() {
-    let f = fixture();
-    let resumed = Arc::new(AtomicBool::new(false));
-    let task = json!({"description": TASK, "agent_type": "general", "fork_context": true});
-    let server = server_with(resumed.clone(), task, None);
-    let (kid, _parent) = run_and_kill(&f, &server);
-    let before = server.request_count();
-    resumed.store(true, Ordering::SeqCst);
-    let p = local_flags(&server);
-    let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid], &p));
-    assert_eq!(code, 0, "{out}\n{err}");
-    let after = &server.captured()[before..];
-    let first = after.first().expect("the resumed child asked its model");
-    // After the system prompt (the wire's first message).
-    let messages = &first.messages()[1..];
-    assert_eq!(messages[0]["role"], "user", "{messages:#?}");
-    assert_eq!(
-        messages[0]["content"], "delegate",
-        "the parent's prompt comes first: {messages:#?}"
-    );
-    let tail = messages[1]["content"].as_str().unwrap_or_default();
-    assert!(
-        tail.starts_with("--- fork:") && tail.contains(TASK),
-        "then the fork's tail: {messages:#?}"
-    );
-    assert_eq!(
-        messages.len(),
-        4,
-        "prompt, tail, call, result: {messages:#?}"
-    );
-    assert_eq!(show(&f, &kid)["status"], "completed");
 }
