@@ -49,13 +49,17 @@ pub(crate) async fn run(
     let first = Message::user(req.prompt.clone());
     record_message(sup, &ctx, &first);
     // The run stops on its turn's token or the session's: session → turn → children.
-    let cancel = env.session_cancel.child_token();
+    // A child of the turn's token, so cancelling the turn stops it at once, as it
+    // stops its `task` children: linked through a task, a root whose children were
+    // cancelled next (`Session::cancel_all`) could read their results and take one
+    // more step before the link ran — and record a turn the user quit `completed`.
+    let cancel = req.cancel.child_token();
     let link = {
-        let turn = req.cancel.clone();
+        let session = env.session_cancel.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
             tokio::select! {
-                _ = turn.cancelled() => cancel.cancel(),
+                _ = session.cancelled() => cancel.cancel(),
                 _ = cancel.cancelled() => {}
             }
         })
