@@ -19,12 +19,12 @@ use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
 /// `api_timeout_secs` when unset or 0.
-pub const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
+pub(crate) const DEFAULT_API_TIMEOUT_SECS: u64 = 120;
 pub use super::retry::MAX_API_TIMEOUT_SECS;
 
 /// `max_answer_bytes` by default: 8 MiB of one step's content, reasoning and
 /// tool-call arguments.
-pub const DEFAULT_MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The per-step timeout: `None` or 0 → 120 s; otherwise clamped to `1..=1800`.
 pub fn clamp_api_timeout(secs: Option<u64>) -> u64 {
@@ -102,7 +102,7 @@ impl ProviderConfig {
     }
 
     /// The retry policy these settings describe.
-    pub fn retry_policy(&self) -> RetryPolicy {
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy {
             max_attempts: self.max_attempts.max(1),
             base_delay: Duration::from_millis(self.backoff_base_ms),

@@ -110,7 +110,7 @@ impl Pricing {
     /// "input_cache_read"}` in USD per token (strings or numbers). Entries without
     /// a usable price (missing, negative as for routers whose price varies, not a
     /// number, above [`MAX_PRICE_PER_MTOK`]) are left out: unpriced, not guessed.
-    pub fn from_model_list(list: &serde_json::Value) -> Pricing {
+    pub(crate) fn from_model_list(list: &serde_json::Value) -> Pricing {
         let per_mtok = |v: Option<&serde_json::Value>| -> Option<f64> {
             let per_token = match v? {
                 serde_json::Value::String(s) => s.trim().parse::<f64>().ok()?,

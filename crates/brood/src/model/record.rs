@@ -210,7 +210,7 @@ impl Model for Recorder {
 
 /// Names the agent a request comes from (e.g. `explore child "find the parsers"`)
 /// for a mismatch message. The runtime supplies it: this layer knows no roles.
-pub type AgentNamer = Arc<dyn Fn(&ModelRequest) -> String + Send + Sync>;
+pub(crate) type AgentNamer = Arc<dyn Fn(&ModelRequest) -> String + Send + Sync>;
 
 #[derive(Debug, Clone)]
 struct Recorded {
@@ -316,7 +316,7 @@ impl Replayer {
     }
 
     /// Name agents in mismatch messages with `namer` (default: by their task).
-    pub fn with_agent_namer(mut self, namer: AgentNamer) -> Replayer {
+    pub(crate) fn with_agent_namer(mut self, namer: AgentNamer) -> Replayer {
         self.namer = Some(namer);
         self
     }

@@ -54,7 +54,7 @@ impl RetryPolicy {
 
     /// The wait before retry number `retry` after `error`: the server's `Retry-After`
     /// (bounded by `max_retry_after`) when it sent one, else [`RetryPolicy::backoff`].
-    pub fn delay_for(&self, retry: u32, error: &ModelError, jitter: f64) -> Duration {
+    pub(crate) fn delay_for(&self, retry: u32, error: &ModelError, jitter: f64) -> Duration {
         match error {
             ModelError::Status {
                 retry_after_ms: Some(ms),
@@ -146,13 +146,13 @@ where
 /// this, which is far past any step budget (`api_timeout_secs` is at most 1800 s), so
 /// the step still fails at once naming the server's wait. Keeps every later sum and
 /// conversion of the value in range whatever the server sent.
-pub const RETRY_AFTER_CEILING: Duration = Duration::from_secs(86_400);
+pub(crate) const RETRY_AFTER_CEILING: Duration = Duration::from_secs(86_400);
 
 /// Parse a `Retry-After` value: seconds (fractions accepted) or an HTTP date
 /// (a date in the past means now). A value too large to be a duration (or above
 /// [`RETRY_AFTER_CEILING`]) reads as the ceiling; a negative or non-numeric one
 /// that is not a date reads as `None` (no server wait: plain backoff).
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<f64>() {
         if secs.is_nan() || secs < 0.0 {
@@ -189,7 +189,7 @@ pub struct ErrorContext<'a> {
 
 /// The server's message from an error body: `error.message`, `error` (a string),
 /// `message` or `detail`, else the body text (shortened), else the status reason.
-pub fn server_message(status: u16, body: &str) -> String {
+pub(crate) fn server_message(status: u16, body: &str) -> String {
     if let Ok(v) = serde_json::from_str::<Value>(body) {
         let candidates = [
             v.pointer("/error/message"),

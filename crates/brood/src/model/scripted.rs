@@ -19,9 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A step computed from the request.
-pub type StepFn = Arc<dyn Fn(&ModelRequest) -> Result<ModelResponse, ModelError> + Send + Sync>;
+pub(crate) type StepFn =
+    Arc<dyn Fn(&ModelRequest) -> Result<ModelResponse, ModelError> + Send + Sync>;
 /// Picks the conversations a script answers.
-pub type MatchFn = Arc<dyn Fn(&ModelRequest) -> bool + Send + Sync>;
+pub(crate) type MatchFn = Arc<dyn Fn(&ModelRequest) -> bool + Send + Sync>;
 
 /// One scripted answer.
 #[derive(Clone)]
@@ -229,7 +230,7 @@ pub fn estimate_tokens(text: &str) -> u64 {
 }
 
 /// The estimated input tokens of a request: system, messages and tool specs.
-pub fn estimate_input_tokens(request: &ModelRequest) -> u64 {
+pub(crate) fn estimate_input_tokens(request: &ModelRequest) -> u64 {
     let mut n = estimate_tokens(&request.system);
     for m in &request.messages {
         n += estimate_tokens(&m.content);

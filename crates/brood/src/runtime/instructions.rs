@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_MAX_BYTES: usize = 32 * 1024;
 
 /// The largest `instructions_max_bytes` accepted.
-pub const MAX_MAX_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_MAX_BYTES: usize = 256 * 1024;
 
 /// The workspace files looked for, first found wins.
-pub const WORKSPACE_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+pub(crate) const WORKSPACE_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 
 /// One file read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -16,7 +16,7 @@ use std::path::Path;
 /// The `[permissions]` table of a config file.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PermissionsTable {
+pub(crate) struct PermissionsTable {
     /// Calls that run without asking.
     pub allow: Option<Vec<String>>,
     /// Calls the session's approver decides.
@@ -146,7 +146,7 @@ fn add_claude_file(file: &Path, workspace: bool, rules: &mut RuleSet, notes: &mu
 
 /// A Claude Code rule as brood rules (one Claude tool may be several of brood's),
 /// or why it cannot be.
-pub fn translate(rule: &str) -> Result<Vec<String>, String> {
+pub(crate) fn translate(rule: &str) -> Result<Vec<String>, String> {
     let rule = rule.trim();
     let (name, spec) = match rule.split_once('(') {
         Some((name, rest)) => match rest.strip_suffix(')') {

@@ -75,7 +75,7 @@ impl Session {
 
     /// What the shell sandbox cannot enforce on this kernel, one line each (empty:
     /// everything). The CLI prints these once per session.
-    pub fn sandbox_degradations(&self) -> Vec<String> {
+    pub(crate) fn sandbox_degradations(&self) -> Vec<String> {
         self.sandbox.degradations()
     }
 
@@ -104,7 +104,7 @@ impl Session {
     }
 
     /// MCP servers that did not start and MCP tools left out, one line each.
-    pub fn mcp_warnings(&self) -> &[String] {
+    pub(crate) fn mcp_warnings(&self) -> &[String] {
         self.mcp.warnings()
     }
 
@@ -390,7 +390,7 @@ impl Session {
     }
 
     /// The session's token: cancelling it stops every run.
-    pub fn cancel_token(&self) -> &CancellationToken {
+    pub(crate) fn cancel_token(&self) -> &CancellationToken {
         &self.cancel
     }
 

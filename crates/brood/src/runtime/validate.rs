@@ -136,7 +136,7 @@ fn env_hint(problem: &str) -> String {
 impl Config {
     /// The enabled MCP servers, checked; a problem names the file and the key
     /// (`mcp_servers.<name>.<key>`).
-    pub fn mcp_specs(&self) -> Result<Vec<crate::tool::mcp::McpServerSpec>, ConfigError> {
+    pub(crate) fn mcp_specs(&self) -> Result<Vec<crate::tool::mcp::McpServerSpec>, ConfigError> {
         let mut out = Vec::new();
         for (name, entry) in &self.mcp_servers {
             let c = &entry.config;

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// Largest file `edit_file` changes (it holds the file in memory).
-pub const EDIT_MAX_BYTES: u64 = 16 << 20;
+pub(crate) const EDIT_MAX_BYTES: u64 = 16 << 20;
 
 /// The builtin file tools that write, fresh instances.
 pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
@@ -29,7 +29,7 @@ pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
 
 /// `write_file`: create or replace a file.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct WriteFile;
+pub(crate) struct WriteFile;
 
 /// Arguments of `write_file`.
 // Fields undocumented on purpose: schemars would send doc comments to the model
@@ -81,7 +81,7 @@ impl Tool for WriteFile {
 
 /// `edit_file`: replace one exact occurrence of a string.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct EditFile;
+pub(crate) struct EditFile;
 
 /// Arguments of `edit_file`.
 // Fields undocumented on purpose: schemars would send doc comments to the model

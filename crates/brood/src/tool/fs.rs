@@ -19,16 +19,16 @@ use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 /// Most lines `read_file` returns in one call.
-pub const READ_MAX_LINES: usize = 2000;
+pub(crate) const READ_MAX_LINES: usize = 2000;
 /// Most bytes of text `read_file` returns in one call.
-pub const READ_MAX_BYTES: usize = 256 * 1024;
+pub(crate) const READ_MAX_BYTES: usize = 256 * 1024;
 /// Longer lines are cut to this many bytes.
-pub const READ_MAX_LINE_BYTES: usize = 2000;
+pub(crate) const READ_MAX_LINE_BYTES: usize = 2000;
 /// Most bytes `read_file` scans in one call (to reach `start_line` and count the
 /// lines after the window); past it the answer says what was not scanned.
-pub const READ_SCAN_MAX_BYTES: u64 = 256 << 20;
+pub(crate) const READ_SCAN_MAX_BYTES: u64 = 256 << 20;
 /// Most entries `list_dir` shows.
-pub const LIST_MAX_ENTRIES: usize = 1000;
+pub(crate) const LIST_MAX_ENTRIES: usize = 1000;
 /// How much of a file's start is checked for NUL bytes to call it binary.
 const BINARY_SNIFF_BYTES: usize = 8192;
 
@@ -63,12 +63,12 @@ pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
 
 /// `read_file`: a text file with line numbers, optionally a line range.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ReadFile;
+pub(crate) struct ReadFile;
 
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReadFileArgs {
+pub(crate) struct ReadFileArgs {
     /// Relative to the workspace root.
     pub path: String,
     /// First line, 1-based.
@@ -322,12 +322,12 @@ fn scan_cut_answer(
 
 /// `list_dir`: the entries of one directory.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ListDir;
+pub(crate) struct ListDir;
 
 /// Arguments of `list_dir`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListDirArgs {
+pub(crate) struct ListDirArgs {
     /// Default: the workspace root.
     #[serde(default)]
     pub path: Option<String>,

@@ -32,7 +32,7 @@ use std::sync::Arc;
 const MAX_SYMLINK_HOPS: usize = 40;
 
 /// Longest path (in bytes) a tool takes, as the kernel's `PATH_MAX`.
-pub const PATH_MAX_BYTES: usize = 4096;
+pub(crate) const PATH_MAX_BYTES: usize = 4096;
 
 /// A workspace root. All tool paths resolve inside it.
 #[derive(Debug, Clone)]
@@ -185,7 +185,7 @@ impl Workspace {
     /// `permissions.write_scopes` (workspace-relative directories) when those are
     /// set; otherwise [`ToolError::NotGranted`] names the tool, the holder and the
     /// allowed scopes.
-    pub fn resolve_for_write(
+    pub(crate) fn resolve_for_write(
         &self,
         path: &str,
         tool: &str,

@@ -27,13 +27,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Most bytes `memory_read` shows per file (the newest lines are kept).
-pub const READ_MAX_BYTES: usize = 64 * 1024;
+pub(crate) const READ_MAX_BYTES: usize = 64 * 1024;
 /// Most lines `memory_search` returns.
-pub const SEARCH_MAX_RESULTS: usize = 200;
+pub(crate) const SEARCH_MAX_RESULTS: usize = 200;
 /// Largest memory file the tools read (a larger one is reported, not read).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// Longest note, in characters.
-pub const MAX_NOTE_CHARS: usize = 1000;
+pub(crate) const MAX_NOTE_CHARS: usize = 1000;
 
 /// The two memory files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +117,7 @@ fn shown(ws: &Workspace, path: &Path) -> String {
 }
 
 /// The three memory tools sharing `files`.
-pub fn memory_tools(files: MemoryFiles) -> Vec<Arc<dyn Tool>> {
+pub(crate) fn memory_tools(files: MemoryFiles) -> Vec<Arc<dyn Tool>> {
     let files = Arc::new(files);
     vec![
         Arc::new(MemoryRead {
@@ -214,14 +214,14 @@ fn check_regular(file: &File, shown: &str) -> Result<(), ToolError> {
 
 /// `memory_read`.
 #[derive(Debug, Clone)]
-pub struct MemoryRead {
+pub(crate) struct MemoryRead {
     files: Arc<MemoryFiles>,
 }
 
 /// Arguments of `memory_read` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MemoryReadArgs {}
+pub(crate) struct MemoryReadArgs {}
 
 #[async_trait]
 impl Tool for MemoryRead {
@@ -285,14 +285,14 @@ impl Tool for MemoryRead {
 
 /// `memory_search`.
 #[derive(Debug, Clone)]
-pub struct MemorySearch {
+pub(crate) struct MemorySearch {
     files: Arc<MemoryFiles>,
 }
 
 /// Arguments of `memory_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MemorySearchArgs {
+pub(crate) struct MemorySearchArgs {
     /// Text to look for, case-insensitive. A plain substring unless `regex` is true.
     pub query: String,
     /// Treat `query` as a regular expression (default false).
@@ -394,7 +394,7 @@ pub struct Remember {
 /// Arguments of `remember`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RememberArgs {
+pub(crate) struct RememberArgs {
     /// One self-contained fact worth knowing in later runs (a convention, a command that
     /// works, a pitfall). Stored as one line; newlines become spaces.
     pub note: String,

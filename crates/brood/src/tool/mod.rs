@@ -269,7 +269,7 @@ pub trait Tool: Send + Sync {
 }
 
 /// Deserialize a tool's arguments, turning serde's message into a [`ToolError`].
-pub fn parse_args<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
     tool: &str,
     args: serde_json::Value,
 ) -> Result<T, ToolError> {

@@ -70,7 +70,7 @@ pub struct RuleError {
 }
 
 /// Tools whose rules take a path glob.
-pub const PATH_TOOLS: &[&str] = &[
+pub(crate) const PATH_TOOLS: &[&str] = &[
     "read_file",
     "write_file",
     "edit_file",
@@ -82,7 +82,7 @@ pub const PATH_TOOLS: &[&str] = &[
 /// search would reach a matching path.
 const SEARCH_TOOLS: &[&str] = &["list_dir", "find_files", "grep"];
 /// Tools whose rules take an agent type.
-pub const AGENT_TOOLS: &[&str] = &["task", "agent_open"];
+pub(crate) const AGENT_TOOLS: &[&str] = &["task", "agent_open"];
 
 /// Claude Code's tool names, refused in brood rules with brood's name suggested
 /// (a `Bash(...)` deny that silently matched nothing would protect nothing).
@@ -230,7 +230,7 @@ impl Rule {
     }
 
     /// Whether the rule's tool part names `tool`.
-    pub fn names_tool(&self, tool: &str) -> bool {
+    pub(crate) fn names_tool(&self, tool: &str) -> bool {
         match &self.tool {
             NamePattern::Exact(n) => {
                 n == tool

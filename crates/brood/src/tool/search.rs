@@ -21,17 +21,17 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Most paths `find_files` lists.
-pub const FIND_MAX_RESULTS: usize = 500;
+pub(crate) const FIND_MAX_RESULTS: usize = 500;
 /// Most matching lines `grep` returns.
-pub const GREP_MAX_MATCHES: usize = 300;
+pub(crate) const GREP_MAX_MATCHES: usize = 300;
 /// Most bytes of `grep` output.
-pub const GREP_MAX_BYTES: usize = 64 * 1024;
+pub(crate) const GREP_MAX_BYTES: usize = 64 * 1024;
 /// Files larger than this are not searched by `grep` (it says how many).
-pub const GREP_MAX_FILE_BYTES: u64 = 256 << 20;
+pub(crate) const GREP_MAX_FILE_BYTES: u64 = 256 << 20;
 /// Longest line `grep` holds in memory; a file with a longer one is not searched.
 const GREP_MAX_LINE_BUFFER: usize = 1 << 20;
 /// Longest glob or regex pattern, in bytes.
-pub const PATTERN_MAX_BYTES: usize = 4096;
+pub(crate) const PATTERN_MAX_BYTES: usize = 4096;
 /// Matching lines are cut to this many bytes.
 const GREP_MAX_LINE_BYTES: usize = 400;
 
@@ -120,12 +120,12 @@ fn search_root(ws: &Workspace, path: Option<&str>) -> Result<std::path::PathBuf,
 
 /// `find_files`: paths matching a glob.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct FindFiles;
+pub(crate) struct FindFiles;
 
 /// Arguments of `find_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FindFilesArgs {
+pub(crate) struct FindFilesArgs {
     /// '*.rs' matches names at any depth; with '/' it matches paths ('src/**/*.rs').
     pub pattern: String,
     /// Directory (default: the workspace root).
@@ -217,7 +217,7 @@ pub struct Grep;
 /// Arguments of `grep`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GrepArgs {
+pub(crate) struct GrepArgs {
     /// Regex, e.g. 'fn\s+main'.
     pub pattern: String,
     /// File or directory.

@@ -29,13 +29,13 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 /// Timeout when the call gives none.
-pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub(crate) const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// Longest timeout a call may ask for.
-pub const MAX_TIMEOUT_SECS: u64 = 600;
+pub(crate) const MAX_TIMEOUT_SECS: u64 = 600;
 /// Bytes of output kept from the start and from the end (each).
-pub const OUTPUT_HEAD_BYTES: usize = 32 * 1024;
+pub(crate) const OUTPUT_HEAD_BYTES: usize = 32 * 1024;
 /// Bytes of output kept from the end (see [`OUTPUT_HEAD_BYTES`]).
-pub const OUTPUT_TAIL_BYTES: usize = 32 * 1024;
+pub(crate) const OUTPUT_TAIL_BYTES: usize = 32 * 1024;
 /// How long to keep reading after the command returned, for output still in flight
 /// from processes that left the group.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most items a list may hold.
-pub const MAX_ITEMS: usize = 100;
+pub(crate) const MAX_ITEMS: usize = 100;
 /// Longest item text, in characters.
-pub const MAX_ITEM_CHARS: usize = 500;
+pub(crate) const MAX_ITEM_CHARS: usize = 500;
 
 /// Where an item stands.
 // Fields undocumented on purpose: schemars would send doc comments to the model
@@ -51,7 +51,7 @@ pub(crate) struct TodoWriteArgs {
 /// Arguments of `todo_read` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TodoReadArgs {}
+pub(crate) struct TodoReadArgs {}
 
 /// The list two tools share.
 #[derive(Debug, Clone, Default)]

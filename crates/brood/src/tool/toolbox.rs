@@ -89,7 +89,7 @@ impl Toolbox {
 
     /// As [`Toolbox::new`], taking specs from (and adding them to) `cache`. Tools
     /// of one name must have one spec within a cache's users.
-    pub fn with_cache(
+    pub(crate) fn with_cache(
         candidates: Vec<Arc<dyn Tool>>,
         permissions: Permissions,
         cache: &SpecCache,
@@ -130,7 +130,7 @@ impl Toolbox {
     }
 
     /// Put every call (after the grant checks) to `gate`, with this run's `rules`.
-    pub fn with_gate(mut self, gate: Arc<dyn CallGate>, rules: Arc<RuleSet>) -> Self {
+    pub(crate) fn with_gate(mut self, gate: Arc<dyn CallGate>, rules: Arc<RuleSet>) -> Self {
         self.gate = Some((gate, rules));
         self
     }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Largest ignore file the walk lets the `ignore` crate read.
-pub const IGNORE_FILE_MAX_BYTES: u64 = 1 << 20;
+pub(crate) const IGNORE_FILE_MAX_BYTES: u64 = 1 << 20;
 
 /// The ignore files the walk reads in a directory.
 const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];

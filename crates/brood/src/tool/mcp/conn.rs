@@ -194,7 +194,7 @@ impl Server {
 
     /// Start it (if needed), which lists its tools ([`Server::listed`]), within
     /// the start-up timeout.
-    pub async fn start_and_list(&self) -> Result<(), String> {
+    pub(crate) async fn start_and_list(&self) -> Result<(), String> {
         let secs = self.spec.startup_timeout.as_secs();
         match tokio::time::timeout(self.spec.startup_timeout, self.client()).await {
             Ok(Ok(_)) => Ok(()),

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The file's name at the workspace root.
-pub const FILE_NAME: &str = ".mcp.json";
+pub(crate) const FILE_NAME: &str = ".mcp.json";
 
 /// The servers of a `.mcp.json` text, and a note for each part brood does not use.
 pub fn parse(text: &str) -> Result<(BTreeMap<String, McpServerConfig>, Vec<String>), String> {

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Seconds a server has to start and answer `initialize` + `tools/list` (default).
-pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
+pub(crate) const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
 /// Seconds one tool call may take (default).
-pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 120;
+pub(crate) const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 120;
 
 /// One `[mcp_servers.<name>]` table (or one `.mcp.json` `mcpServers` entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +111,7 @@ pub struct McpServerSpec {
 
 /// Whether `name` may name a server: ASCII letters, digits, `-` and `_`, no `__`
 /// (it separates server and tool in `mcp__<server>__<tool>`), 1..=32 bytes.
-pub fn valid_server_name(name: &str) -> bool {
+pub(crate) fn valid_server_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
         && !name.contains("__")

@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 
 /// Variables every shell gets when brood has them.
-pub const DEFAULT_ENV_ALLOW: &[&str] = &[
+pub(crate) const DEFAULT_ENV_ALLOW: &[&str] = &[
     "PATH",
     "HOME",
     "USER",

@@ -68,7 +68,7 @@ const SECRET_FILES: [&str; 6] = [
 /// Secret directories hidden (an empty tmpfs over them) from every shell.
 const SECRET_DIRS: [&str; 3] = ["/etc/ssl/private", "/etc/sudoers.d", "/root/.ssh"];
 /// Workspace entries no shell may change (a read-only bind over each).
-pub const PROTECTED: [&str; 4] = [".brood", ".claude", ".git/hooks", ".git/config"];
+pub(crate) const PROTECTED: [&str; 4] = [".brood", ".claude", ".git/hooks", ".git/config"];
 
 /// What the user's config says about shells (`[sandbox]`, user config only).
 #[derive(Debug, Clone, Default)]
@@ -216,7 +216,7 @@ impl Sandbox {
 
     /// Directories every shell may read besides the workspace: the system's, the
     /// toolchains on `PATH`, and `[sandbox] read_allow`.
-    pub fn read_roots(&self) -> &[PathBuf] {
+    pub(crate) fn read_roots(&self) -> &[PathBuf] {
         self.read_roots.get_or_init(|| {
             let mut roots: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
             roots.extend(toolchain_roots());
@@ -343,7 +343,7 @@ impl Sandbox {
 
 impl PreparedSandbox {
     /// The private temp dir the shell may write to (set as `TMPDIR`).
-    pub fn tmpdir(&self) -> &Path {
+    pub(crate) fn tmpdir(&self) -> &Path {
         self.tmp.path()
     }
 
