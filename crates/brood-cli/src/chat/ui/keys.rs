@@ -22,7 +22,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("PageUp / PageDown", "scroll the conversation or transcript"),
     (
         "Esc",
-        "interrupt the parent's turn (agent_open children keep running); back to the conversation",
+        "interrupt the parent's turn (agent_open children keep running) or a /resume; back to the conversation",
     ),
     ("Ctrl-C twice", "quit: cancel and record every run"),
 ];
