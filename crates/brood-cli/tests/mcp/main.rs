@@ -11,6 +11,7 @@ mod common;
 mod python;
 
 mod client;
+mod client_http;
 mod serve;
 
 /// The base URL of the local LLM server (`scripts/local-llm start`: starts it, or
