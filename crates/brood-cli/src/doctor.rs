@@ -56,7 +56,11 @@ pub async fn run(ws: &Path, flags: &Overrides) -> u8 {
         outln!("  (endpoint, key and model not checked: the configuration does not load)");
     }
     check_sandbox(&mut r, config.as_ref(), ws);
-    check_ledger(&mut r, ws);
+    check_ledger(
+        &mut r,
+        ws,
+        config.as_ref().and_then(|c| c.ledger_url.as_deref()),
+    );
     check_agents(
         &mut r,
         ws,
@@ -276,22 +280,13 @@ fn check_sandbox(r: &mut Report, config: Option<&Config>, ws: &Path) {
     }
 }
 
-fn check_ledger(r: &mut Report, ws: &Path) {
+fn check_ledger(r: &mut Report, ws: &Path, url: Option<&str>) {
+    if let Some(url) = url {
+        return check_ledger_url(r, ws, url);
+    }
     match Ledger::inspect(ws) {
         Ok((db, version)) => {
-            let what = match version {
-                Some(v) if v < SCHEMA_VERSION => {
-                    format!(
-                        "{} schema v{v} (this build migrates it to v{SCHEMA_VERSION})",
-                        db.display()
-                    )
-                }
-                Some(v) => format!("{} schema v{v}", db.display()),
-                None => format!(
-                    "{} not created yet (schema v{SCHEMA_VERSION})",
-                    db.display()
-                ),
-            };
+            let what = ledger_state(&db.display().to_string(), version);
             match writable(&db) {
                 Ok(()) => r.ok("ledger", format!("{what}, writable")),
                 Err(e) => r.fail(
@@ -306,6 +301,31 @@ fn check_ledger(r: &mut Report, ws: &Path) {
             e,
             "move the file aside (brood never overwrites it) or use a newer brood",
         ),
+    }
+}
+
+/// A `ledger_url` (config, `--ledger`, `BROOD_LEDGER_URL`) is reached as a run would
+/// reach it: the database connected and its schema read; nothing is created. The URL
+/// is shown with its password hidden.
+fn check_ledger_url(r: &mut Report, ws: &Path, url: &str) {
+    match Ledger::inspect_at(ws, Some(url)) {
+        Ok((place, version)) => r.ok("ledger", format!("{}, reachable", ledger_state(&place, version))),
+        Err(e) => r.fail(
+            "ledger",
+            e,
+            "check ledger_url (or --ledger, BROOD_LEDGER_URL): the server, user and database (docs/LEDGER.md, \"PostgreSQL\")",
+        ),
+    }
+}
+
+/// Where the ledger is and its schema version, as the ledger line says it.
+fn ledger_state(place: &str, version: Option<i64>) -> String {
+    match version {
+        Some(v) if v < SCHEMA_VERSION => {
+            format!("{place} schema v{v} (this build migrates it to v{SCHEMA_VERSION})")
+        }
+        Some(v) => format!("{place} schema v{v}"),
+        None => format!("{place} not created yet (schema v{SCHEMA_VERSION})"),
     }
 }
 

@@ -415,3 +415,69 @@ fn the_fleet_without_a_postgresql_ledger_is_refused_before_anything_runs() {
     assert!(err.contains("PostgreSQL ledger"), "{err}");
     assert_eq!(server.requests().len(), 0, "nothing may reach the model");
 }
+
+/// `brood doctor` with a PostgreSQL ledger reaches the database a run would use (its
+/// schema read, nothing created), not the workspace's SQLite file; an unreachable one
+/// fails the check naming the setting, with the URL's password hidden.
+#[test]
+fn doctor_reaches_a_postgres_ledger_and_names_the_setting_when_it_cannot() {
+    let Some(url) = pg::fresh_database("doctor_reaches_a_postgres_ledger") else {
+        return;
+    };
+    let f = fixture();
+    let server = MockServer::start(|_| MockReply::text("done"));
+    let doctor = |url: &str| {
+        let out = f
+            .command()
+            .env("BROOD_LEDGER_URL", url)
+            .arg("doctor")
+            .args(local_flags(&server))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        let ledger = stdout
+            .lines()
+            .find(|l| l.contains(" ledger"))
+            .unwrap_or_else(|| panic!("no ledger line:\n{stdout}\n{stderr}"))
+            .to_string();
+        (ledger, stdout + &stderr)
+    };
+    let (ledger, all) = doctor(&url);
+    assert!(ledger.starts_with('✓'), "{all}");
+    assert!(
+        ledger.contains("postgres") && ledger.contains("not created yet (schema v"),
+        "{all}"
+    );
+    assert!(
+        ledger.contains("reachable") && !ledger.contains(".brood"),
+        "{all}"
+    );
+    // doctor created nothing: neither the ledger in the database nor the SQLite file.
+    assert!(!f.ws.path().join(".brood/state/brood.db").exists());
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .arg("hello")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let (ledger, all) = doctor(&url);
+    assert!(ledger.starts_with('✓'), "{all}");
+    let version = format!("schema v{}", brood::ledger::SCHEMA_VERSION);
+    assert!(
+        ledger.contains(&version) && !ledger.contains("not created"),
+        "{all}"
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (ledger, all) = doctor(&format!(
+        "postgres://brood:hunter2secret@127.0.0.1:{port}/x"
+    ));
+    assert!(ledger.starts_with('✗'), "{all}");
+    assert!(all.contains("ledger_url"), "{all}");
+    assert!(!all.contains("hunter2secret"), "{all}");
+}

@@ -205,6 +205,24 @@ impl Ledger {
         Ok((paths.db, version))
     }
 
+    /// [`Ledger::inspect`] of the ledger at `url` (`None`: the workspace's SQLite file,
+    /// as `inspect`): where it is, as shown to people (a PostgreSQL URL with its
+    /// password hidden), and its schema version, `None` when there is no ledger yet.
+    /// For PostgreSQL this connects and reads the version; nothing is created.
+    pub fn inspect_at(
+        workspace: &Path,
+        url: Option<&str>,
+    ) -> Result<(String, Option<i64>), LedgerError> {
+        match Location::from_url(url)? {
+            Location::Workspace => {
+                let (db, version) = Self::inspect(workspace)?;
+                Ok((db.display().to_string(), version))
+            }
+            #[cfg(feature = "postgres")]
+            Location::Postgres(url) => Ok((pg_url::redact(&url), pg::inspect(&url)?)),
+        }
+    }
+
     /// Cancel and prune for a process that is not a session (the CLI). Registers no
     /// boot and recovers nothing. A workspace without a ledger gives `Missing`.
     pub fn open_maintenance(workspace: &Path) -> Result<LedgerMaintenance, LedgerError> {

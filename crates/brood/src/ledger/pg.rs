@@ -218,6 +218,12 @@ pub(crate) fn open_existing(url: &str) -> Result<Box<dyn Db>, LedgerError> {
     }
 }
 
+/// The schema version of the ledger at `url` (`brood doctor`), `None` when the
+/// database has none yet; connects, creates nothing.
+pub(crate) fn inspect(url: &str) -> Result<Option<i64>, LedgerError> {
+    found(&PgDb::connect(url)?, url)
+}
+
 /// The schema version of the ledger in the database, `None` when it has none yet.
 /// Another program's tables, or a version this build does not know, are refused.
 fn found(db: &PgDb, url: &str) -> Result<Option<i64>, LedgerError> {
