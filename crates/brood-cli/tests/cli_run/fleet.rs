@@ -341,7 +341,7 @@ fn e2e_fleet_fifty_children_three_workers_one_killed() {
     assert_eq!(children.len(), E2E_CHILDREN);
     let mut taken_over = 0;
     for c in &children {
-        assert_eq!(c["status"], "completed", "{}", c["id"]);
+        assert_eq!(c["status"], "completed", "{c:#}\nworkers: {logs:#?}");
         let kinds: Vec<&str> = c["events"]
             .as_array()
             .unwrap()

@@ -156,9 +156,7 @@ impl Git {
     /// Run `git ARGS` and return its stdout; a non-zero exit is [`GitError::Failed`]
     /// with git's own message.
     pub fn run(&self, args: &[&str]) -> Result<String, GitError> {
-        let out = self.command(args).output().map_err(|e| GitError::Missing {
-            detail: e.to_string(),
-        })?;
+        let out = self.exec(args)?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -176,9 +174,7 @@ impl Git {
 
     /// Run `git ARGS`: its exit code (`None`: killed by a signal) and stdout.
     pub fn output(&self, args: &[&str]) -> Result<(Option<i32>, String), GitError> {
-        let out = self.command(args).output().map_err(|e| GitError::Missing {
-            detail: e.to_string(),
-        })?;
+        let out = self.exec(args)?;
         Ok((
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -187,10 +183,59 @@ impl Git {
 
     /// Whether `git ARGS` exits 0 (its output is dropped).
     pub fn succeeds(&self, args: &[&str]) -> Result<bool, GitError> {
-        let out = self.command(args).output().map_err(|e| GitError::Missing {
-            detail: e.to_string(),
-        })?;
+        let out = self.exec(args)?;
         Ok(out.status.success())
+    }
+
+    /// Run `git ARGS` to its end. `git worktree …` runs under the repository's
+    /// worktree lock ([`Git::worktree_lock`]).
+    fn exec(&self, args: &[&str]) -> Result<std::process::Output, GitError> {
+        let _lock = match args.first() {
+            Some(&"worktree") => Some(self.worktree_lock()?),
+            _ => None,
+        };
+        self.command(args).output().map_err(|e| GitError::Missing {
+            detail: e.to_string(),
+        })
+    }
+
+    /// `git worktree` calls on one repository are serialized, across processes too
+    /// (fleet workers on one machine, children of several sessions): while it adds
+    /// a worktree git reads every other worktree's administrative files, and fails
+    /// on one another call is still creating ("failed to read
+    /// .git/worktrees/<id>/commondir"). An exclusive advisory lock on
+    /// `<git common dir>/brood-worktree.lock` (opened without following a symlink:
+    /// the repository is attacker input), released when the returned file drops.
+    fn worktree_lock(&self) -> Result<std::fs::File, GitError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let failed = |detail: String| GitError::Failed {
+            args: "worktree (taking brood-worktree.lock)".into(),
+            dir: self.dir.clone(),
+            stderr: detail,
+        };
+        let out = self
+            .command(&["rev-parse", "--git-common-dir"])
+            .output()
+            .map_err(|e| GitError::Missing {
+                detail: e.to_string(),
+            })?;
+        if !out.status.success() {
+            return Err(failed(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        let common = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let path = self.dir.join(common).join("brood-worktree.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+        file.lock()
+            .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+        Ok(file)
     }
 
     fn command(&self, args: &[&str]) -> Command {

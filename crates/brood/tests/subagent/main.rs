@@ -22,3 +22,4 @@ mod runtime_limits;
 mod runtime_records;
 mod runtime_roles;
 mod wire;
+mod worktrees;
