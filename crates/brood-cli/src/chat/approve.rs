@@ -55,17 +55,7 @@ impl Approver for UiApprover {
 /// name. Model-written text is printed without control characters, so an
 /// argument cannot move the cursor or retitle the terminal.
 pub fn question(request: &ApprovalRequest, who: &str) -> Vec<String> {
-    let clean = |s: &str, max: usize| -> String {
-        let s: String = s
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        match s.char_indices().nth(max) {
-            Some((at, _)) => format!("{}…", &s[..at]),
-            None => s,
-        }
-    };
+    let clean = crate::words::one_line;
     let mut out = vec![format!(
         "approval needed: {} [{} · {}] wants to run {}",
         clean(who, 60),

@@ -5,6 +5,7 @@
 use super::app::{App, Item};
 use super::transcript::Entry;
 use crate::chat::tree::{describe_within, Spend, State};
+use crate::words::one_line;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span, Text};
@@ -171,16 +172,6 @@ fn first_line(s: &str) -> String {
     one_line(s.lines().next().unwrap_or(""), 60)
 }
 
-/// `s` on one line, at most `max` characters.
-fn one_line(s: &str, max: usize) -> String {
-    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.chars().count() > max {
-        format!("{}…", s.chars().take(max - 1).collect::<String>())
-    } else {
-        s
-    }
-}
-
 /// The tree pane's lines: each group's heading, then its agents
 /// `├─ name [role · model] task — state, elapsed, tokens, cost`; the selected one marked
 /// (and its line's index).
@@ -319,9 +310,14 @@ fn draw_approval(f: &mut Frame, screen: Rect, app: &App) {
     };
     let mut lines = vec![
         Line::from(vec![
-            who.bold(),
-            format!(" [{} · {}] wants to run ", r.role, r.agent_type).into(),
-            r.tool.clone().magenta().bold(),
+            one_line(&who, 60).bold(),
+            format!(
+                " [{} · {}] wants to run ",
+                one_line(&r.role, 40),
+                one_line(&r.agent_type, 40)
+            )
+            .into(),
+            one_line(&r.tool, 80).magenta().bold(),
         ]),
         Line::from(one_line(&r.arguments.to_string(), 200).dark_gray()),
     ];
