@@ -86,6 +86,11 @@ pub(crate) async fn run(args: WorkerArgs) -> u8 {
             return crate::exit::of_error(&e);
         }
     };
+    // The same start-up warnings as run, chat and mcp (a degraded sandbox, agent
+    // files not loaded, MCP servers that did not start): the runs here depend on them.
+    for w in session.startup_warnings() {
+        errln!("brood worker: warning: {w}");
+    }
     let ledger = session.ledger().clone();
     let lease = Duration::from_secs(args.lease_secs);
     let poll = POLL.min(lease);

@@ -122,6 +122,14 @@ fn a_fleet_parents_children_run_on_a_worker_and_their_results_reach_it() {
             _ => MockReply::text("done"),
         }
     });
+    // A broken agent file of the user's: the worker warns at start, as run does.
+    let agents = f.home.path().join(".config/brood/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("broken.md"),
+        "---\nname: [unclosed\n---\nbody\n",
+    )
+    .unwrap();
     let root = tempfile::tempdir().unwrap();
     let worker = spawn_worker(&f, &server, &url, root.path());
     let out = f
@@ -151,6 +159,10 @@ fn a_fleet_parents_children_run_on_a_worker_and_their_results_reach_it() {
         );
     }
     let log = stop(worker);
+    assert!(
+        log.contains("brood worker: warning:") && log.contains("broken.md"),
+        "{log}"
+    );
     let runs = fleet_runs(&f, &url);
     let parent = runs.iter().find(|r| r["parent_id"].is_null()).unwrap();
     let children: Vec<&Value> = runs.iter().filter(|r| !r["parent_id"].is_null()).collect();
