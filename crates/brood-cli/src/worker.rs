@@ -205,13 +205,27 @@ fn listen(
     };
     let (wake, stop) = (wake.clone(), stop.clone());
     std::thread::spawn(move || {
+        let mut warned = false;
         while !stop.load(Ordering::Relaxed) {
             match listener.wait(poll) {
-                Ok(runs) if !runs.is_empty() => wake.notify_one(),
+                // Woken by an enqueue, or back after a lost connection (an enqueue
+                // notified meanwhile is lost): look for work either way.
+                Ok(heard) if heard.reconnected || !heard.runs.is_empty() => {
+                    if heard.reconnected && warned {
+                        errln!("brood worker: listening for queued runs again");
+                    }
+                    warned = false;
+                    wake.notify_one();
+                }
                 Ok(_) => {}
+                // The database stayed out of reach past the ledger's reconnect_for:
+                // the loop polls meanwhile; the next wait tries again.
                 Err(e) => {
-                    errln!("brood worker: warning: listening for queued runs failed ({e}); polling every {} s", poll.as_secs());
-                    return;
+                    if !warned {
+                        errln!("brood worker: warning: listening for queued runs failed ({e}); polling every {} s until it is back", poll.as_secs());
+                        warned = true;
+                    }
+                    std::thread::sleep(poll);
                 }
             }
         }

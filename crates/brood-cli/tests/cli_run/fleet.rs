@@ -274,6 +274,82 @@ fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
     assert!(child_requests.len() >= 2, "{child_requests:?}");
 }
 
+/// The server ends every brood connection (the parent's writer and listener, the
+/// worker's) while the children's model requests are in flight: each comes back
+/// (docs/LEDGER.md, "Lost connections"), nothing is lost or written twice, and the
+/// parent still receives every child's end.
+#[test]
+fn ended_connections_come_back_and_the_parent_still_gets_every_end() {
+    let Some(url) = pg::fresh_database("ended_connections_come_back") else {
+        return;
+    };
+    let f = fleet_fixture();
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = MockServer::start(move |req| {
+        let first = req.first_user_text().unwrap_or_default().to_string();
+        if first.starts_with("look ") {
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call("list_dir", json!({})).until(&held),
+                _ => MockReply::text(ANSWER.replace("looked", &format!("looked ({first})"))),
+            };
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"prompts": ["look a", "look b", "look c"]})),
+            _ => MockReply::text("done"),
+        }
+    });
+    let root = tempfile::tempdir().unwrap();
+    let worker = spawn_worker(&f, &server, &url, root.path());
+    let parent = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "fan out"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The parent's request and the three children's first ones, held.
+    wait_for_requests(&server, 4);
+    let all: Vec<String> = pg::brood_backends(&url).into_iter().collect();
+    assert!(all.len() >= 4, "writers and listeners of both: {all:?}");
+    pg::terminate(&url, &all);
+    gate.open();
+    let out = parent.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let log = stop(worker);
+    let runs = fleet_runs(&f, &url);
+    let children: Vec<&Value> = runs.iter().filter(|r| !r["parent_id"].is_null()).collect();
+    assert_eq!(children.len(), 3, "{runs:?}");
+    for c in &children {
+        let id = c["id"].as_str().unwrap();
+        assert_eq!(c["status"], "completed", "{c}\nworker: {log}");
+        let kinds = event_kinds(&f, &url, id);
+        for once in ["spawned", "queued", "started", "completed"] {
+            assert_eq!(
+                kinds.iter().filter(|k| *k == once).count(),
+                1,
+                "{id}: {once} in {kinds:?}"
+            );
+        }
+    }
+    let last = server
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| {
+            r["messages"][1]["content"] == "fan out" && r["messages"].as_array().unwrap().len() > 2
+        })
+        .unwrap()
+        .to_string();
+    for who in ["look a", "look b", "look c"] {
+        assert_eq!(last.matches(&format!("({who})")).count(), 1, "{last}");
+    }
+}
+
 /// Children the fleet end to end fans out, and workers it runs.
 const E2E_CHILDREN: usize = 50;
 const E2E_WORKERS: usize = 3;

@@ -258,6 +258,20 @@ pub(crate) trait Db: Send {
     /// Hold boot `boot_id`'s liveness for as long as the returned lock (SQLite: the
     /// lock file) or this connection (PostgreSQL: a session advisory lock) lives.
     fn hold_boot(&self, boot_id: &str) -> Result<Option<BootLock>, LedgerError>;
+    /// Whether this connection is gone (PostgreSQL: the server restarted or ended
+    /// it, the network dropped); an SQLite file is never lost this way.
+    fn connection_lost(&self) -> bool {
+        false
+    }
+    /// Connect again after [`Db::connection_lost`], as this connection was (its
+    /// session settings, the boot lock it held), within the ledger's
+    /// `reconnect_for`. `Ok(true)` when the transaction last begun on the lost
+    /// connection committed (the connection went with its acknowledgement),
+    /// `Ok(false)` when it did not; [`LedgerError::Disconnected`] when no connection
+    /// could be made in time.
+    fn reconnect(&self) -> Result<bool, LedgerError> {
+        Err(LedgerError::WriterStopped)
+    }
     /// Engine-specific tuning around the ledger's phases; a no-op where it means
     /// nothing.
     fn tune(&self, _t: Tuning) -> Result<(), DbError> {

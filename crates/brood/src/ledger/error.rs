@@ -131,6 +131,18 @@ pub enum LedgerError {
         /// The boot holding its lease now.
         holder: String,
     },
+    /// The connection to a PostgreSQL ledger was lost and could not be made again
+    /// within `reconnect_for`: the writes it held were not recorded. The next write
+    /// tries again.
+    #[error("lost the connection to the PostgreSQL ledger at {url} and could not connect again within {tried_secs} s ({detail}); the writes it held are not recorded — check that the server is up and reachable from here (the next write tries again)")]
+    Disconnected {
+        /// The ledger's URL, its password hidden.
+        url: String,
+        /// How long reconnecting was tried.
+        tried_secs: u64,
+        /// The last failure.
+        detail: String,
+    },
     /// Lifecycle event kinds are written by status transitions, not appended directly.
     #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
     ReservedEventKind {

@@ -9,9 +9,9 @@ use super::fleet::{
     Claimed, FleetAnswer, FleetChannel, FleetOp, FleetReply, Placement, DONE_CHANNEL,
     QUEUED_CHANNEL,
 };
+use super::op::{Op, Reply};
 use super::store::now_ms;
 use super::types::RunId;
-use super::writer::{Op, Reply};
 use super::{Durable, Ledger};
 
 fn millis(d: Duration) -> i64 {
@@ -79,23 +79,40 @@ impl std::fmt::Debug for FleetListener {
     }
 }
 
+/// What one [`FleetListener::wait`] heard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Heard {
+    /// The run ids notified, in order (empty when the wait timed out).
+    pub runs: Vec<RunId>,
+    /// The listener's connection was lost and made again (listening again) during
+    /// this wait: notifications sent meanwhile are lost, so read the ledger for
+    /// everything this listener stands for (the runs waited on, the queue).
+    pub reconnected: bool,
+}
+
 impl FleetListener {
-    /// The run ids notified within `timeout` on the channels listened to (empty when
-    /// it passed without any). Blocking: from async code, call it on a blocking thread.
-    pub fn wait(&mut self, timeout: Duration) -> Result<Vec<RunId>, LedgerError> {
+    /// The run ids notified within `timeout` on the channels listened to (none when
+    /// it passed without any). A lost connection is made again within the call (for
+    /// up to `LedgerOptions::reconnect_for`), which then returns at once with
+    /// `reconnected`; [`LedgerError::Disconnected`] when it could not be — the next
+    /// call tries again. Blocking: from async code, call it on a blocking thread.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Heard, LedgerError> {
         #[cfg(feature = "postgres")]
         {
-            Ok(self
-                .inner
-                .wait(timeout)?
-                .into_iter()
-                .map(|(_, run)| RunId::from_string(run))
-                .collect())
+            let heard = self.inner.wait(timeout)?;
+            Ok(Heard {
+                runs: heard
+                    .notes
+                    .into_iter()
+                    .map(|(_, run)| RunId::from_string(run))
+                    .collect(),
+                reconnected: heard.reconnected,
+            })
         }
         #[cfg(not(feature = "postgres"))]
         {
             let _ = timeout;
-            Ok(Vec::new())
+            Ok(Heard::default())
         }
     }
 }
@@ -110,7 +127,7 @@ impl Ledger {
         match &self.location {
             #[cfg(feature = "postgres")]
             super::store::Location::Postgres(url) => Ok(FleetListener {
-                inner: super::pg::listen(url, &[channel])?,
+                inner: super::pg::listen(url, &[channel], self.options.reconnect_for)?,
             }),
             super::store::Location::Workspace => Err(LedgerError::FleetNeedsPostgres {
                 what: "listening for the fleet's notifications".into(),

@@ -17,6 +17,7 @@
 //!
 //! The ledger stores JSON and strings only; it knows nothing of models, tools or agents.
 
+mod apply;
 mod boot;
 mod columns;
 mod db;
@@ -27,6 +28,7 @@ mod fleet_handle;
 mod liveness;
 mod maintenance;
 mod memo;
+mod op;
 mod ops;
 mod paths;
 #[cfg(feature = "postgres")]
@@ -50,7 +52,7 @@ pub use export::{Export, ExportedRun, EXPORT_SCHEMA};
 pub use fleet::{
     Claimed, FleetChannel, Placement, DEFAULT_MAX_ATTEMPTS, DONE_CHANNEL, QUEUED_CHANNEL,
 };
-pub use fleet_handle::FleetListener;
+pub use fleet_handle::{FleetListener, Heard};
 pub use maintenance::LedgerMaintenance;
 pub use pg_url::redact as redact_url;
 pub use reader::LedgerReader;
@@ -74,11 +76,12 @@ use tokio::sync::oneshot;
 
 use db::{Db, Tuning};
 use error::SqlContext;
+use op::Op;
 use paths::LedgerPaths;
 use queue::Gauge;
 use reader::Current;
 use store::{now_ms, Location};
-use writer::{Counters, Op, Writer};
+use writer::{Counters, Writer};
 
 /// One boot of a session on a workspace's ledger. Share it with `Arc`; every method
 /// takes `&self` and none blocks on the database (writes are queued to the writer
@@ -123,7 +126,9 @@ impl Ledger {
                 store::open_writer(&paths, options.durability, options.busy_timeout)?
             }
             #[cfg(feature = "postgres")]
-            Location::Postgres(url) => pg::open_writer(url, &paths, options.durability)?,
+            Location::Postgres(url) => {
+                pg::open_writer(url, &paths, options.durability, options.reconnect_for)?
+            }
         };
         let lock = db.hold_boot(&boot_id)?;
         // The boot row and the recovery commit without folding the WAL into the
@@ -558,7 +563,7 @@ impl Ledger {
         })
     }
 
-    fn durable<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Op) -> Durable<T> {
+    fn durable<T>(&self, make: impl FnOnce(op::Reply<T>) -> Op) -> Durable<T> {
         let (tx, rx) = oneshot::channel();
         match self.send(make(Some(tx))) {
             Ok(()) => Durable::waiting(rx),

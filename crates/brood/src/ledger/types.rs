@@ -627,6 +627,10 @@ pub struct LedgerStats {
     /// are never dropped for it.
     #[serde(default)]
     pub busy_retries: u64,
+    /// Times the writer lost its connection (PostgreSQL: a server restart, a network
+    /// drop) and connected again; the batch it held was committed once either way.
+    #[serde(default)]
+    pub reconnects: u64,
     /// Since when (Unix ms) the writer has been waiting for the database, if it is
     /// waiting now.
     #[serde(default)]
@@ -683,6 +687,11 @@ pub struct LedgerOptions {
     /// (`.brood/state/brood.db`); `postgres://…` (or `postgresql://…`), a PostgreSQL
     /// database (docs/LEDGER.md, "PostgreSQL"). Spill files stay in the workspace.
     pub url: Option<String>,
+    /// How long a PostgreSQL ledger tries to connect again after losing its
+    /// connection (a server restart, a network drop) before the writes it holds
+    /// fail with [`LedgerError::Disconnected`](super::LedgerError::Disconnected)
+    /// (docs/LEDGER.md, "Lost connections").
+    pub reconnect_for: Duration,
 }
 
 impl Default for LedgerOptions {
@@ -696,6 +705,7 @@ impl Default for LedgerOptions {
             writer_niceness: 5,
             max_queued: 8192,
             url: None,
+            reconnect_for: Duration::from_secs(60),
         }
     }
 }

@@ -8,7 +8,10 @@
 //! `BEGIN IMMEDIATE` or `COMMIT` refused for a lock held past the busy timeout (or a
 //! transient I/O error) is retried with backoff for as long as the ledger lives
 //! (counted in `busy_retries`, `waiting_since_ms` set meanwhile); only an op that
-//! itself fails (its savepoint rolled back) is rejected, alone.
+//! itself fails (its savepoint rolled back) is rejected, alone. A batch whose
+//! connection was lost (PostgreSQL) is committed once on a new connection: applied
+//! again only if its COMMIT did not take effect (`Db::reconnect`, counted in
+//! `reconnects`). Applying the ops is `super::apply`; the ops are `super::op`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,110 +21,23 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::apply::{deliver, ApplyCtx, Outcome, SpillFiles};
 use super::db::{Db, Tuning};
 use super::error::{LedgerError, SqlContext};
-use super::fleet::{self, FleetOp, FleetReply};
+use super::fleet;
 use super::maintenance;
-use super::memo::{Memo, RunFacts};
+use super::memo::Memo;
+use super::op::{Op, Reply};
 use super::ops::{self, Author};
 use super::paths::LedgerPaths;
 use super::queue::{CloseOnDrop, Gauge};
-use super::reopen;
-use super::shared::SpillDir;
 use super::store::now_ms;
-use super::types::{
-    CancelOutcome, EventKind, LedgerStats, NewRun, PruneReport, Reopened, RunId, Transition,
-    UsageDelta,
-};
+use super::types::LedgerStats;
 
 /// Reason written on this boot's unfinished runs when the ledger closes.
 const SESSION_ENDED_REASON: &str = "session ended before the run finished";
-
-/// Where a durable operation's answer goes (None for fire-and-forget).
-pub(crate) type Reply<T> = Option<oneshot::Sender<Result<T, LedgerError>>>;
-
-/// One queued operation. `at` is when the caller asked (Unix ms).
-pub(crate) enum Op {
-    CreateRun {
-        id: RunId,
-        run: Box<NewRun>,
-        at: i64,
-        reply: Reply<RunId>,
-    },
-    Transition {
-        run: RunId,
-        change: Transition,
-        at: i64,
-        reply: Reply<()>,
-    },
-    Event {
-        run: RunId,
-        kind: EventKind,
-        payload: Value,
-        at: i64,
-    },
-    Message {
-        run: RunId,
-        role: String,
-        content: Value,
-        at: i64,
-    },
-    Usage {
-        run: RunId,
-        delta: UsageDelta,
-        at: i64,
-    },
-    RequestCancel {
-        run: RunId,
-        at: i64,
-        reply: Reply<CancelOutcome>,
-    },
-    TakeCancelRequests {
-        reply: Reply<Vec<RunId>>,
-    },
-    Prune {
-        cutoff_ms: i64,
-        reply: Reply<PruneReport>,
-    },
-    Reopen {
-        run: RunId,
-        at: i64,
-        reply: Reply<Reopened>,
-    },
-    Flush {
-        reply: Reply<()>,
-    },
-    /// Enqueue, claim, lease renewal (`super::fleet`).
-    Fleet {
-        op: FleetOp,
-        at: i64,
-        reply: FleetReply,
-    },
-    /// Mark this boot's unfinished runs interrupted, end the boot, stop the thread.
-    Shutdown {
-        reply: Reply<()>,
-    },
-}
-
-impl Op {
-    /// Whether someone waits for this op's commit (or it stops the writer).
-    fn awaited(&self) -> bool {
-        match self {
-            Op::CreateRun { reply, .. } => reply.is_some(),
-            Op::Transition { reply, .. } => reply.is_some(),
-            Op::RequestCancel { reply, .. } => reply.is_some(),
-            Op::TakeCancelRequests { reply } => reply.is_some(),
-            Op::Prune { reply, .. } => reply.is_some(),
-            Op::Flush { reply } => reply.is_some(),
-            Op::Reopen { reply, .. } => reply.is_some(),
-            Op::Shutdown { .. } | Op::Fleet { .. } => true,
-            Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => false,
-        }
-    }
-}
 
 /// How long a batch nobody waits on may wait for more ops before it commits: about
 /// the gap between a run's progress events and the awaited record that follows them.
@@ -185,6 +101,8 @@ pub(crate) struct Counters {
     ops_committed: AtomicU64,
     ops_failed: AtomicU64,
     busy_retries: AtomicU64,
+    /// Connections made again after one was lost (PostgreSQL).
+    pub reconnects: AtomicU64,
     /// Unix ms the current wait began; 0 when the writer is not waiting.
     waiting_since_ms: AtomicI64,
 }
@@ -200,6 +118,7 @@ impl Counters {
             ops_committed: self.ops_committed.load(Ordering::Relaxed),
             ops_failed: self.ops_failed.load(Ordering::Relaxed),
             busy_retries: self.busy_retries.load(Ordering::Relaxed),
+            reconnects: self.reconnects.load(Ordering::Relaxed),
             waiting_since_ms: match self.waiting_since_ms.load(Ordering::Relaxed) {
                 0 => None,
                 ms => Some(ms),
@@ -229,26 +148,6 @@ impl Counters {
                 counter.fetch_add(n, Ordering::Relaxed);
             }
         }
-    }
-}
-
-/// Sends one operation's answer once the commit outcome is known.
-type Settle = Box<dyn FnOnce(&Result<(), LedgerError>) + Send>;
-
-fn settle<T: Send + 'static>(
-    settles: &mut Vec<Settle>,
-    reply: Reply<T>,
-    result: Result<T, LedgerError>,
-) {
-    if let Some(tx) = reply {
-        settles.push(Box::new(move |commit| {
-            let answer = match (result, commit) {
-                (Err(e), _) => Err(e),
-                (Ok(v), Ok(())) => Ok(v),
-                (Ok(_), Err(e)) => Err(e.clone()),
-            };
-            let _ = tx.send(answer);
-        }));
     }
 }
 
@@ -309,70 +208,52 @@ impl Writer {
     }
 
     /// Apply and commit one batch. Returns the shutdown reply if the batch asked to stop.
+    ///
+    /// A batch whose connection was lost (PostgreSQL: a server restart, a network
+    /// drop, `pg_terminate_backend`) is not failed: the writer connects again
+    /// ([`Db::reconnect`], bounded by `LedgerOptions::reconnect_for`), learns whether
+    /// the batch's COMMIT took effect before the connection went (its
+    /// acknowledgement may be what was lost), and applies the batch again, whole,
+    /// only when it did not — so each op is committed once.
     fn commit_batch(&mut self, batch: Vec<Op>) -> Option<Reply<()>> {
         let ops = batch.len();
-        let mut settles: Vec<Settle> = Vec::with_capacity(batch.len());
-        let mut tally = LedgerStats::default();
-        let mut shutdown = None;
-        let mut spills = SpillFiles::default();
-        let mut wait = Wait::new(&self.counters);
-        let db = &*self.db;
-        let begun = loop {
-            match db.begin() {
-                Err(e) if e.transient() => wait.again(),
-                other => break other.ctx("starting a group commit"),
+        let mut reconnects = 0;
+        let mut attempt = loop {
+            let mut attempt = self.attempt(&batch);
+            if attempt.commit.is_ok() || !self.db.connection_lost() {
+                break attempt;
+            }
+            reconnects += 1;
+            self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            match self.db.reconnect() {
+                Ok(true) => {
+                    attempt.commit = Ok(());
+                    break attempt;
+                }
+                Ok(false) if reconnects < MAX_RECONNECTS => {
+                    // Nothing of this attempt is in the database: not its rows, not
+                    // what the memo learned, not the spill files its rows named.
+                    maintenance::remove_spill_files(&attempt.spills.written);
+                    self.memo.clear();
+                }
+                Ok(false) => break attempt,
+                Err(e) => {
+                    attempt.commit = Err(e);
+                    break attempt;
+                }
             }
         };
-        let commit = match begun {
-            Err(e) => {
-                for op in batch {
-                    if let Some(reply) = fail_op(op, &e, &mut tally) {
-                        shutdown = Some(reply);
-                    }
-                }
-                Err(e)
-            }
-            Ok(()) => {
-                let ctx = ApplyCtx {
-                    paths: &self.paths,
-                    author: Author {
-                        session_id: &self.session_id,
-                        boot_id: &self.boot_id,
-                        workspace: &self.workspace,
-                    },
-                    cap_bytes: self.cap_bytes,
-                };
-                for op in batch {
-                    if let Some(reply) = ctx.apply(
-                        db,
-                        &mut self.memo,
-                        op,
-                        &mut settles,
-                        &mut tally,
-                        &mut spills,
-                    ) {
-                        shutdown = Some(reply);
-                    }
-                }
-                // A COMMIT refused for a lock (or a transient I/O error) leaves the
-                // transaction open, and it can be committed later: wait, never drop.
-                let committed = loop {
-                    match db.commit() {
-                        Err(e) if e.transient() && db.in_transaction() => wait.again(),
-                        other => break other.ctx("committing a group commit"),
-                    }
-                };
-                // Rolls back only what a failed COMMIT left open (a no-op after COMMIT).
-                let _ = db.rollback();
-                committed
-            }
-        };
-        wait.done();
+        let Attempt {
+            outcomes,
+            commit,
+            ref mut tally,
+            spills,
+        } = attempt;
         match &commit {
             Ok(()) => {
                 tally.batches_committed = 1;
                 maintenance::remove_spill_files(&spills.obsolete);
-                self.counters.add(&tally);
+                self.counters.add(tally);
             }
             Err(_) => {
                 // The rows that named this batch's spill files were rolled back.
@@ -389,322 +270,146 @@ impl Writer {
         // Counted out before anyone hears back, so a caller that awaited an op sees
         // the queue without it.
         self.gauge.settled(ops);
-        for s in settles {
-            s(&commit);
+        let mut shutdown = None;
+        for (op, outcome) in batch.into_iter().zip(outcomes) {
+            if let Some(reply) = deliver(op, outcome, &commit) {
+                shutdown = Some(reply);
+            }
         }
         shutdown
     }
 
-    /// Mark this boot's unfinished runs interrupted and the boot ended.
-    fn shutdown(&mut self, reply: Reply<()>) {
-        let result = (|| {
-            let mut wait = Wait::new(&self.counters);
-            let db = &*self.db;
-            loop {
-                match db.begin() {
-                    Err(e) if e.transient() => wait.again(),
-                    other => break other.ctx("starting the closing transaction")?,
-                }
+    /// Begin, apply every op of `batch` and commit, once.
+    fn attempt(&mut self, batch: &[Op]) -> Attempt {
+        let mut tally = LedgerStats::default();
+        let mut spills = SpillFiles::default();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut wait = Wait::new(&self.counters);
+        let db = &*self.db;
+        let begun = loop {
+            match db.begin() {
+                Err(e) if e.transient() => wait.again(),
+                other => break other.ctx("starting a group commit"),
             }
-            let runs = match ops::interrupt_boot(db, &self.boot_id, SESSION_ENDED_REASON, now_ms())
-                .and_then(|runs| fleet::release_boot(db, &self.boot_id).map(|()| runs))
-            {
-                Ok(runs) => runs,
-                Err(e) => {
-                    let _ = db.rollback();
-                    return Err(e);
+        };
+        let commit = match begun {
+            Err(e) => {
+                let unanswered = batch
+                    .iter()
+                    .filter(|op| !matches!(op, Op::Shutdown { .. }))
+                    .count();
+                tally.ops_failed = unanswered as u64;
+                outcomes.extend(batch.iter().map(|_| Outcome::NotRun));
+                Err(e)
+            }
+            Ok(()) => {
+                let ctx = ApplyCtx {
+                    paths: &self.paths,
+                    author: Author {
+                        session_id: &self.session_id,
+                        boot_id: &self.boot_id,
+                        workspace: &self.workspace,
+                    },
+                    cap_bytes: self.cap_bytes,
+                };
+                for op in batch {
+                    outcomes.push(ctx.apply(db, &mut self.memo, op, &mut tally, &mut spills));
                 }
-            };
-            let committed = loop {
-                match db.commit() {
-                    Err(e) if e.transient() && db.in_transaction() => wait.again(),
-                    other => break other.ctx("committing the closing transaction"),
+                // A COMMIT refused for a lock (or a transient I/O error) leaves the
+                // transaction open, and it can be committed later: wait, never drop.
+                let committed = loop {
+                    match db.commit() {
+                        Err(e) if e.transient() && db.in_transaction() => wait.again(),
+                        other => break other.ctx("committing a group commit"),
+                    }
+                };
+                // Rolls back only what a failed COMMIT left open (a no-op after COMMIT).
+                let _ = db.rollback();
+                committed
+            }
+        };
+        wait.done();
+        Attempt {
+            outcomes,
+            commit,
+            tally,
+            spills,
+        }
+    }
+
+    /// Mark this boot's unfinished runs interrupted and the boot ended (again on a
+    /// new connection if the one it had was lost).
+    fn shutdown(&mut self, reply: Reply<()>) {
+        let mut reconnects = 0;
+        let result = loop {
+            match self.close_boot() {
+                Err(_) if self.db.connection_lost() && reconnects < MAX_RECONNECTS => {
+                    reconnects += 1;
+                    self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                    match self.db.reconnect() {
+                        Ok(true) => break Ok(()),
+                        Ok(false) => {}
+                        Err(e) => break Err(e),
+                    }
                 }
-            };
-            let _ = db.rollback();
-            wait.done();
-            committed?;
-            self.counters.add(&LedgerStats {
-                transitions: runs.len() as u64,
-                events_written: runs.len() as u64,
-                batches_committed: 1,
-                ..LedgerStats::default()
-            });
-            Ok(())
-        })();
+                other => break other,
+            }
+        };
         if let Some(tx) = reply {
             let _ = tx.send(result);
         }
     }
-}
 
-struct ApplyCtx<'a> {
-    paths: &'a LedgerPaths,
-    author: Author<'a>,
-    cap_bytes: usize,
-}
-
-impl ApplyCtx<'_> {
-    /// Apply one op in its own savepoint and queue its answer.
-    fn apply(
-        &self,
-        tx: &dyn Db,
-        memo: &mut Memo,
-        op: Op,
-        settles: &mut Vec<Settle>,
-        tally: &mut LedgerStats,
-        spills: &mut SpillFiles,
-    ) -> Option<Reply<()>> {
-        match op {
-            Op::CreateRun { id, run, at, reply } => {
-                let parent = run.parent_id.as_ref().and_then(|p| memo.get(p.as_str()));
-                let r = in_savepoint(tx, |c| {
-                    ops::insert_run(c, &self.author, &id, &run, at, parent)
-                })
-                .map(|facts| {
-                    memo.put(id.as_str(), facts);
-                    id
-                });
-                count(tally, &r, |t| {
-                    t.runs_created += 1;
-                    t.events_written += 1;
-                });
-                settle(settles, reply, r);
+    fn close_boot(&mut self) -> Result<(), LedgerError> {
+        let mut wait = Wait::new(&self.counters);
+        let db = &*self.db;
+        loop {
+            match db.begin() {
+                Err(e) if e.transient() => wait.again(),
+                other => break other.ctx("starting the closing transaction")?,
             }
-            Op::Transition {
-                run,
-                change,
-                at,
-                reply,
-            } => {
-                let to = change.target();
-                let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
-                    let spill = SpillDir {
-                        paths: self.paths,
-                        cap_bytes: self.cap_bytes,
-                    };
-                    // A fleet run ends once, by its lease holder.
-                    let leased = match to.is_terminal() {
-                        true => fleet::before_end(c, run.as_str(), self.author.boot_id)?,
-                        false => None,
-                    };
-                    let facts = ops::transition(c, Some(&spill), run.as_str(), &change, at, known)?;
-                    if leased.is_some() {
-                        fleet::after_end(c, run.as_str(), to)?;
-                    }
-                    Ok(facts)
-                });
-                count(tally, &r, |t| {
-                    t.transitions += 1;
-                    t.events_written += 1;
-                });
-                settle(settles, reply, r);
-            }
-            Op::Event {
-                run,
-                kind,
-                payload,
-                at,
-            } => {
-                let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
-                    ops::append_event(c, run.as_str(), kind, &payload, at, known)
-                });
-                count(tally, &r, |t| t.events_written += 1);
-            }
-            Op::Message {
-                run,
-                role,
-                content,
-                at,
-            } => {
-                let written = std::cell::RefCell::new(Vec::new());
-                let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
-                    ops::append_message(
-                        c,
-                        &ops::SpillTo {
-                            paths: self.paths,
-                            cap_bytes: self.cap_bytes,
-                            written: &written,
-                        },
-                        run.as_str(),
-                        &role,
-                        &content,
-                        at,
-                        known,
-                    )
-                });
-                count(tally, &r, |t| t.transcript_entries_written += 1);
-                spills.settle_written(written.into_inner(), r.is_ok());
-            }
-            Op::Usage { run, delta, at } => {
-                let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
-                    ops::add_usage(c, run.as_str(), &delta, at, known)
-                });
-                count(tally, &r, |t| t.events_written += 1);
-            }
-            Op::RequestCancel { run, at, reply } => {
-                // Maintenance changes runs behind the memo's back.
-                memo.clear();
-                let r = in_savepoint(tx, |c| {
-                    maintenance::request_cancel(c, Some(self.author.boot_id), run.as_str(), at)
-                });
-                count(tally, &r, |t| {
-                    if matches!(r, Ok(CancelOutcome::MarkedCancelled { .. })) {
-                        t.transitions += 1;
-                        t.events_written += 1;
-                    }
-                });
-                settle(settles, reply, r);
-            }
-            Op::TakeCancelRequests { reply } => {
-                memo.clear();
-                let r = in_savepoint(tx, |c| {
-                    maintenance::take_cancel_requests(c, self.author.boot_id)
-                });
-                count(tally, &r, |_| {});
-                settle(settles, reply, r);
-            }
-            Op::Prune { cutoff_ms, reply } => {
-                memo.clear();
-                let r = in_savepoint(tx, |c| maintenance::prune(c, self.paths, cutoff_ms));
-                count(tally, &r, |_| {});
-                // Spill files go once the deletion is committed.
-                let r = r.map(|(report, files)| {
-                    spills.obsolete.extend(files);
-                    report
-                });
-                settle(settles, reply, r);
-            }
-            Op::Reopen { run, at, reply } => {
-                // Read from the database, not the memo: the run may be another
-                // boot's, and it leaves the memo's "ended" state.
-                let r = in_savepoint(tx, |c| reopen::reopen(c, &self.author, run.as_str(), at))
-                    .map(|(reopened, facts)| {
-                        memo.put(run.as_str(), facts);
-                        reopened
-                    });
-                count(tally, &r, |t| {
-                    t.transitions += 1;
-                    t.events_written += 1;
-                });
-                settle(settles, reply, r);
-            }
-            Op::Flush { reply } => settle(settles, reply, Ok(())),
-            Op::Fleet { op, at, reply } => {
-                let r = in_savepoint(tx, |c| fleet::apply(c, &self.author, &op, at)).map(
-                    |(answer, facts)| {
-                        if let Some((run, facts)) = facts {
-                            memo.put(run.as_str(), facts);
-                        }
-                        answer
-                    },
-                );
-                count(tally, &r, |_| {});
-                settles.push(Box::new(move |commit| {
-                    reply(match (r, commit) {
-                        (Err(e), _) => Err(e),
-                        (Ok(v), Ok(())) => Ok(v),
-                        (Ok(_), Err(e)) => Err(e.clone()),
-                    })
-                }));
-            }
-            Op::Shutdown { reply } => return Some(reply),
         }
-        None
+        let runs = match ops::interrupt_boot(db, &self.boot_id, SESSION_ENDED_REASON, now_ms())
+            .and_then(|runs| fleet::release_boot(db, &self.boot_id).map(|()| runs))
+        {
+            Ok(runs) => runs,
+            Err(e) => {
+                let _ = db.rollback();
+                return Err(e);
+            }
+        };
+        let committed = loop {
+            match db.commit() {
+                Err(e) if e.transient() && db.in_transaction() => wait.again(),
+                other => break other.ctx("committing the closing transaction"),
+            }
+        };
+        let _ = db.rollback();
+        wait.done();
+        committed?;
+        self.counters.add(&LedgerStats {
+            transitions: runs.len() as u64,
+            events_written: runs.len() as u64,
+            batches_committed: 1,
+            ..LedgerStats::default()
+        });
+        Ok(())
     }
 }
 
-/// The spill files one batch touches.
-#[derive(Default)]
-struct SpillFiles {
-    /// Files whose rows the batch deletes: removed once it commits.
-    obsolete: Vec<std::path::PathBuf>,
-    /// Files the batch wrote for rows it inserted: removed if it rolls back.
-    written: Vec<std::path::PathBuf>,
+/// One try at a batch: each op's answer, the commit's outcome, what it counted and
+/// the spill files it touched.
+struct Attempt {
+    outcomes: Vec<Outcome>,
+    commit: Result<(), LedgerError>,
+    tally: LedgerStats,
+    spills: SpillFiles,
 }
 
-impl SpillFiles {
-    /// After one message op: keep the file its committed row names (the last one
-    /// written, when it succeeded); remove any written by an attempt that was
-    /// rolled back (a failed op, or a first try on stale facts) at once.
-    fn settle_written(&mut self, mut files: Vec<std::path::PathBuf>, ok: bool) {
-        let kept = if ok { files.pop() } else { None };
-        files.retain(|f| Some(f) != kept.as_ref());
-        maintenance::remove_spill_files(&files);
-        self.written.extend(kept);
-    }
-}
-
-fn count<T>(
-    tally: &mut LedgerStats,
-    r: &Result<T, LedgerError>,
-    on_ok: impl FnOnce(&mut LedgerStats),
-) {
-    match r {
-        Ok(_) => {
-            tally.ops_committed += 1;
-            on_ok(tally);
-        }
-        Err(_) => tally.ops_failed += 1,
-    }
-}
-
-/// How many statements an op on a known run makes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Statements {
-    /// One: SQLite backs a failed statement out by itself, no savepoint needed.
-    One,
-    /// Several: in a savepoint, so a failure undoes all of them.
-    Several,
-}
-
-/// Apply an op on `run` with what the memo knows of it, and remember the result. When
-/// the memo does not know the run, or the op fails with what it knew (the memo could
-/// only be stale if something else wrote the run), the run is read from the database
-/// and the op tried once more that way, so a stale memo never loses a record.
-fn write_run(
-    tx: &dyn Db,
-    memo: &mut Memo,
-    run: &str,
-    statements: Statements,
-    f: impl Fn(&dyn Db, Option<&RunFacts>) -> Result<RunFacts, LedgerError>,
-) -> Result<(), LedgerError> {
-    let fast = match memo.get(run) {
-        Some(known) if statements == Statements::One && tx.statement_atomic() => {
-            f(tx, Some(known)).ok()
-        }
-        Some(known) => in_savepoint(tx, |c| f(c, Some(known))).ok(),
-        None => None,
-    };
-    let facts = match fast {
-        Some(facts) => facts,
-        None => in_savepoint(tx, |c| f(c, None))?,
-    };
-    memo.put(run, facts);
-    Ok(())
-}
-
-fn in_savepoint<T>(
-    conn: &dyn Db,
-    f: impl FnOnce(&dyn Db) -> Result<T, LedgerError>,
-) -> Result<T, LedgerError> {
-    // Cached statements, not rusqlite's `Savepoint` (which parses its SQL anew for
-    // every op: two parses per event were a visible share of the writer's time).
-    let run = |sql: &str, what: &str| conn.execute(sql, &[]).map(|_| ()).ctx(what);
-    run("SAVEPOINT op", "opening a savepoint")?;
-    match f(conn) {
-        Ok(value) => {
-            run("RELEASE op", "releasing a savepoint")?;
-            Ok(value)
-        }
-        Err(e) => {
-            // Undo this op only; the batch's other ops stay.
-            run("ROLLBACK TO op", "rolling back a savepoint")?;
-            run("RELEASE op", "releasing a savepoint")?;
-            Err(e)
-        }
-    }
-}
+/// Reconnections one batch may take before its ops are failed (each bounded by
+/// `LedgerOptions::reconnect_for`): a batch that loses its connection every time it
+/// runs is not tried forever.
+const MAX_RECONNECTS: u32 = 5;
 
 /// A writer waiting for the database: counts each retry, marks since when it waits
 /// (shown in [`LedgerStats`]), and backs off between attempts (the busy timeout
@@ -752,30 +457,4 @@ fn take_waiting(rx: &Receiver<Op>, batch: &mut Vec<Op>, max: usize) {
             Err(_) => break,
         }
     }
-}
-
-/// Answer an op that could not even start (the batch's transaction failed to begin).
-fn fail_op(op: Op, err: &LedgerError, tally: &mut LedgerStats) -> Option<Reply<()>> {
-    fn send<T>(reply: Reply<T>, err: &LedgerError) {
-        if let Some(tx) = reply {
-            let _ = tx.send(Err(err.clone()));
-        }
-    }
-    tally.ops_failed += 1;
-    match op {
-        Op::CreateRun { reply, .. } => send(reply, err),
-        Op::Transition { reply, .. } => send(reply, err),
-        Op::RequestCancel { reply, .. } => send(reply, err),
-        Op::TakeCancelRequests { reply } => send(reply, err),
-        Op::Prune { reply, .. } => send(reply, err),
-        Op::Flush { reply } => send(reply, err),
-        Op::Reopen { reply, .. } => send(reply, err),
-        Op::Fleet { reply, .. } => reply(Err(err.clone())),
-        Op::Event { .. } | Op::Message { .. } | Op::Usage { .. } => {}
-        Op::Shutdown { reply } => {
-            tally.ops_failed -= 1;
-            return Some(reply);
-        }
-    }
-    None
 }

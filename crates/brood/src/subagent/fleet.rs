@@ -21,7 +21,6 @@ use super::result::{ChildResult, Settled};
 use super::supervisor::Supervisor;
 use crate::ledger::{LedgerError, Placement, RunId, RunStatus, DEFAULT_MAX_ATTEMPTS};
 use std::path::Path;
-use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 /// Enqueue the planned child and deliver its end when a worker has recorded it.
@@ -79,28 +78,6 @@ fn placement_of(root: &Path) -> Placement {
     }
 }
 
-/// What one wake-up says.
-enum Wake {
-    /// This run's end was notified (or the listener fell behind): read the ledger.
-    Read,
-    /// Another run's.
-    Other,
-    /// The listener stopped: rely on the safety poll.
-    Gone,
-}
-
-async fn next_wake(rx: &mut Option<broadcast::Receiver<String>>, run: &RunId) -> Wake {
-    let Some(r) = rx.as_mut() else {
-        return std::future::pending().await;
-    };
-    match r.recv().await {
-        Ok(id) if id == run.as_str() => Wake::Read,
-        Ok(_) => Wake::Other,
-        Err(RecvError::Lagged(_)) => Wake::Read,
-        Err(RecvError::Closed) => Wake::Gone,
-    }
-}
-
 /// Wait until the ledger records the run's end; `None` when `cancel` fired first.
 async fn wait_for_end(
     sup: &Supervisor,
@@ -109,24 +86,16 @@ async fn wait_for_end(
     cancel: &CancellationToken,
 ) -> Option<ChildResult> {
     let ledger = sup.env().ledger.clone();
-    // Subscribed before the first read: an end committed after it is notified.
-    let mut rx = sup.fleet_wait().subscribe(&ledger).ok();
+    // Registered before the first read: an end committed after it wakes this task.
+    let (waiter, _) = sup.fleet_wait().register(&ledger, run.as_str());
     loop {
         if let Some(result) = read_end(sup, d, run).await {
             return Some(result);
         }
-        let poll = tokio::time::sleep(SAFETY_POLL);
-        tokio::pin!(poll);
-        loop {
-            tokio::select! {
-                () = cancel.cancelled() => return None,
-                () = &mut poll => break,
-                wake = next_wake(&mut rx, run) => match wake {
-                    Wake::Read => break,
-                    Wake::Other => {}
-                    Wake::Gone => rx = None,
-                },
-            }
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(SAFETY_POLL) => {}
+            () = waiter.woken() => {}
         }
     }
 }

@@ -1,71 +1,132 @@
 //! How a parent learns that its fleet children ended (docs/FLEET.md, "Completions
 //! pushed through the database"): one connection per session `LISTEN`s on
 //! `brood_run_done` (started on first use, on a thread of its own: the listener
-//! blocks), and each notified run id is broadcast to the children's tasks waiting in
-//! this process. A notification is only a wake-up: a waiter reads the run from the
-//! ledger after subscribing, on each notification of its id, when it fell behind the
-//! broadcast, and every [`SAFETY_POLL`] (a notification sent while the connection was
-//! down is lost).
+//! blocks), and each notified run id wakes only the task waiting on that run — the
+//! waiters are a map by run id, so an end costs one wake-up however many children
+//! wait. A notification is only a wake-up: a waiter reads the run from the ledger
+//! after registering, on each wake-up, and every [`SAFETY_POLL`]. When the listener's
+//! connection was lost and made again, every waiter is woken to read its run (an end
+//! notified while the connection was down is lost).
 
 use crate::ledger::{FleetChannel, Ledger};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 
 /// How long a waiter trusts the notifications alone before it reads the ledger.
 pub(crate) const SAFETY_POLL: Duration = Duration::from_secs(30);
-/// Run ids buffered per waiter before it falls behind (and then reads the ledger).
-const BACKLOG: usize = 1024;
 
 /// The session's listener of ended fleet runs.
 #[derive(Default)]
 pub(crate) struct FleetWait {
-    /// `None` until first use; `Err` when listening failed (waiters then poll).
-    tx: Mutex<Option<Result<Arc<broadcast::Sender<String>>, String>>>,
+    shared: Arc<Shared>,
 }
 
-impl FleetWait {
-    /// A receiver of ended run ids, the listener started if it was not; `Err` (why)
-    /// when the ledger cannot listen.
-    pub fn subscribe(&self, ledger: &Arc<Ledger>) -> Result<broadcast::Receiver<String>, String> {
-        let mut slot = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(Ok(tx)) = slot.as_ref() {
-            return Ok(tx.subscribe());
-        }
-        let started = start(ledger);
-        let rx = started
-            .as_ref()
-            .map(|tx| tx.subscribe())
-            .map_err(Clone::clone);
-        *slot = Some(started);
-        rx
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// `None` until first use; `Err` (why) when listening failed (waiters then poll,
+    /// and the next registration tries again).
+    listener: Option<Result<(), String>>,
+    /// The waiter of each run id.
+    waiters: HashMap<String, Arc<Notify>>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// Start the listener thread. It holds the sender weakly: once the session's
+/// One task's registration for one run's end; unregistered when dropped.
+pub(crate) struct EndWaiter {
+    run: String,
+    wake: Arc<Notify>,
+    shared: Weak<Shared>,
+}
+
+impl EndWaiter {
+    /// Resolves once the run's end may have been recorded (its notification, or the
+    /// listener came back after a lost connection). A wake-up that came while
+    /// nobody awaited this is kept for the next call.
+    pub async fn woken(&self) {
+        self.wake.notified().await
+    }
+}
+
+impl Drop for EndWaiter {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            let mut state = shared.lock();
+            if state
+                .waiters
+                .get(&self.run)
+                .is_some_and(|w| Arc::ptr_eq(w, &self.wake))
+            {
+                state.waiters.remove(&self.run);
+            }
+        }
+    }
+}
+
+impl FleetWait {
+    /// Register for the end of `run`, the listener started if it was not. The
+    /// waiter is returned even when the ledger cannot listen (then with why, and it
+    /// is never woken: read the ledger every [`SAFETY_POLL`]).
+    pub fn register(&self, ledger: &Arc<Ledger>, run: &str) -> (EndWaiter, Option<String>) {
+        let mut state = self.shared.lock();
+        if !matches!(state.listener, Some(Ok(()))) {
+            state.listener = Some(start(ledger, Arc::downgrade(&self.shared)));
+        }
+        let wake = Arc::new(Notify::new());
+        state.waiters.insert(run.to_string(), wake.clone());
+        let why = state.listener.as_ref().and_then(|l| l.clone().err());
+        let waiter = EndWaiter {
+            run: run.to_string(),
+            wake,
+            shared: Arc::downgrade(&self.shared),
+        };
+        (waiter, why)
+    }
+}
+
+/// Start the listener thread. It holds the waiters weakly: once the session's
 /// supervisor (and its `FleetWait`) is gone, it ends within one [`SAFETY_POLL`].
-fn start(ledger: &Arc<Ledger>) -> Result<Arc<broadcast::Sender<String>>, String> {
+fn start(ledger: &Arc<Ledger>, shared: Weak<Shared>) -> Result<(), String> {
     let mut listener = ledger
         .listen(FleetChannel::Done)
         .map_err(|e| e.to_string())?;
-    let tx = Arc::new(broadcast::channel(BACKLOG).0);
-    let weak = Arc::downgrade(&tx);
     std::thread::Builder::new()
         .name("brood-fleet-done".into())
         .spawn(move || loop {
-            let Some(out) = weak.upgrade() else { return };
-            drop(out);
+            if shared.strong_count() == 0 {
+                return;
+            }
             match listener.wait(SAFETY_POLL) {
-                Ok(runs) => {
-                    let Some(out) = weak.upgrade() else { return };
-                    for run in runs {
-                        let _ = out.send(run.to_string());
+                Ok(heard) => {
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    let state = shared.lock();
+                    if heard.reconnected {
+                        state.waiters.values().for_each(|w| w.notify_one());
+                    }
+                    for run in heard.runs {
+                        if let Some(w) = state.waiters.get(run.as_str()) {
+                            w.notify_one();
+                        }
                     }
                 }
-                // Waiters read the ledger every SAFETY_POLL without it.
-                Err(_) => return,
+                // The server stayed out of reach for the ledger's `reconnect_for`:
+                // waiters read the ledger every SAFETY_POLL meanwhile; try again.
+                Err(_) => std::thread::sleep(Duration::from_secs(1)),
             }
         })
         .map_err(|e| e.to_string())?;
-    Ok(tx)
+    Ok(())
 }

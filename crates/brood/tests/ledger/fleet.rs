@@ -13,6 +13,7 @@ use brood::ledger::{
 };
 use serde_json::json;
 
+use crate::common::pg::{brood_backends, sql, terminate};
 use crate::common::{kinds, named, Place, Store};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -34,75 +35,6 @@ async fn enqueue(parent: &Ledger, n: usize, max_attempts: u32) -> Vec<RunId> {
         ids.push(id);
     }
     ids
-}
-
-/// Run statements on a connection of the test's own (off the test's runtime: the
-/// client runs one of its own). Each returns its first column as text, if any.
-fn sql(url: &str, statements: &[&str]) -> Vec<Vec<String>> {
-    let url = url.to_string();
-    let statements: Vec<String> = statements.iter().map(|s| s.to_string()).collect();
-    std::thread::spawn(move || {
-        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        statements
-            .iter()
-            .map(|s| {
-                client
-                    .simple_query(s)
-                    .unwrap()
-                    .into_iter()
-                    .filter_map(|m| match m {
-                        postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .collect()
-    })
-    .join()
-    .unwrap()
-}
-
-/// The backend pids of the database's brood connections.
-fn brood_backends(url: &str) -> BTreeSet<String> {
-    sql(
-        url,
-        &[
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'brood' \
-           AND datname = current_database()",
-        ],
-    )
-    .remove(0)
-    .into_iter()
-    .collect()
-}
-
-/// End these backends, as the server does when a worker's process dies, and wait
-/// until they are gone (termination is asynchronous; their locks go with them).
-fn terminate(url: &str, pids: &[String]) {
-    let list = pids.join(", ");
-    sql(
-        url,
-        &[&format!(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({list})"
-        )],
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = sql(
-            url,
-            &[&format!(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid IN ({list})"
-            )],
-        );
-        if left == [["0".to_string()]] {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "backends {list} did not end"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn open_blocking(ws: &Store) -> Ledger {
@@ -175,14 +107,16 @@ async fn enqueues_wake_listening_workers_and_ends_wake_the_parent() {
     let woke = tokio::task::spawn_blocking(move || queued.wait(Duration::from_secs(10)))
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .runs;
     assert_eq!(woke, ids);
     let c = worker.claim(LEASE).await.unwrap().unwrap();
     worker.complete(&c.run, json!("the answer")).await.unwrap();
     let ended = tokio::task::spawn_blocking(move || done.wait(Duration::from_secs(10)))
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .runs;
     assert_eq!(ended, ids);
 }
 

@@ -10,6 +10,7 @@ mod common;
 mod crash;
 mod fleet;
 mod queue;
+mod reconnect;
 mod reopen;
 mod runs;
 mod sessions;

@@ -14,11 +14,13 @@
 //! (default `nobody`), who owns the temporary directory.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// The running server: its socket directory, and the guardian whose stdin closes
 /// when this process exits (it then stops the server and removes the directory).
@@ -243,4 +245,73 @@ fn guardian(
     // Nothing is ever written; the pipe only has to stay open while we live.
     let _ = stdin.flush();
     Ok((child, stdin))
+}
+
+/// Run statements on a connection of the test's own (off the test's runtime: the
+/// client runs one of its own). Each returns its first column as text, if any.
+pub fn sql(url: &str, statements: &[&str]) -> Vec<Vec<String>> {
+    let url = url.to_string();
+    let statements: Vec<String> = statements.iter().map(|s| s.to_string()).collect();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        statements
+            .iter()
+            .map(|s| {
+                client
+                    .simple_query(s)
+                    .unwrap()
+                    .into_iter()
+                    .filter_map(|m| match m {
+                        postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// The backend pids of the database's brood connections.
+pub fn brood_backends(url: &str) -> BTreeSet<String> {
+    sql(
+        url,
+        &[
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'brood' \
+           AND datname = current_database()",
+        ],
+    )
+    .remove(0)
+    .into_iter()
+    .collect()
+}
+
+/// End these backends, as the server does when a worker's process dies, and wait
+/// until they are gone (termination is asynchronous; their locks go with them).
+pub fn terminate(url: &str, pids: &[String]) {
+    let list = pids.join(", ");
+    sql(
+        url,
+        &[&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({list})"
+        )],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = sql(
+            url,
+            &[&format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid IN ({list})"
+            )],
+        );
+        if left == [["0".to_string()]] {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backends {list} did not end"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -17,6 +17,15 @@
 //!   `pg_advisory_xact_lock`, so two first opens create it once. The version is the
 //!   `brood_meta` row `version` (SQLite keeps it in `user_version`). Ids are `TEXT
 //!   COLLATE "C"`, so prefix lookups and orderings are by bytes as in SQLite.
+//! - **Lost connections.** The writer's connection is made again when the server
+//!   ends it (a restart, `pg_terminate_backend`, a network drop): [`Db::reconnect`]
+//!   tries for `reconnect_for` with a backoff, replays the session's settings, ends
+//!   the old backend if it outlived the connection (so its open transaction is
+//!   rolled back and its advisory locks are freed), reads the fate of the last
+//!   transaction by its id (`txid_status`: a COMMIT whose answer was lost is found
+//!   committed, not written again), and takes this boot's advisory lock again.
+//!   A [`PgListener`] listens again and says so (notifications sent meanwhile are
+//!   lost; its callers read the ledger).
 //! - **Statements in one transaction.** A failed statement aborts a PostgreSQL
 //!   transaction, so every op of a group commit runs in its own savepoint
 //!   ([`Db::statement_atomic`] is false).
@@ -42,6 +51,12 @@ use super::paths::LedgerPaths;
 use super::pg_url::redact;
 use super::schema::{MARKER, SCHEMA_VERSION};
 use super::types::Durability;
+
+mod listen;
+mod reconnect;
+
+pub(crate) use listen::{listen, PgListener};
+use reconnect::{is_lost, Track};
 
 /// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–6 leave it (same
 /// tables, columns and indexes; PostgreSQL types).
@@ -148,10 +163,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection to a PostgreSQL ledger.
 pub(crate) struct PgDb {
-    /// Always `Some` but while dropping (closed where the client may block).
+    /// `None` while dropping (closed where the client may block) or after the
+    /// connection was lost and not yet made again.
     client: RefCell<Option<Client>>,
     statements: RefCell<HashMap<String, Statement>>,
     in_tx: StdCell<bool>,
+    url: String,
+    /// Set by an error that lost the connection.
+    lost: StdCell<bool>,
+    /// What [`Db::reconnect`] needs; `None` for the short-lived connections
+    /// (readers, maintenance), which are opened afresh for each use.
+    track: Option<Track>,
 }
 
 /// Open (creating the schema when the database has none) the writer's connection.
@@ -159,14 +181,23 @@ pub(crate) fn open_writer(
     url: &str,
     paths: &LedgerPaths,
     durability: Durability,
+    reconnect_for: Duration,
 ) -> Result<Box<dyn Db>, LedgerError> {
     paths.create_dirs()?;
-    let db = PgDb::connect(url)?;
+    let mut db = PgDb::connect(url)?;
+    db.track = Some(Track {
+        settings: RefCell::new(Vec::new()),
+        boot: RefCell::new(None),
+        backend: RefCell::new(None),
+        xid: StdCell::new(None),
+        reconnect_for,
+    });
+    db.note_backend().ctx("reading this connection's backend")?;
     let sync = match durability {
         Durability::Full => "on",
         Durability::Normal => "off",
     };
-    db.simple(&format!("SET synchronous_commit = {sync}"))
+    db.setting(&format!("SET synchronous_commit = {sync}"))
         .ctx("setting synchronous_commit")?;
     db.begin().ctx("starting the schema check")?;
     let setup = (|| {
@@ -291,30 +322,73 @@ fn found(db: &PgDb, url: &str) -> Result<Option<i64>, LedgerError> {
     Ok(Some(version))
 }
 
+/// A new client for `url`.
+fn connect_client(url: &str) -> Result<Client, LedgerError> {
+    let mut config: postgres::Config = url.parse().map_err(|e| LedgerError::BadUrl {
+        url: redact(url),
+        why: format!("{e}"),
+    })?;
+    config.application_name("brood");
+    config.connect_timeout(CONNECT_TIMEOUT);
+    // A peer that vanished without a word (a network partition) is noticed.
+    config.keepalives(true);
+    config.keepalives_idle(Duration::from_secs(10));
+    off_runtime(|| config.connect(NoTls)).map_err(|e| LedgerError::Sqlite {
+        context: format!("connecting to {}", redact(url)),
+        detail: describe(&e),
+    })
+}
+
 impl PgDb {
     fn connect(url: &str) -> Result<PgDb, LedgerError> {
-        let mut config: postgres::Config = url.parse().map_err(|e| LedgerError::BadUrl {
-            url: redact(url),
-            why: format!("{e}"),
-        })?;
-        config.application_name("brood");
-        config.connect_timeout(CONNECT_TIMEOUT);
-        let client = off_runtime(|| config.connect(NoTls)).map_err(|e| LedgerError::Sqlite {
-            context: format!("connecting to {}", redact(url)),
-            detail: describe(&e),
-        })?;
+        let client = connect_client(url)?;
         Ok(PgDb {
             client: RefCell::new(Some(client)),
             statements: RefCell::new(HashMap::new()),
             in_tx: StdCell::new(false),
+            url: url.to_string(),
+            lost: StdCell::new(false),
+            track: None,
         })
+    }
+
+    /// A DbError from the client's, noting whether the connection went with it.
+    fn fail(&self, e: postgres::Error) -> DbError {
+        if is_lost(&e) {
+            self.lost.set(true);
+        }
+        from_pg(e)
     }
 
     /// Statements without arguments, by the simple protocol (one round trip).
     fn simple(&self, sql: &str) -> Result<(), DbError> {
         let mut guard = self.client.borrow_mut();
         let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
-        off_runtime(move || client.batch_execute(sql)).map_err(from_pg)
+        off_runtime(move || client.batch_execute(sql)).map_err(|e| self.fail(e))
+    }
+
+    /// A session setting, run now and again on every new connection.
+    fn setting(&self, sql: &str) -> Result<(), DbError> {
+        self.simple(sql)?;
+        if let Some(t) = &self.track {
+            t.settings.borrow_mut().push(sql.to_string());
+        }
+        Ok(())
+    }
+
+    /// Remember this connection's backend (pid and start), to end it should it
+    /// outlive the connection.
+    fn note_backend(&self) -> Result<(), DbError> {
+        let Some(t) = &self.track else { return Ok(()) };
+        let backend = query_one(
+            self,
+            "SELECT CAST(pg_backend_pid() AS BIGINT), CAST(backend_start AS TEXT)
+             FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+            &[],
+            |r| Ok((r.i64(0)?, r.string(1)?)),
+        )?;
+        *t.backend.borrow_mut() = Some(backend);
+        Ok(())
     }
 
     fn prepared(&self, sql: &str) -> Result<Statement, DbError> {
@@ -325,7 +399,7 @@ impl PgDb {
         let st = {
             let mut guard = self.client.borrow_mut();
             let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
-            off_runtime(move || client.prepare(&text)).map_err(from_pg)?
+            off_runtime(move || client.prepare(&text)).map_err(|e| self.fail(e))?
         };
         let mut cache = self.statements.borrow_mut();
         // Listings with dead boots write their ids into the text: keep the cache bounded.
@@ -508,7 +582,7 @@ impl Db for PgDb {
             args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
         let mut guard = self.client.borrow_mut();
         let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
-        off_runtime(move || client.execute(&st, &params)).map_err(from_pg)
+        off_runtime(move || client.execute(&st, &params)).map_err(|e| self.fail(e))
     }
 
     fn query(
@@ -523,7 +597,7 @@ impl Db for PgDb {
         let rows = {
             let mut guard = self.client.borrow_mut();
             let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
-            off_runtime(move || client.query(&st, &params)).map_err(from_pg)?
+            off_runtime(move || client.query(&st, &params)).map_err(|e| self.fail(e))?
         };
         for row in &rows {
             each(&PgRow(row))?;
@@ -532,8 +606,26 @@ impl Db for PgDb {
     }
 
     fn begin(&self) -> Result<(), DbError> {
-        self.simple("BEGIN")?;
+        let Some(t) = &self.track else {
+            self.simple("BEGIN")?;
+            self.in_tx.set(true);
+            return Ok(());
+        };
+        // The writer's: with the transaction's id, in the same round trip, so that
+        // after a lost connection its fate can be read (`reconnect`).
+        t.xid.set(None);
+        let xid = {
+            let mut guard = self.client.borrow_mut();
+            let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+            let answer = off_runtime(move || client.simple_query("BEGIN; SELECT txid_current()"))
+                .map_err(|e| self.fail(e))?;
+            answer.iter().find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+                _ => None,
+            })
+        };
         self.in_tx.set(true);
+        t.xid.set(xid);
         Ok(())
     }
 
@@ -586,47 +678,20 @@ impl Db for PgDb {
                 detail: "a fresh boot's lock is already held".into(),
             });
         }
-        // Held by this connection until it closes (after the writer's last commit).
+        // Held by this connection until it closes (after the writer's last commit),
+        // and taken again by a new connection should this one be lost.
+        if let Some(t) = &self.track {
+            *t.boot.borrow_mut() = Some(boot_id.to_string());
+        }
         Ok(None)
     }
-}
 
-/// A connection of its own that `LISTEN`s on the fleet's channels (docs/FLEET.md).
-pub(crate) struct PgListener {
-    db: PgDb,
-}
-
-/// Connect to `url` and `LISTEN` on each of `channels` (names from this crate only).
-pub(crate) fn listen(url: &str, channels: &[&str]) -> Result<PgListener, LedgerError> {
-    let db = PgDb::connect(url)?;
-    for channel in channels {
-        db.simple(&format!("LISTEN {channel}"))
-            .ctx("listening for the fleet's notifications")?;
+    fn connection_lost(&self) -> bool {
+        self.lost.get() || self.client.borrow().as_ref().is_none_or(|c| c.is_closed())
     }
-    Ok(PgListener { db })
-}
 
-impl PgListener {
-    /// The notifications that arrive within `timeout` (at least one unless it passed
-    /// first), as `(channel, payload)`. Blocking.
-    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
-        use postgres::fallible_iterator::FallibleIterator;
-        let mut guard = self.db.client.borrow_mut();
-        let client: &mut Client = guard.as_mut().ok_or_else(closed).ctx("listening")?;
-        off_runtime(move || {
-            let mut out = Vec::new();
-            let mut notes = client.notifications();
-            if let Some(n) = notes.timeout_iter(timeout).next()? {
-                out.push((n.channel().to_string(), n.payload().to_string()));
-            }
-            let mut more = notes.iter();
-            while let Some(n) = more.next()? {
-                out.push((n.channel().to_string(), n.payload().to_string()));
-            }
-            Ok(out)
-        })
-        .map_err(from_pg)
-        .ctx("waiting for the fleet's notifications")
+    fn reconnect(&self) -> Result<bool, LedgerError> {
+        reconnect::reconnect(self)
     }
 }
 

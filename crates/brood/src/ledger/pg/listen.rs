@@ -1,0 +1,126 @@
+//! The fleet's listener connection (docs/FLEET.md): `LISTEN` on its channels, hand
+//! over what was notified, and when the connection is lost make it again and listen
+//! again, saying so (what was notified meanwhile is lost: callers read the ledger).
+
+use std::time::{Duration, Instant};
+
+use postgres::Client;
+
+use super::super::db::Db;
+use super::super::error::{LedgerError, SqlContext};
+use super::super::pg_url::redact;
+use super::reconnect::MAX_RECONNECT_PAUSE;
+use super::{closed, off_runtime, PgDb};
+
+/// A connection of its own that `LISTEN`s on the fleet's channels (docs/FLEET.md),
+/// made again (and listening again) when it is lost.
+pub(crate) struct PgListener {
+    db: Option<PgDb>,
+    url: String,
+    channels: Vec<String>,
+    reconnect_for: Duration,
+}
+
+/// What one [`PgListener::wait`] heard.
+pub(crate) struct Heard {
+    /// `(channel, payload)` of each notification.
+    pub notes: Vec<(String, String)>,
+    /// The connection was lost and made again: notifications sent meanwhile are lost.
+    pub reconnected: bool,
+}
+
+/// Connect to `url` and `LISTEN` on each of `channels` (names from this crate only).
+pub(crate) fn listen(
+    url: &str,
+    channels: &[&str],
+    reconnect_for: Duration,
+) -> Result<PgListener, LedgerError> {
+    let mut listener = PgListener {
+        db: None,
+        url: url.to_string(),
+        channels: channels.iter().map(|c| c.to_string()).collect(),
+        reconnect_for,
+    };
+    listener.db = Some(listener.connect()?);
+    Ok(listener)
+}
+
+impl PgListener {
+    fn connect(&self) -> Result<PgDb, LedgerError> {
+        let db = PgDb::connect(&self.url)?;
+        for channel in &self.channels {
+            db.simple(&format!("LISTEN {channel}"))
+                .ctx("listening for the fleet's notifications")?;
+        }
+        Ok(db)
+    }
+
+    /// The notifications that arrive within `timeout` (at least one unless it passed
+    /// first). Blocking. A lost connection is made again at once (for up to
+    /// `reconnect_for`, with a backoff) and the call returns with `reconnected`;
+    /// [`LedgerError::Disconnected`] when it could not be (the next call tries again).
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Heard, LedgerError> {
+        if self.db.is_none() {
+            return self.reconnect();
+        }
+        match self.listen_once(timeout) {
+            Ok(notes) => Ok(Heard {
+                notes,
+                reconnected: false,
+            }),
+            Err(_) if self.db.as_ref().is_some_and(|db| db.connection_lost()) => {
+                self.db = None;
+                self.reconnect()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn listen_once(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let db = self.db.as_ref().ok_or_else(closed).ctx("listening")?;
+        let mut guard = db.client.borrow_mut();
+        let client: &mut Client = guard.as_mut().ok_or_else(closed).ctx("listening")?;
+        off_runtime(move || {
+            let mut out = Vec::new();
+            let mut notes = client.notifications();
+            if let Some(n) = notes.timeout_iter(timeout).next()? {
+                out.push((n.channel().to_string(), n.payload().to_string()));
+            }
+            let mut more = notes.iter();
+            while let Some(n) = more.next()? {
+                out.push((n.channel().to_string(), n.payload().to_string()));
+            }
+            Ok(out)
+        })
+        .map_err(|e| db.fail(e))
+        .ctx("waiting for the fleet's notifications")
+    }
+
+    fn reconnect(&mut self) -> Result<Heard, LedgerError> {
+        let deadline = Instant::now() + self.reconnect_for;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.connect() {
+                Ok(db) => {
+                    self.db = Some(db);
+                    return Ok(Heard {
+                        notes: Vec::new(),
+                        reconnected: true,
+                    });
+                }
+                Err(_) if Instant::now() + pause < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
+                }
+                Err(e) => {
+                    return Err(LedgerError::Disconnected {
+                        url: redact(&self.url),
+                        tried_secs: self.reconnect_for.as_secs(),
+                        detail: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+}

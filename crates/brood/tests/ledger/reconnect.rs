@@ -1,0 +1,340 @@
+//! A PostgreSQL ledger that loses its connection (docs/LEDGER.md, "Lost
+//! connections"): the writer connects again and commits the batch it held once —
+//! not lost, not twice, even when the connection went with a COMMIT's answer; the
+//! fleet's listener listens again and says so; a server out of reach past
+//! `reconnect_for` fails the writes with an error naming the URL without its
+//! password, and the next write goes through once it is back.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brood::ledger::{
+    EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, RunId,
+    DEFAULT_MAX_ATTEMPTS,
+};
+use serde_json::json;
+
+use crate::common::pg::{brood_backends, sql, terminate};
+use crate::common::{named, Place, Store};
+
+/// The `i` of every `warning` event of `run` (the test's progress records), in order.
+fn progress(ws: &Store, run: &RunId) -> Vec<i64> {
+    ws.reader()
+        .events(run)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Warning)
+        .map(|e| e.payload["i"].as_i64().unwrap())
+        .collect()
+}
+
+/// Wait until the database has a brood connection not in `old` (the writer came
+/// back).
+fn wait_for_new_backend(url: &str, old: &std::collections::BTreeSet<String>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while brood_backends(url).difference(old).next().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the ledger never connected again"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn backends_ended_mid_run_lose_no_record_and_write_none_twice() {
+    let Some(ws) = Store::postgres("backends_ended_mid_run") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let ledger = Arc::new(ws.open_with(ws.options()));
+    let runs: Vec<RunId> = {
+        let mut v = Vec::new();
+        for i in 0..4 {
+            let run = ledger.create_run(named(&format!("r{i}"))).await.unwrap();
+            ledger.mark_running(&run).await.unwrap();
+            v.push(run);
+        }
+        v
+    };
+    // Writers: progress without waiting, a flush (an awaited op) every 25, until
+    // the server has ended the ledger's connection four times.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing: Vec<_> = runs
+        .iter()
+        .map(|run| {
+            let (ledger, run, stop) = (ledger.clone(), run.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    ledger.ready().await;
+                    ledger
+                        .append_event(&run, EventKind::Warning, json!({ "i": i }))
+                        .unwrap();
+                    if i % 25 == 24 {
+                        ledger.flush().await.unwrap();
+                    }
+                    i += 1;
+                }
+                i
+            })
+        })
+        .collect();
+    // Meanwhile the server ends the ledger's connections, again and again, each
+    // time once the writer is back.
+    let killer = {
+        let (url, stop) = (url.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for _ in 0..4 {
+                std::thread::sleep(Duration::from_millis(30));
+                let now: Vec<String> = brood_backends(&url).into_iter().collect();
+                terminate(&url, &now);
+                wait_for_new_backend(&url, &now.into_iter().collect());
+            }
+            stop.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut written = Vec::new();
+    for w in writing {
+        written.push(w.await.unwrap());
+    }
+    tokio::task::spawn_blocking(move || killer.join().unwrap())
+        .await
+        .unwrap();
+    for run in &runs {
+        ledger.complete(run, json!("done")).await.unwrap();
+    }
+    let stats = ledger.stats();
+    assert!(stats.reconnects >= 1, "{stats:?}");
+    assert_eq!(stats.ops_failed, 0, "{stats:?}");
+    for (run, n) in runs.iter().zip(written) {
+        assert!(n > 0);
+        assert_eq!(
+            progress(&ws, run),
+            (0..n).collect::<Vec<_>>(),
+            "every record once, in order"
+        );
+    }
+    Arc::into_inner(ledger).unwrap().close().await.unwrap();
+}
+
+/// A TCP proxy to the test server's Unix socket that, once armed, forwards the next
+/// COMMIT and then drops the connection instead of its answer: the server commits,
+/// the client never hears.
+struct CommitEater {
+    port: u16,
+    armed: Arc<AtomicBool>,
+    ate: Arc<AtomicBool>,
+}
+
+impl CommitEater {
+    fn start(socket: std::path::PathBuf) -> CommitEater {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let ate = Arc::new(AtomicBool::new(false));
+        let (a, e) = (armed.clone(), ate.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let server = UnixStream::connect(&socket).unwrap();
+                pump(client, server, a.clone(), e.clone());
+            }
+        });
+        CommitEater { port, armed, ate }
+    }
+}
+
+fn pump(client: TcpStream, server: UnixStream, armed: Arc<AtomicBool>, ate: Arc<AtomicBool>) {
+    let drop_answer = Arc::new(AtomicBool::new(false));
+    let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+    let flag = drop_answer.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match c_in.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let chunk = &buf[..n];
+            // A simple-protocol query ('Q') of exactly "COMMIT".
+            if chunk.windows(7).any(|w| w == b"COMMIT\0") && armed.swap(false, Ordering::SeqCst) {
+                flag.store(true, Ordering::SeqCst);
+            }
+            if s_out.write_all(chunk).is_err() {
+                break;
+            }
+        }
+        let _ = s_out.shutdown(Shutdown::Both);
+    });
+    let (mut s_in, mut c_out) = (server, client);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match s_in.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if drop_answer.load(Ordering::SeqCst) {
+                ate.store(true, Ordering::SeqCst);
+                break;
+            }
+            if c_out.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = c_out.shutdown(Shutdown::Both);
+        let _ = s_in.shutdown(Shutdown::Both);
+    });
+}
+
+#[tokio::test]
+async fn a_commit_whose_answer_was_lost_is_not_written_again() {
+    let Some(ws) = Store::postgres("a_commit_whose_answer_was_lost") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    // postgresql:///DB?host=SOCKDIR&user=brood
+    let db = url["postgresql:///".len()..].split('?').next().unwrap();
+    let sock_dir = url
+        .split("host=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap();
+    let eater = CommitEater::start(std::path::Path::new(sock_dir).join(".s.PGSQL.5432"));
+    let proxied = format!("postgresql://brood@127.0.0.1:{}/{db}", eater.port);
+    let ledger = Ledger::open(
+        ws.path(),
+        LedgerOptions {
+            url: Some(proxied),
+            ..LedgerOptions::default()
+        },
+    )
+    .unwrap();
+    let run = ledger.create_run(named("r")).await.unwrap();
+    for i in 0..3 {
+        ledger
+            .append_event(&run, EventKind::Warning, json!({ "i": i }))
+            .unwrap();
+    }
+    eater.armed.store(true, Ordering::SeqCst);
+    // The batch: three events and this awaited transition. Its COMMIT reaches the
+    // server; the answer does not reach the writer.
+    ledger.mark_running(&run).await.unwrap();
+    assert!(
+        eater.ate.load(Ordering::SeqCst),
+        "the proxy never ate a COMMIT"
+    );
+    assert_eq!(progress(&ws, &run), [0, 1, 2], "written once, not again");
+    let kinds: Vec<EventKind> = ws
+        .reader()
+        .events(&run)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .filter(|k| *k != EventKind::Warning)
+        .collect();
+    assert_eq!(kinds, [EventKind::Spawned, EventKind::Started]);
+    let stats = ledger.stats();
+    assert_eq!((stats.reconnects, stats.ops_failed), (1, 0), "{stats:?}");
+    // And the ledger goes on.
+    ledger.complete(&run, json!("done")).await.unwrap();
+    ledger.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_listener_listens_again_after_its_connection_is_ended() {
+    let Some(ws) = Store::postgres("a_listener_listens_again") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let parent = ws.open_with(ws.options());
+    let before = brood_backends(&url);
+    let mut queued = parent.listen(FleetChannel::Queued).unwrap();
+    let mine: Vec<String> = brood_backends(&url).difference(&before).cloned().collect();
+    assert_eq!(mine.len(), 1);
+    terminate(&url, &mine);
+    let heard = tokio::task::spawn_blocking(move || {
+        let first = queued.wait(Duration::from_secs(10)).unwrap();
+        (first, queued)
+    })
+    .await
+    .unwrap();
+    let (first, mut queued) = heard;
+    assert!(first.reconnected, "{first:?}");
+    // Listening again: an enqueue made now is heard.
+    let run = parent.create_run(named("q")).await.unwrap();
+    let placement = Placement {
+        repo: "/srv/repo.git".into(),
+        rev: None,
+        max_attempts: DEFAULT_MAX_ATTEMPTS,
+    };
+    parent.enqueue(&run, placement).await.unwrap();
+    let next = tokio::task::spawn_blocking(move || queued.wait(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((next.runs, next.reconnected), (vec![run], false));
+}
+
+#[tokio::test]
+async fn a_server_out_of_reach_fails_the_writes_naming_the_url_without_its_password() {
+    let Some(ws) = Store::postgres("a_server_out_of_reach") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let db = url["postgresql:///".len()..]
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    // The test server trusts every connection; the password only has to be hidden.
+    let with_password = format!("{url}&password=hunter2");
+    let ledger = Ledger::open(
+        ws.path(),
+        LedgerOptions {
+            url: Some(with_password),
+            reconnect_for: Duration::from_millis(600),
+            ..LedgerOptions::default()
+        },
+    )
+    .unwrap();
+    let run = ledger.create_run(named("r")).await.unwrap();
+    let admin = url.replacen(&format!("///{db}?"), "///postgres?", 1);
+    let writer: Vec<String> = brood_backends(&url).into_iter().collect();
+    sql(
+        &admin,
+        &[&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS false")],
+    );
+    terminate(&admin, &writer);
+    let err = ledger.mark_running(&run).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Disconnected { .. }), "{err:?}");
+    assert!(
+        text.contains(&db) && text.contains("password=***"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+    // Back: the next write connects again and goes through.
+    sql(
+        &admin,
+        &[&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true")],
+    );
+    ledger.mark_running(&run).await.unwrap();
+    ledger.complete(&run, json!("done")).await.unwrap();
+    assert_eq!(
+        ws.reader().run(&run).unwrap().status,
+        brood::ledger::RunStatus::Completed
+    );
+    // The one write lost to the outage is counted, as `close` reports.
+    assert!(matches!(
+        ledger.close().await,
+        Err(LedgerError::Unwritten { failed: 1 })
+    ));
+}
