@@ -74,7 +74,7 @@ impl PgDb {
                      WHERE pid = ?1 AND CAST(backend_start AS TEXT) = ?2",
                     args![*pid, started.as_str()],
                 );
-                wait_until(deadline, "the lost connection's backend to end", || gone())?;
+                wait_until(deadline, "the lost connection's backend to end", gone)?;
             }
         }
         let committed = match xid {
