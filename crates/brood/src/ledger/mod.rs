@@ -25,6 +25,7 @@ mod error;
 mod export;
 mod fleet;
 mod fleet_handle;
+mod json_text;
 mod liveness;
 mod maintenance;
 mod memo;
@@ -53,6 +54,7 @@ pub use fleet::{
     Claimed, FleetChannel, Placement, DEFAULT_MAX_ATTEMPTS, DONE_CHANNEL, QUEUED_CHANNEL,
 };
 pub use fleet_handle::{FleetListener, Heard};
+pub use json_text::JsonText;
 pub use maintenance::LedgerMaintenance;
 pub use pg_url::redact as redact_url;
 pub use reader::LedgerReader;

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::db::{args, query_one, query_row, query_vec, Db, DbErrorKind, RowExt};
 use super::error::{LedgerError, SqlContext};
@@ -124,29 +124,8 @@ pub(crate) fn insert_run(
             detail: e.detail,
         },
     })?;
-    let mut payload = serde_json::Map::new();
-    payload.insert("depth".into(), json!(depth));
-    let optional = [
-        (
-            "parent_id",
-            run.parent_id.as_ref().map(|p| p.as_str().to_string()),
-        ),
-        ("name", run.name.clone()),
-        ("role", run.role.clone()),
-        ("agent_type", run.agent_type.clone()),
-        ("model", run.model.clone()),
-        ("provider", run.provider.clone()),
-    ];
-    for (key, value) in optional {
-        if let Some(v) = value {
-            payload.insert(key.into(), Value::String(v));
-        }
-    }
-    if let Some(grant) = &run.grant {
-        payload.insert("grant".into(), grant.clone());
-    }
-    let payload = Value::Object(payload);
-    insert_event_value(db, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
+    let payload = spawned_payload(run, depth)?;
+    insert_event_at(db, id.as_str(), 0, EventKind::Spawned, &payload, at)?;
     Ok(RunFacts {
         status: RunStatus::Pending,
         next_event: 1,
@@ -154,6 +133,46 @@ pub(crate) fn insert_run(
         root_id,
         depth,
     })
+}
+
+/// The `spawned` event's payload as JSON text: `depth`, then the fields of `run`
+/// that are set, then its `grant` as it was encoded by the layer that made it.
+/// Written straight to text (no `Value` tree, no copy of the grant).
+fn spawned_payload(run: &NewRun, depth: u32) -> Result<String, LedgerError> {
+    #[derive(serde::Serialize)]
+    struct Spawned<'a> {
+        depth: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        role: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_type: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        provider: Option<&'a str>,
+    }
+    let mut text = serde_json::to_string(&Spawned {
+        depth,
+        parent_id: run.parent_id.as_ref().map(RunId::as_str),
+        name: run.name.as_deref(),
+        role: run.role.as_deref(),
+        agent_type: run.agent_type.as_deref(),
+        model: run.model.as_deref(),
+        provider: run.provider.as_deref(),
+    })
+    .map_err(|e| LedgerError::json("encoding an event payload", e))?;
+    if let Some(grant) = &run.grant {
+        // `{…}` ends in `}`: the grant goes in as the last member.
+        text.pop();
+        text.push_str(",\"grant\":");
+        text.push_str(grant.as_str());
+        text.push('}');
+    }
+    Ok(text)
 }
 
 /// The facts of `run` as the database has them (`UnknownRun` when absent).
@@ -545,6 +564,32 @@ fn insert_event_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::JsonText;
+    use serde_json::json;
+
+    #[test]
+    fn a_spawned_payload_holds_the_set_fields_and_the_grant_as_an_object() {
+        let mut run = NewRun::new("look");
+        run.parent_id = Some(RunId::from_string("p-1"));
+        run.name = Some("explore-2".into());
+        run.role = Some("explore".into());
+        run.model = Some("m \"quoted\"".into());
+        let bare = spawned_payload(&run, 1).unwrap();
+        let v: Value = serde_json::from_str(&bare).unwrap();
+        assert_eq!(
+            v,
+            json!({"depth": 1, "parent_id": "p-1", "name": "explore-2", "role": "explore",
+                   "model": "m \"quoted\""})
+        );
+        let grant = json!({"tools": ["grep", "read_file"], "rules": []});
+        run.grant = Some(JsonText::of(&grant).unwrap());
+        let text = spawned_payload(&run, 1).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["grant"], grant);
+        assert_eq!(v["name"], "explore-2");
+        // The order a reader sees: depth first, the grant last.
+        assert!(text.starts_with("{\"depth\":1,") && text.ends_with("\"rules\":[]}}"));
+    }
 
     #[test]
     fn transition_payloads_read_as_the_objects_they_stand_for() {

@@ -10,6 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::json_text::JsonText;
+
 /// The id of one run: a random (v4) UUID in its hyphenated form. Random rather than
 /// time-ordered so that a short prefix (as the CLI accepts) is already unique.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -313,9 +315,9 @@ pub struct NewRun {
     /// What the run was granted, as the layer above records it (the sub-agent
     /// layer: its tool names after every narrowing, its permissions and rules),
     /// kept in its `spawned` event's payload under `grant` so a resume can never
-    /// grant it more. `None`: not recorded.
+    /// grant it more. `None`: not recorded. Carried as encoded JSON, written as it is.
     #[serde(default)]
-    pub grant: Option<Value>,
+    pub grant: Option<JsonText>,
 }
 
 impl NewRun {

@@ -112,7 +112,7 @@ pub(crate) fn record_spawn(
             fork_messages: plan.fork_from.as_ref().map(|f| f.messages.len()),
             ..RecordedGrant::of(sup, ctx)
         }
-        .to_value(),
+        .to_json(),
     });
     async move { durable.await.map_err(SpawnError::Ledger) }
 }

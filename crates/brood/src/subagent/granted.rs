@@ -15,10 +15,9 @@
 
 use super::ctx::RunCtx;
 use super::supervisor::Supervisor;
-use crate::ledger::{EventKind, EventRecord};
+use crate::ledger::{EventKind, EventRecord, JsonText};
 use crate::tool::{Permissions, RuleKind, RuleSet};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// What is kept of a run's grant.
@@ -79,9 +78,11 @@ impl RecordedGrant {
         RecordedGrant::new(&ctx.tool_names(), &ctx.permissions, &rules)
     }
 
-    /// As stored in the `spawned` event.
-    pub fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+    /// As stored in the `spawned` event: encoded once, here, and written as it is
+    /// (`None` only if it could not be encoded: then no grant is recorded, and the
+    /// run is never resumed).
+    pub fn to_json(&self) -> Option<JsonText> {
+        JsonText::of(self).ok()
     }
 
     /// The grant recorded in `events` (a run's, its `spawned` event first): `None`
@@ -148,7 +149,8 @@ mod tests {
         rules.add(RuleKind::Allow, "bash(ls)", "config").unwrap();
         let recorded = RecordedGrant::new(&["read_file".into(), "bash".into()], &ran, &rules);
         assert_eq!(recorded.rules.len(), 1, "allow rules are not kept");
-        let back: RecordedGrant = serde_json::from_value(recorded.to_value()).unwrap();
+        let back: RecordedGrant =
+            serde_json::from_str(recorded.to_json().unwrap().as_str()).unwrap();
         assert_eq!(back, recorded);
         let today = Permissions::full("general");
         let p = back.narrow(&today);

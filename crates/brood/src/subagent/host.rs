@@ -56,7 +56,7 @@ impl Supervisor {
                 provider: &ctx.provider_name,
                 workspace: env.workspace.root(),
                 unpriced: ctx.budgets.price().is_none(),
-                grant: RecordedGrant::of(self, &ctx).to_value(),
+                grant: RecordedGrant::of(self, &ctx).to_json(),
             })
             .await
             .map_err(SpawnError::Ledger)?;

@@ -10,7 +10,7 @@ use super::result::ChildResult;
 use crate::agent::AgentEvent;
 use crate::events::{EventBus, RunEventKind};
 use crate::ledger::{
-    EventKind, Ledger, LedgerError, ListFilter, NewRun, RunId, Transition, UsageDelta,
+    EventKind, JsonText, Ledger, LedgerError, ListFilter, NewRun, RunId, Transition, UsageDelta,
 };
 use crate::model::pricing::{cost_usd, Price};
 use crate::model::StreamEvent;
@@ -33,7 +33,7 @@ pub(crate) struct SpawnRecord<'a> {
     /// The run's model has no price (its cost stays unknown).
     pub unpriced: bool,
     /// What it was granted (see `super::granted`).
-    pub grant: Value,
+    pub grant: Option<JsonText>,
 }
 
 /// Writes runs to the ledger. Cheap to clone.
@@ -86,7 +86,7 @@ impl Recorder {
             workspace: Some(r.workspace.display().to_string()),
             git_branch: git_branch(r.workspace),
             unpriced: r.unpriced,
-            grant: Some(r.grant),
+            grant: r.grant,
         };
         let durable = self.ledger.create_run(run);
         async move { durable.await.map(|_| ()) }

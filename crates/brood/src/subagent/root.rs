@@ -40,7 +40,7 @@ pub(crate) async fn run(
             provider: &ctx.provider_name,
             workspace: env.workspace.root(),
             unpriced: ctx.budgets.price().is_none(),
-            grant: RecordedGrant::of(sup, &ctx).to_value(),
+            grant: RecordedGrant::of(sup, &ctx).to_json(),
         })
         .await
         .map_err(SpawnError::Ledger)?;

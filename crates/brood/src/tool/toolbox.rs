@@ -13,27 +13,49 @@ use std::sync::{Arc, Mutex};
 /// Tool specs by tool name and [`Tool::spec_edition`], shared by the toolboxes
 /// of one session: a tool's schema is derived once per session (and edition)
 /// instead of once per run (a fan-out of 200 children would otherwise derive
-/// every schema 200 times).
+/// every schema 200 times). The last list of specs handed out is kept too: the
+/// children of one `task` hold the same tools, and share one list instead of
+/// each looking up and copying every spec (issue 17.1: a 1,000-child tree).
 #[derive(Default)]
-pub struct SpecCache(Mutex<HashMap<(String, u64), ToolSpec>>);
+pub struct SpecCache(Mutex<Specs>);
+
+#[derive(Default)]
+struct Specs {
+    by_tool: HashMap<(String, u64), ToolSpec>,
+    /// The last list built, with the edition of each of its tools.
+    last: Option<(Vec<u64>, Arc<Vec<ToolSpec>>)>,
+}
 
 impl SpecCache {
-    fn spec_of(&self, tool: &dyn Tool) -> ToolSpec {
-        let cached = self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(tool.name().to_string(), tool.spec_edition()))
-            .cloned();
-        if let Some(spec) = cached {
-            return spec;
+    /// The specs of `tools`, in their order.
+    fn specs_of(&self, tools: &[Arc<dyn Tool>]) -> Arc<Vec<ToolSpec>> {
+        let mut specs = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((editions, list)) = &specs.last {
+            let same = list.len() == tools.len()
+                && tools
+                    .iter()
+                    .zip(list.iter())
+                    .zip(editions)
+                    .all(|((t, s), e)| *s.name == *t.name() && *e == t.spec_edition());
+            if same {
+                return list.clone();
+            }
         }
-        let spec = spec_of(tool);
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((spec.name.to_string(), tool.spec_edition()), spec.clone());
-        spec
+        let mut editions = Vec::with_capacity(tools.len());
+        let mut list = Vec::with_capacity(tools.len());
+        for t in tools {
+            let key = (t.name().to_string(), t.spec_edition());
+            editions.push(key.1);
+            let spec = specs
+                .by_tool
+                .entry(key)
+                .or_insert_with(|| spec_of(t.as_ref()))
+                .clone();
+            list.push(spec);
+        }
+        let list = Arc::new(list);
+        specs.last = Some((editions, list.clone()));
+        list
     }
 }
 
@@ -113,16 +135,13 @@ impl Toolbox {
                 Err(e) => refused.push((t.name().to_string(), e)),
             }
         }
-        let specs = tools
-            .iter()
-            .map(|t| match cache {
-                Some(c) => c.spec_of(t.as_ref()),
-                None => spec_of(t.as_ref()),
-            })
-            .collect();
+        let specs = match cache {
+            Some(c) => c.specs_of(&tools),
+            None => Arc::new(tools.iter().map(|t| spec_of(t.as_ref())).collect()),
+        };
         Toolbox {
             tools,
-            specs: Arc::new(specs),
+            specs,
             refused,
             permissions: Arc::new(permissions),
             gate: None,
