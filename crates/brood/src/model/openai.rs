@@ -322,14 +322,30 @@ impl OpenAiProvider {
         .map_err(|e| self.send_error(url, e))
     }
 
-    /// One attempt: send, type an error status, read the answer.
+    /// One attempt: send, then read the answer.
+    ///
+    /// Reading is boxed, allocated once the answer's head has come: its future
+    /// (the response, the SSE parser, the assembler, the body stream) is most of a
+    /// step's, and a child waiting for its model would otherwise carry it, unused,
+    /// for the whole wait — a thousand waiting children, a thousand copies
+    /// (BENCHMARKS.md, "What a waiting child holds").
     async fn attempt(
         &self,
         request: &ModelRequest,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
-        let ctx = self.context(self.endpoint.as_str(), &request.model);
         let resp = self.send(request).await?;
+        Box::pin(self.read_answer(resp, &request.model, on_event)).await
+    }
+
+    /// Type an error status, or read the answer (streamed or whole).
+    async fn read_answer(
+        &self,
+        resp: reqwest::Response,
+        model: &str,
+        on_event: EventFn<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let ctx = self.context(self.endpoint.as_str(), model);
         let status = resp.status();
         if !status.is_success() {
             let retry_after = resp
