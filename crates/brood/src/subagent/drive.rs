@@ -14,7 +14,7 @@
 use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
-use super::gate::{Settled as Gate, SpawnGate};
+use super::gate::{Hold, Settled as Gate, SpawnGate};
 use super::granted::RecordedGrant;
 use super::hooks::{hooks_for, record_message};
 use super::inbox::{Claim, RunInbox};
@@ -51,7 +51,8 @@ pub(crate) struct ChildPlan {
     pub result_tx: watch::Sender<Option<Box<ChildResult>>>,
     pub claim: Arc<Claim>,
     pub warnings: Vec<String>,
-    /// Opens once the spawn record is on disk.
+    /// Opens once the spawn record is on disk; until then the child's [`Hold`]
+    /// keeps back all but its first request.
     pub spawned: SpawnGate,
     /// Its toolbox, built before its spawn is recorded (the record names its
     /// tools); `Err`: building it panicked (what it said), the child's crash.
@@ -180,7 +181,8 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
         finish(&sup, &delivery, result).await;
         return;
     };
-    // The first context is built while the spawn record commits.
+    // The first context is built, and the first request sent, while the spawn
+    // record commits.
     let (system, messages, offered) = first_context(
         &ctx,
         &system_prompt,
@@ -191,16 +193,14 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
     // Copied into the context: not kept for the rest of the run (a local lives in
     // the task until its scope ends, through every await).
     drop((system_prompt, prompt));
-    if !spawn_on_disk(&sup, &delivery, &mut gate).await {
-        drop(permit);
-        return;
-    }
     let toolbox = match toolbox {
         Ok(t) => t,
         Err(detail) => {
             drop(permit);
-            let result = delivery.result(&sup, Settled::Crashed { detail });
-            finish(&sup, &delivery, result).await;
+            if spawn_on_disk(&sup, &delivery, &mut gate).await {
+                let result = delivery.result(&sup, Settled::Crashed { detail });
+                finish(&sup, &delivery, result).await;
+            }
             return;
         }
     };
@@ -208,27 +208,39 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
     // starts (no model request), and its record says which budget stopped it.
     if let Err(spent) = ctx.budgets.check_tree() {
         drop(permit);
-        let reason = Some(spent.to_string());
-        let result = delivery.result(&sup, Settled::Cancelled { reason });
-        finish(&sup, &delivery, result).await;
+        if spawn_on_disk(&sup, &delivery, &mut gate).await {
+            let reason = Some(spent.to_string());
+            let result = delivery.result(&sup, Settled::Cancelled { reason });
+            finish(&sup, &delivery, result).await;
+        }
         return;
     }
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
     ctx.budgets.start();
-    board.set_status(&ctx.run_id, LiveStatus::Running);
-    sup.recorder()
-        .status_queued(&ctx.run_id, LiveStatus::Running);
-    ctx.progress.pause(false);
-    // The transcript starts with what the child was told (for a fork: the tail;
-    // the parent's part is in the parent's transcript).
-    if let Some(first) = messages.last() {
-        record_message(&sup, &ctx, first);
-    }
+    let mut hooks = hooks_for(&sup, &ctx, None);
+    // What the child records first, once its spawn is on disk (its first request
+    // may be out already): it runs, and the transcript starts with what it was
+    // told (for a fork: the tail; the parent's part is in the parent's transcript).
+    let first = {
+        let (sup, ctx) = (sup.clone(), ctx.clone());
+        let told = messages.last().cloned();
+        move || {
+            sup.board().set_status(&ctx.run_id, LiveStatus::Running);
+            sup.recorder()
+                .status_queued(&ctx.run_id, LiveStatus::Running);
+            ctx.progress.pause(false);
+            if let Some(told) = told {
+                record_message(&sup, &ctx, &told);
+            }
+        }
+    };
+    let hold = Hold::new(gate.clone(), hooks.events.take(), first);
+    hooks.events = Some(hold.sink());
     let env = sup.env();
     let spec = AgentSpec {
         run_id: ctx.run_id.clone(),
         system,
-        model: ctx.model.clone(),
+        model: hold.model(ctx.model.clone()),
         model_id: ctx.model_id.clone(),
         sampling: match &fork_from {
             Some(f) => f.sampling.clone(),
@@ -253,8 +265,14 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
         offered_tools: offered,
         tool_concurrency: env.tool_concurrency,
     };
-    let hooks = hooks_for(&sup, &ctx, None);
     let mut outcome = agent::run(&spec, messages, &hooks, &cancel).await;
+    // A loop that ended before its gate opened (cancelled in flight, or its spawn
+    // failed) records what it held now, or nothing at all.
+    let how = hold.settled().await;
+    if !on_settled(&sup, &delivery, how).await {
+        drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+        return;
+    }
     // Boxed: the contract check is not live while the child waits for the model,
     // so it does not widen every waiting child's task (BENCHMARKS.md, memory).
     let enforced = report::enforce(&sup, &ctx, &spec, &hooks, &mut outcome, &cancel);
@@ -280,7 +298,13 @@ pub(super) async fn spawn_on_disk(
     delivery: &Delivery,
     gate: &mut SpawnGate,
 ) -> bool {
-    match gate.settled().await {
+    on_settled(sup, delivery, gate.settled().await).await
+}
+
+/// `true` when the child may run, its spawn being on disk; else see
+/// [`spawn_on_disk`].
+async fn on_settled(sup: &Supervisor, delivery: &Delivery, how: Gate) -> bool {
+    match how {
         Gate::OnDisk => true,
         Gate::NotRecorded => false,
         Gate::Abandoned => {

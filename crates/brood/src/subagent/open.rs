@@ -332,7 +332,7 @@ impl Spawner for Supervisor {
             .map_err(|p| crate::tool::panic_message(&p)),
         };
         // The spawn is on disk before the child does anything that counts and
-        // before we report it; the child prepares its first request meanwhile.
+        // before we report it; the child sends its first request meanwhile.
         let durable = drive::record_spawn(self, &plan);
         // What was accepted but changed (definition keys without effect, limits
         // lowered, the route) is kept with the run, not only told to the parent.

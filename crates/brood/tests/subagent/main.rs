@@ -2,7 +2,7 @@
 //! test build), one module per subject — the output contract, agent types and
 //! definition files, grants, configuration and routing, what goes on the wire, and the
 //! runtime end to end (`runtime_*`: budgets, context, delivery, the ledger's lock,
-//! limits, records, roles).
+//! limits, records, roles, the spawn gate).
 //!
 //! `cargo test -p brood --test subagent` runs them all; a module alone:
 //! `cargo test -p brood --test subagent runtime_roles::`.
@@ -21,5 +21,6 @@ mod runtime_ledger_lock;
 mod runtime_limits;
 mod runtime_records;
 mod runtime_roles;
+mod runtime_spawn_gate;
 mod wire;
 mod worktrees;

@@ -1,6 +1,6 @@
 //! Sub-agent runtime records while another process holds the ledger's write lock:
-//! a child sends nothing before its spawn record is on disk, spawn records and
-//! end-of-run records wait the lock out instead of being lost.
+//! spawn records and end-of-run records wait the lock out instead of being lost
+//! (what a child may do meanwhile: `runtime_spawn_gate`).
 
 use crate::common::hand_built::*;
 use crate::common::*;
@@ -106,26 +106,6 @@ fn first_tool_result(outcome: &AgentOutcome) -> String {
 }
 
 #[tokio::test]
-async fn a_child_sends_nothing_before_its_spawn_record_is_on_disk() {
-    let (outcome, released, steps) =
-        open_children_under_a_locked_ledger(LedgerOptions::default()).await;
-    assert_eq!(outcome.final_text, "parent fine");
-    assert_eq!(steps.len(), 3, "each child made its step");
-    // The task result is compact JSON (indentation would be tokens on every later step).
-    let task_result = first_tool_result(&outcome);
-    let parsed: Value = serde_json::from_str(&task_result).unwrap();
-    assert_eq!(parsed["results"].as_array().map(Vec::len), Some(3));
-    assert_eq!(parsed.to_string(), task_result);
-    for at in steps {
-        assert!(
-            at > released,
-            "a child asked its model {:?} before its spawn could be written",
-            released - at
-        );
-    }
-}
-
-#[tokio::test]
 async fn a_spawn_record_waits_out_a_lock_held_past_the_busy_timeout() {
     // The writer's busy timeout ends long before the lock is released: it waits and
     // tries again instead of failing the spawns, and the children run once recorded.
@@ -133,11 +113,12 @@ async fn a_spawn_record_waits_out_a_lock_held_past_the_busy_timeout() {
         busy_timeout: std::time::Duration::from_millis(50),
         ..LedgerOptions::default()
     };
-    let (outcome, released, steps) = open_children_under_a_locked_ledger(options).await;
+    let (outcome, _, steps) = open_children_under_a_locked_ledger(options).await;
     assert_eq!(outcome.final_text, "parent fine");
-    assert_eq!(steps.len(), 3, "each child ran once its spawn was written");
-    assert!(steps.iter().all(|at| *at > released));
+    assert_eq!(steps.len(), 3, "each child made its step");
     let task_result: Value = serde_json::from_str(&first_tool_result(&outcome)).unwrap();
+    assert_eq!(task_result["results"].as_array().map(Vec::len), Some(3));
+    assert_eq!(task_result.to_string(), first_tool_result(&outcome));
     for r in task_result["results"].as_array().unwrap() {
         assert_eq!(r["status"], "completed", "{task_result}");
     }
