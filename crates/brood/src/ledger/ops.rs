@@ -421,18 +421,25 @@ pub(crate) fn append_message(
 ) -> Result<RunFacts, LedgerError> {
     let mut facts = facts_of(db, run, known)?;
     let seq = facts.next_message;
-    let (spill_abs, spill_rel) = spill_to.paths.spill_file(run, seq);
-    let capped = spill::cap(content, spill_to.cap_bytes, &spill_rel);
+    // The spill file's name is made only for a content that is cut.
+    let capped = spill::cap(content, spill_to.cap_bytes, || {
+        spill_to.paths.spill_file(run, seq).1
+    });
     let spill_path = match &capped.spill_text {
         Some(text) => {
+            let (spill_abs, spill_rel) = spill_to.paths.spill_file(run, seq);
             spill_to.written.borrow_mut().push(spill_abs.clone());
             spill::write(&spill_abs, text)?;
             Some(spill_rel)
         }
         None => None,
     };
-    let content_text = serde_json::to_string(&*capped.content)
-        .map_err(|e| LedgerError::json("encoding a transcript message", e))?;
+    // Kept whole and already encoded to be measured: stored as encoded.
+    let content_text = match capped.encoded {
+        Some(text) => text,
+        None => serde_json::to_string(&*capped.content)
+            .map_err(|e| LedgerError::json("encoding a transcript message", e))?,
+    };
     db.execute(
         "INSERT INTO transcripts (run_id, seq, at, role, content, truncated, full_bytes, spill_path)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

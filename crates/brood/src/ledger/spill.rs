@@ -19,6 +19,9 @@ pub(crate) struct Capped<'a> {
     pub full_bytes: u64,
     /// The full text to spill, when `truncated`.
     pub spill_text: Option<String>,
+    /// The content's compact JSON, when it was encoded to be measured and kept
+    /// whole: what is stored, so it is not encoded a second time.
+    pub encoded: Option<String>,
 }
 
 /// The full text of a content: a string as itself, anything else as compact JSON.
@@ -30,8 +33,12 @@ fn full_text(content: &Value) -> String {
 }
 
 /// Cap `content` to about `cap` bytes. `spill_rel` is where the full text will be,
-/// quoted in the truncation note.
-pub(crate) fn cap<'a>(content: &'a Value, cap: usize, spill_rel: &str) -> Capped<'a> {
+/// quoted in the truncation note (asked only for a content that is cut).
+pub(crate) fn cap<'a, R: AsRef<str>>(
+    content: &'a Value,
+    cap: usize,
+    spill_rel: impl FnOnce() -> R,
+) -> Capped<'a> {
     // A string's size is its length: no copy unless it is cut.
     let (len, json) = match content {
         Value::String(s) => (s.len(), None),
@@ -47,11 +54,14 @@ pub(crate) fn cap<'a>(content: &'a Value, cap: usize, spill_rel: &str) -> Capped
             truncated: false,
             full_bytes,
             spill_text: None,
+            encoded: json,
         };
     }
     let text = json.unwrap_or_else(|| full_text(content));
-    let note =
-        format!("\n[… truncated by brood: {full_bytes} bytes in all; full text in {spill_rel}]");
+    let note = format!(
+        "\n[… truncated by brood: {full_bytes} bytes in all; full text in {}]",
+        spill_rel().as_ref()
+    );
     let capped = match content {
         Value::String(s) => Value::String(format!("{}{note}", prefix(s, cap))),
         other => {
@@ -77,6 +87,7 @@ pub(crate) fn cap<'a>(content: &'a Value, cap: usize, spill_rel: &str) -> Capped
         truncated: true,
         full_bytes,
         spill_text: Some(text),
+        encoded: None,
     }
 }
 
@@ -157,18 +168,23 @@ mod tests {
     #[test]
     fn small_content_is_kept_as_is() {
         let msg = json!({"role": "tool", "content": "ok"});
-        let c = cap(&msg, 100, "x");
+        let c = cap(&msg, 100, || "x");
         assert!(!c.truncated);
         assert!(matches!(c.content, Cow::Borrowed(_)));
         assert_eq!(*c.content, msg);
         assert_eq!(c.spill_text, None);
+        // Encoded once, to be measured; stored as it is.
+        assert_eq!(
+            c.encoded.as_deref(),
+            Some(r#"{"role":"tool","content":"ok"}"#)
+        );
     }
 
     #[test]
     fn long_string_is_cut_on_a_char_boundary_and_spilled_whole() {
         let text = "é".repeat(100); // 200 bytes
         let content = Value::String(text.clone());
-        let c = cap(&content, 51, "spill/r-0.txt");
+        let c = cap(&content, 51, || "spill/r-0.txt");
         assert!(c.truncated);
         assert_eq!(c.full_bytes, 200);
         assert_eq!(c.spill_text.as_deref(), Some(text.as_str()));
@@ -182,7 +198,7 @@ mod tests {
     fn object_keeps_its_shape_with_long_leaves_cut() {
         let big = "x".repeat(1000);
         let msg = json!({"role": "tool", "tool_call_id": "c1", "content": big});
-        let c = cap(&msg, 100, "s.txt");
+        let c = cap(&msg, 100, || "s.txt");
         assert!(c.truncated);
         assert_eq!(c.content["role"], "tool");
         assert_eq!(c.content["tool_call_id"], "c1");
@@ -196,7 +212,7 @@ mod tests {
     #[test]
     fn several_long_leaves_share_the_budget_and_short_ones_stay_whole() {
         let msg = json!({"a": "y".repeat(500), "b": "short", "c": "z".repeat(900)});
-        let c = cap(&msg, 105, "s.txt");
+        let c = cap(&msg, 105, || "s.txt");
         assert_eq!(c.content["b"], "short");
         let a = c.content["a"].as_str().unwrap();
         let z = c.content["c"].as_str().unwrap();
@@ -208,7 +224,7 @@ mod tests {
     fn structure_over_the_cap_becomes_a_text_preview() {
         let nums: Vec<u64> = (0..10_000).collect();
         let content = json!(nums);
-        let c = cap(&content, 100, "s.txt");
+        let c = cap(&content, 100, || "s.txt");
         assert!(c.truncated);
         let s = c.content.as_str().unwrap();
         assert!(s.starts_with("[0,1,2,3"));
