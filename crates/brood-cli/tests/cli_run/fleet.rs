@@ -7,6 +7,7 @@
 use super::*;
 use brood_mock::Gate;
 use std::process::{Child, Stdio};
+use std::time::Duration;
 
 #[path = "../../../brood/tests/ledger/common/pg.rs"]
 mod pg;
@@ -348,6 +349,87 @@ fn ended_connections_come_back_and_the_parent_still_gets_every_end() {
     for who in ["look a", "look b", "look c"] {
         assert_eq!(last.matches(&format!("({who})")).count(), 1, "{last}");
     }
+}
+
+/// A parent cancels (`agent_close`) a background fleet child while a worker holds it
+/// mid-step (its model answer streaming): the worker cancels the run at once — woken
+/// by `NOTIFY brood_run_cancel`, not its session's poll — and the run ends
+/// `cancelled` once, recorded by its lease holder.
+#[test]
+fn a_parent_cancels_a_fleet_child_mid_step_and_its_worker_ends_it_promptly() {
+    let Some(url) = pg::fresh_database("a_parent_cancels_a_fleet_child_mid_step") else {
+        return;
+    };
+    let f = fleet_fixture();
+    // The parent asks to close the child only once the child's step is streaming.
+    let streaming = Gate::new();
+    let (opened, held) = (streaming.clone(), streaming.clone());
+    let closed_at = std::sync::Arc::new(std::sync::Mutex::new(None::<i64>));
+    let closed = closed_at.clone();
+    let server = MockServer::start(move |req| {
+        if req.first_user_text() == Some("look forever") {
+            opened.open();
+            return MockReply::endless_text("still looking ", Duration::from_millis(20));
+        }
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("agent_open", json!({"prompt": "look forever"})),
+            1 => {
+                let said = req.last_message().unwrap()["content"].as_str().unwrap();
+                let opened: Value = serde_json::from_str(said).unwrap();
+                let id = opened["agent_id"].as_str().unwrap().to_string();
+                *closed.lock().unwrap() = Some(chrono::Utc::now().timestamp_millis());
+                MockReply::tool_call("agent_close", json!({"agent_id": id})).until(&held)
+            }
+            _ => MockReply::text("done"),
+        }
+    });
+    let root = tempfile::tempdir().unwrap();
+    let worker = spawn_worker(&f, &server, &url, root.path());
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "open then close"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    // The worker stops only once the run it holds has ended: the cancel reached it.
+    let log = stop(worker);
+    let runs = fleet_runs(&f, &url);
+    let child = runs.iter().find(|r| !r["parent_id"].is_null()).unwrap();
+    let id = child["id"].as_str().unwrap();
+    assert_eq!(child["status"], "cancelled", "{child}\nworker: {log}");
+    let parent = runs.iter().find(|r| r["parent_id"].is_null()).unwrap();
+    assert_ne!(
+        child["session_id"], parent["session_id"],
+        "recorded by the worker"
+    );
+    let show = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .args(["agents", "show", id, "--json"])
+        .output()
+        .unwrap();
+    let detail: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let events = detail["events"].as_array().unwrap();
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| ["completed", "failed", "cancelled"].contains(&e["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(ends.len(), 1, "{events:?}");
+    let ended_at = chrono::DateTime::parse_from_rfc3339(ends[0]["at"].as_str().unwrap())
+        .unwrap()
+        .timestamp_millis();
+    let asked = closed_at.lock().unwrap().unwrap();
+    let latency = ended_at - asked;
+    eprintln!(
+        "fleet cancel: the worker recorded the end {latency} ms after the parent's agent_close"
+    );
+    assert!(
+        latency < 5_000,
+        "the worker took {latency} ms to end a cancelled run"
+    );
 }
 
 /// Children the fleet end to end fans out, and workers it runs.

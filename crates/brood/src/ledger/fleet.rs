@@ -20,6 +20,9 @@
 //!   issues `NOTIFY brood_run_done, '<run id>'`, delivered if it commits. This boot's
 //!   close releases the leases it holds, so its interrupted runs are claimed at once.
 //!
+//! - **Cancel requests** (`super::maintenance::request_cancel`) on PostgreSQL issue
+//!   `NOTIFY brood_run_cancel, '<run id>'`, so the holder's session takes them at once.
+//!
 //! All of this needs PostgreSQL: on an SQLite ledger enqueue and claim are refused
 //! ([`LedgerError::FleetNeedsPostgres`]) and the terminal check is never made (the
 //! table is empty there; its write path keeps its speed).
@@ -37,6 +40,9 @@ use super::types::{EventKind, RunId, RunStatus, Transition};
 pub const QUEUED_CHANNEL: &str = "brood_run_queued";
 /// The channel a fleet run's end notifies (payload: the run id).
 pub const DONE_CHANNEL: &str = "brood_run_done";
+/// The channel a cancel request notifies (payload: the run id): the session of the
+/// boot that holds the run takes its requests at once instead of at its next poll.
+pub const CANCEL_CHANNEL: &str = "brood_run_cancel";
 
 /// What a `FleetListener` listens for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +51,9 @@ pub enum FleetChannel {
     Queued,
     /// Fleet runs ended ([`DONE_CHANNEL`]): parents.
     Done,
+    /// Cancel requests recorded ([`CANCEL_CHANNEL`]): the sessions holding runs
+    /// (a worker holding a parent's child).
+    Cancel,
 }
 
 /// Claims of one run before it is marked failed instead of claimed again.
@@ -351,6 +360,15 @@ fn release(db: &dyn Db, run: &str) -> Result<(), LedgerError> {
     )
     .ctx("releasing a run's lease")
     .map(|_| ())
+}
+
+/// After a cancel request for `run` was recorded: wake its holder (PostgreSQL; an
+/// SQLite ledger's sessions poll).
+pub(crate) fn notify_cancel(db: &dyn Db, run: &str) -> Result<(), LedgerError> {
+    match db.dialect() {
+        Dialect::Postgres => notify(db, CANCEL_CHANNEL, run),
+        Dialect::Sqlite => Ok(()),
+    }
 }
 
 fn notify(db: &dyn Db, channel: &str, run: &str) -> Result<(), LedgerError> {

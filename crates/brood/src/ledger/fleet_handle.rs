@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::error::LedgerError;
 use super::fleet::{
-    Claimed, FleetAnswer, FleetChannel, FleetOp, FleetReply, Placement, DONE_CHANNEL,
-    QUEUED_CHANNEL,
+    Claimed, FleetAnswer, FleetChannel, FleetOp, FleetReply, Placement, CANCEL_CHANNEL,
+    DONE_CHANNEL, QUEUED_CHANNEL,
 };
 use super::op::{Op, Reply};
 use super::store::now_ms;
@@ -123,6 +123,7 @@ impl Ledger {
         let channel = match channel {
             FleetChannel::Queued => QUEUED_CHANNEL,
             FleetChannel::Done => DONE_CHANNEL,
+            FleetChannel::Cancel => CANCEL_CHANNEL,
         };
         match &self.location {
             #[cfg(feature = "postgres")]

@@ -54,6 +54,7 @@ pub(crate) fn request_cancel(
             args![run, &boot_id, at],
         )
         .ctx("recording a cancel request")?;
+        super::fleet::notify_cancel(db, run)?;
         Ok(CancelOutcome::Requested {
             run_id: RunId::from_string(run),
             boot_id,

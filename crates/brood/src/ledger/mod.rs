@@ -51,7 +51,8 @@ mod writer;
 pub use error::LedgerError;
 pub use export::{Export, ExportedRun, EXPORT_SCHEMA};
 pub use fleet::{
-    Claimed, FleetChannel, Placement, DEFAULT_MAX_ATTEMPTS, DONE_CHANNEL, QUEUED_CHANNEL,
+    Claimed, FleetChannel, Placement, CANCEL_CHANNEL, DEFAULT_MAX_ATTEMPTS, DONE_CHANNEL,
+    QUEUED_CHANNEL,
 };
 pub use fleet_handle::{FleetListener, Heard};
 pub use json_text::JsonText;

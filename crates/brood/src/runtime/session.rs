@@ -304,13 +304,16 @@ impl Session {
         Ok(session)
     }
 
-    /// `brood agents cancel` from another process writes a request row; this
-    /// session polls for requests addressed to it.
+    /// `brood agents cancel` from another process, or a parent cancelling a fleet
+    /// child this session (a worker) holds, writes a request row; this session polls
+    /// for requests addressed to it — and, on a PostgreSQL ledger, takes them at once
+    /// when `NOTIFY brood_run_cancel` says one was recorded ([`cancel_wake`]).
     fn start_cancel_poller(&self) {
         let ledger = self.ledger.clone();
         let sup = self.supervisor.clone();
         let roots = self.roots.clone();
         let cancel = self.cancel.clone();
+        let wake = cancel_wake(&ledger, &cancel);
         tokio::spawn(async move {
             // No poll at once: requests are addressed to runs of this session, and at
             // its start there are none yet (an immediate poll only added a commit
@@ -320,6 +323,7 @@ impl Session {
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
+                    () = wake.notified() => {}
                     _ = cancel.cancelled() => break,
                 }
                 let Ok(ids) = ledger.take_cancel_requests().await else {
@@ -336,14 +340,14 @@ impl Session {
                         Some(token) => {
                             sup.note_root_cancel(
                                 &id,
-                                "cancelled from the command line (brood agents cancel)",
+                                "cancelled on request (by its parent, or `brood agents cancel`)",
                             );
                             token.cancel();
                         }
                         None => {
                             sup.cancel(
                                 &id,
-                                "cancelled from the command line (brood agents cancel)",
+                                "cancelled on request (by its parent, or `brood agents cancel`)",
                             );
                         }
                     }
@@ -569,4 +573,30 @@ impl Drop for Session {
         }
         self.cancel.cancel();
     }
+}
+
+/// Woken when a cancel request is recorded in a PostgreSQL ledger (`LISTEN
+/// brood_run_cancel` on a connection of its own, from a thread: the listener
+/// blocks), and when that connection came back after being lost (a request recorded
+/// meanwhile was not heard). Never woken on an SQLite ledger: its sessions poll.
+/// The thread ends within a few seconds of `cancel` (the session's close).
+fn cancel_wake(ledger: &Ledger, cancel: &CancellationToken) -> Arc<tokio::sync::Notify> {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let Ok(mut listener) = ledger.listen(crate::ledger::FleetChannel::Cancel) else {
+        return wake;
+    };
+    let (out, cancel) = (wake.clone(), cancel.clone());
+    let _ = std::thread::Builder::new()
+        .name("brood-cancel-wake".into())
+        .spawn(move || {
+            while !cancel.is_cancelled() {
+                match listener.wait(Duration::from_secs(2)) {
+                    Ok(heard) if heard.reconnected || !heard.runs.is_empty() => out.notify_one(),
+                    Ok(_) => {}
+                    // Out of reach past the ledger's reconnect_for: the poll goes on.
+                    Err(_) => std::thread::sleep(Duration::from_secs(1)),
+                }
+            }
+        });
+    wake
 }

@@ -315,3 +315,34 @@ async fn a_version_5_postgres_ledger_is_migrated_to_the_lease_table() {
         Some(ids[0].clone())
     );
 }
+
+#[tokio::test]
+async fn a_cancel_request_for_a_held_run_is_notified_to_its_holder() {
+    let Some(ws) = Store::postgres("a_cancel_request_is_notified") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    let worker = open_blocking(&ws);
+    let mut cancels = worker.listen(FleetChannel::Cancel).unwrap();
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let c = worker.claim(LEASE).await.unwrap().unwrap();
+    // The parent cannot end a run another boot holds; it asks the holder.
+    let err = parent.cancel(&c.run, "not needed").await.unwrap_err();
+    assert!(matches!(err, LedgerError::LeaseLost { .. }), "{err:?}");
+    let asked = parent.request_cancel(&c.run).await.unwrap();
+    assert!(
+        matches!(&asked, brood::ledger::CancelOutcome::Requested { boot_id, .. } if boot_id == worker.boot_id()),
+        "{asked:?}"
+    );
+    let heard = tokio::task::spawn_blocking(move || cancels.wait(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(heard.runs, ids);
+    assert_eq!(worker.take_cancel_requests().await.unwrap(), ids);
+    worker.cancel(&c.run, "cancelled on request").await.unwrap();
+    assert_eq!(
+        ws.reader().run(&ids[0]).unwrap().status,
+        RunStatus::Cancelled
+    );
+}
