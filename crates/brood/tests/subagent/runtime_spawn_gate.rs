@@ -92,10 +92,19 @@ struct Harness {
     seen: Arc<Mutex<Vec<(String, String)>>>,
 }
 
+/// What a child's first request gets.
+#[derive(Clone, Copy, PartialEq)]
+enum First {
+    /// A call of `probe` (then the child reports).
+    Probe,
+    /// The child is cancelled while the request is out, which is never answered.
+    Cancelled,
+}
+
 /// A parent whose first step makes `open` (`task` or `agent_open` calls) while
-/// the ledger is locked until `children` first requests arrived; each child first
-/// calls `probe`, then reports. `prepare` runs on the database before the session.
-fn harness(open: MockReply, children: usize, prepare: &str) -> Harness {
+/// the ledger is locked until `children` first requests arrived; each child's
+/// first request gets `first`. `prepare` runs on the database before the session.
+fn harness(open: MockReply, children: usize, prepare: &str, first_reply: First) -> Harness {
     let ws = workspace("");
     let ledger = Arc::new(Ledger::open(ws.path(), LedgerOptions::default()).unwrap());
     let db = ledger.db_path().to_path_buf();
@@ -129,11 +138,21 @@ fn harness(open: MockReply, children: usize, prepare: &str) -> Harness {
                             s.lock()
                                 .unwrap()
                                 .push((r.agent_id.clone(), r.status.as_str().to_string()));
+                            if first_reply == First::Cancelled {
+                                sup.cancel(
+                                    &r.agent_id,
+                                    "cancelled while its first request was out",
+                                );
+                            }
                         }
                     }
                 }
+                // The lock goes once every child asked (and was cancelled).
                 let _ = asked_tx.lock().unwrap().send(());
-                MockReply::tool_call("probe", json!({}))
+                match first_reply {
+                    First::Probe => MockReply::tool_call("probe", json!({})),
+                    First::Cancelled => MockReply::Hang,
+                }
             }
             (false, _) => MockReply::text(report(&format!("{first} finished"))),
         }
@@ -180,7 +199,7 @@ impl Harness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_childs_first_request_leaves_while_its_spawn_commits_and_it_acts_only_once_on_disk() {
     let open = MockReply::tool_call("task", json!({"prompts": ["c0", "c1", "c2"]}));
-    let h = harness(open, 3, "");
+    let h = harness(open, 3, "", First::Probe);
     let (_, outcome) = run_root(&h.sup, "parent: three").await;
     assert_eq!(
         outcome.final_text,
@@ -245,7 +264,7 @@ async fn a_spawn_whose_record_fails_leaves_no_trace_and_its_answer_reaches_nobod
                   WHEN NEW.objective = 'DOOMED' \
                   BEGIN SELECT RAISE(ABORT, 'this test refuses the spawn'); END;";
     let open = MockReply::tool_call("agent_open", json!({"prompt": "DOOMED"}));
-    let h = harness(open, 1, refuse);
+    let h = harness(open, 1, refuse, First::Probe);
     let (_, outcome) = run_root(&h.sup, "parent: one").await;
     let (asked_while_locked, _) = h.released();
     assert!(
@@ -300,4 +319,43 @@ fn tool_results_of(messages: &[brood::model::Message]) -> Vec<String> {
         .filter(|m| m.role == brood::model::Role::Tool)
         .map(|m| m.content.clone())
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_cancelled_before_its_spawn_commits_records_what_it_held_then_its_end() {
+    let open = MockReply::tool_call("agent_open", json!({"prompt": "c0"}));
+    let h = harness(open, 1, "", First::Cancelled);
+    let (_, outcome) = run_root(&h.sup, "parent: one").await;
+    assert_eq!(
+        outcome.final_text,
+        "parent fine",
+        "{}",
+        dump(&outcome.messages)
+    );
+    let (asked_while_locked, _) = h.released();
+    assert!(asked_while_locked);
+    let seen = h.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    h.sup.shutdown().await;
+    within("the flush", h.ledger.flush()).await.unwrap();
+    let run = RunId::from_string(&seen[0].0);
+    let detail = h.ledger.get_run(&run).await.unwrap();
+    let kinds: Vec<EventKind> = detail.events.iter().map(|e| e.kind).collect();
+    // Once on disk, what it held — it started, its request — then its end; no
+    // answer, no tool.
+    assert_eq!(
+        kinds[..3],
+        [
+            EventKind::Spawned,
+            EventKind::Started,
+            EventKind::ModelRequest
+        ],
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&EventKind::Cancelled), "{kinds:?}");
+    assert!(!kinds.contains(&EventKind::ModelResponse), "{kinds:?}");
+    assert_eq!(detail.run.status, brood::ledger::RunStatus::Cancelled);
+    assert!(h.probes.lock().unwrap().is_empty());
+    let transcript = h.ledger.transcript(&run, 0, 100).await.unwrap().entries;
+    assert_eq!(transcript[0].content["content"], "c0", "{transcript:?}");
 }
