@@ -8,7 +8,7 @@
 //! connection was lost and made again, every waiter is woken to read its run (an end
 //! notified while the connection was down is lost).
 
-use crate::ledger::{FleetChannel, Ledger};
+use crate::ledger::{FleetChannel, Heard, Ledger};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -95,6 +95,20 @@ impl FleetWait {
     }
 }
 
+/// Wake the waiter of each notified run — only those — and, when the listener came
+/// back after a lost connection, every waiter (an end notified meanwhile was lost).
+fn dispatch(shared: &Shared, heard: &Heard) {
+    let state = shared.lock();
+    if heard.reconnected {
+        state.waiters.values().for_each(|w| w.notify_one());
+    }
+    for run in &heard.runs {
+        if let Some(w) = state.waiters.get(run.as_str()) {
+            w.notify_one();
+        }
+    }
+}
+
 /// Start the listener thread. It holds the waiters weakly: once the session's
 /// supervisor (and its `FleetWait`) is gone, it ends within one [`SAFETY_POLL`].
 fn start(ledger: &Arc<Ledger>, shared: Weak<Shared>) -> Result<(), String> {
@@ -112,15 +126,7 @@ fn start(ledger: &Arc<Ledger>, shared: Weak<Shared>) -> Result<(), String> {
                     let Some(shared) = shared.upgrade() else {
                         return;
                     };
-                    let state = shared.lock();
-                    if heard.reconnected {
-                        state.waiters.values().for_each(|w| w.notify_one());
-                    }
-                    for run in heard.runs {
-                        if let Some(w) = state.waiters.get(run.as_str()) {
-                            w.notify_one();
-                        }
-                    }
+                    dispatch(&shared, &heard);
                 }
                 // The server stayed out of reach for the ledger's `reconnect_for`:
                 // waiters read the ledger every SAFETY_POLL meanwhile; try again.
@@ -129,4 +135,54 @@ fn start(ledger: &Arc<Ledger>, shared: Weak<Shared>) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::RunId;
+    use futures::FutureExt;
+
+    /// A registered waiter, without a listener (no database needed).
+    fn waiter(w: &FleetWait, run: &str) -> EndWaiter {
+        let wake = Arc::new(Notify::new());
+        w.shared
+            .lock()
+            .waiters
+            .insert(run.to_string(), wake.clone());
+        EndWaiter {
+            run: run.to_string(),
+            wake,
+            shared: Arc::downgrade(&w.shared),
+        }
+    }
+
+    fn woken(w: &EndWaiter) -> bool {
+        w.woken().now_or_never().is_some()
+    }
+
+    fn heard(runs: &[&str], reconnected: bool) -> Heard {
+        Heard {
+            runs: runs.iter().map(|r| RunId::from_string(*r)).collect(),
+            reconnected,
+        }
+    }
+
+    #[test]
+    fn an_end_wakes_only_its_waiter_and_a_reconnection_wakes_all() {
+        let w = FleetWait::default();
+        let waiters: Vec<EndWaiter> = (0..1000).map(|i| waiter(&w, &format!("r{i}"))).collect();
+        dispatch(&w.shared, &heard(&["r7"], false));
+        let woke: Vec<usize> = (0..1000).filter(|&i| woken(&waiters[i])).collect();
+        assert_eq!(woke, [7], "one end, one wake-up");
+        // An end of a run nobody here waits on wakes nobody.
+        dispatch(&w.shared, &heard(&["elsewhere"], false));
+        assert!(waiters.iter().all(|x| !woken(x)));
+        // Back after a lost connection: every waiter reads its run.
+        dispatch(&w.shared, &heard(&[], true));
+        assert!(waiters.iter().all(woken));
+        // A dropped waiter is unregistered.
+        drop(waiters);
+        assert!(w.shared.lock().waiters.is_empty());
+    }
 }
