@@ -2,14 +2,13 @@
 //! over what was notified, and when the connection is lost make it again and listen
 //! again, saying so (what was notified meanwhile is lost: callers read the ledger).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use postgres::Client;
 
 use super::super::db::Db;
 use super::super::error::{LedgerError, SqlContext};
-use super::super::pg_url::redact;
-use super::reconnect::MAX_RECONNECT_PAUSE;
+use super::reconnect::with_backoff;
 use super::{closed, off_runtime, PgDb};
 
 /// A connection of its own that `LISTEN`s on the fleet's channels (docs/FLEET.md),
@@ -98,29 +97,11 @@ impl PgListener {
     }
 
     fn reconnect(&mut self) -> Result<Heard, LedgerError> {
-        let deadline = Instant::now() + self.reconnect_for;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            match self.connect() {
-                Ok(db) => {
-                    self.db = Some(db);
-                    return Ok(Heard {
-                        notes: Vec::new(),
-                        reconnected: true,
-                    });
-                }
-                Err(_) if Instant::now() + pause < deadline => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
-                }
-                Err(e) => {
-                    return Err(LedgerError::Disconnected {
-                        url: redact(&self.url),
-                        tried_secs: self.reconnect_for.as_secs(),
-                        detail: e.to_string(),
-                    })
-                }
-            }
-        }
+        let db = with_backoff(&self.url, self.reconnect_for, |_| self.connect())?;
+        self.db = Some(db);
+        Ok(Heard {
+            notes: Vec::new(),
+            reconnected: true,
+        })
     }
 }

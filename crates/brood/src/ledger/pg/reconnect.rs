@@ -117,25 +117,41 @@ pub(super) fn reconnect(db: &PgDb) -> Result<bool, LedgerError> {
     };
     let xid = t.xid.take();
     let old = t.backend.borrow_mut().take();
-    let deadline = Instant::now() + t.reconnect_for;
+    let done = with_backoff(&db.url, t.reconnect_for, |deadline| {
+        db.reconnect_once(t, old.as_ref(), xid, deadline)
+    });
+    if done.is_err() {
+        // The old backend may still have to be ended by the next try.
+        *t.backend.borrow_mut() = old;
+        db.lost.set(true);
+    }
+    done
+}
+
+/// Call `attempt` (given the deadline) until it succeeds, pausing 50 ms, doubling
+/// up to [`MAX_RECONNECT_PAUSE`], between tries, for up to `within`; past that, the
+/// last error as [`LedgerError::Disconnected`] naming `url` without its password.
+/// The one backoff of the writer's and the listeners' connections.
+pub(super) fn with_backoff<T>(
+    url: &str,
+    within: Duration,
+    mut attempt: impl FnMut(Instant) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    let deadline = Instant::now() + within;
     let mut pause = Duration::from_millis(50);
     loop {
-        match db.reconnect_once(t, old.as_ref(), xid, deadline) {
-            Ok(committed) => return Ok(committed),
-            Err(e) if Instant::now() + pause < deadline => {
-                let _ = e;
+        match attempt(deadline) {
+            Ok(v) => return Ok(v),
+            Err(_) if Instant::now() + pause < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
             }
             Err(e) => {
-                // The old backend may still have to be ended by the next try.
-                *t.backend.borrow_mut() = old;
-                db.lost.set(true);
                 return Err(LedgerError::Disconnected {
-                    url: redact(&db.url),
-                    tried_secs: t.reconnect_for.as_secs(),
+                    url: redact(url),
+                    tried_secs: within.as_secs(),
                     detail: e.to_string(),
-                });
+                })
             }
         }
     }
