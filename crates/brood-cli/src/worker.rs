@@ -41,6 +41,12 @@ pub(crate) struct WorkerArgs {
     /// are taken over once it has passed.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease_secs: u64,
+    /// A local directory whose repositories runs may name (repeatable): a path is
+    /// refused otherwise, since the repository comes from the ledger. For workers
+    /// on the parent's machine or a shared file system; remote repositories
+    /// (https, ssh, git URLs) need none.
+    #[arg(long, value_name = "DIR")]
+    allow_repository_dir: Vec<PathBuf>,
     /// Trust DIR's `.brood/config.toml` (as `brood run --trust`).
     #[arg(long)]
     trust: bool,
@@ -129,7 +135,13 @@ pub(crate) async fn run(args: WorkerArgs) -> u8 {
                         c.attempt,
                         c.from
                     );
-                    running.push(run_one(&session, c, &root, turn.clone()));
+                    running.push(run_one(
+                        &session,
+                        c,
+                        &root,
+                        &args.allow_repository_dir,
+                        turn.clone(),
+                    ));
                     continue;
                 }
                 Ok(None) => {}
@@ -164,8 +176,14 @@ pub(crate) async fn run(args: WorkerArgs) -> u8 {
 }
 
 /// Run one claimed run to its end; the line to print about it.
-async fn run_one(session: &Session, c: Claimed, root: &Path, turn: CancellationToken) -> String {
-    match session.run_claimed(&c, root, None, turn).await {
+async fn run_one(
+    session: &Session,
+    c: Claimed,
+    root: &Path,
+    allowed: &[PathBuf],
+    turn: CancellationToken,
+) -> String {
+    match session.run_claimed(&c, root, allowed, None, turn).await {
         Ok(report) => match &report.error {
             None => format!("brood worker: run {} ended ({} turns)", c.run, report.turns),
             Some(e) => format!("brood worker: run {} ended: {e}", c.run),

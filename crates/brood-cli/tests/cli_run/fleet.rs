@@ -10,11 +10,11 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 #[path = "../../../brood/tests/ledger/common/pg.rs"]
-mod pg;
+pub(super) mod pg;
 
 /// A git repository workspace (the fleet's children run in worktrees of it) whose
 /// user config places children in the fleet.
-fn fleet_fixture() -> Fixture {
+pub(super) fn fleet_fixture() -> Fixture {
     let f = fixture();
     let ws = f.ws.path();
     for args in [
@@ -48,12 +48,26 @@ fn fleet_fixture() -> Fixture {
     f
 }
 
-/// `brood worker` on `url` with its own workspace root, against `server`.
+/// `brood worker` on `url` with its own workspace root, against `server`; the
+/// parent's workspace (a local repository) is a directory it may use.
 fn spawn_worker(f: &Fixture, server: &MockServer, url: &str, root: &Path) -> Child {
+    spawn_worker_allowing(f, server, url, root, f.ws.path())
+}
+
+/// `brood worker` as [`spawn_worker`], allowed the repositories under `allowed`.
+pub(super) fn spawn_worker_allowing(
+    f: &Fixture,
+    server: &MockServer,
+    url: &str,
+    root: &Path,
+    allowed: &Path,
+) -> Child {
     f.command()
         .env("BROOD_LEDGER_URL", url)
         .args(["worker", "--workspace-root"])
         .arg(root)
+        .arg("--allow-repository-dir")
+        .arg(allowed)
         .args(["--lease-secs", "2"])
         .args(local_flags(server))
         .stdin(Stdio::null())
@@ -64,7 +78,7 @@ fn spawn_worker(f: &Fixture, server: &MockServer, url: &str, root: &Path) -> Chi
 }
 
 /// Every run of the ledger at `url`, as `brood agents list --all --json` prints them.
-fn fleet_runs(f: &Fixture, url: &str) -> Vec<Value> {
+pub(super) fn fleet_runs(f: &Fixture, url: &str) -> Vec<Value> {
     let out = f
         .command()
         .env("BROOD_LEDGER_URL", url)
@@ -94,7 +108,7 @@ fn event_kinds(f: &Fixture, url: &str, id: &str) -> Vec<String> {
 }
 
 /// SIGTERM a worker: it finishes what it holds and exits 0. Its stderr.
-fn stop(worker: Child) -> String {
+pub(super) fn stop(worker: Child) -> String {
     send_signal(worker.id(), "TERM");
     let out = wait_bounded(worker);
     let log = text(&out).1;
@@ -102,7 +116,8 @@ fn stop(worker: Child) -> String {
     log
 }
 
-const ANSWER: &str = "SUMMARY: looked\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
+pub(super) const ANSWER: &str =
+    "SUMMARY: looked\nCHANGES: none\nEVIDENCE: none\nRISKS: none\nBLOCKERS: none";
 
 #[test]
 fn a_fleet_parents_children_run_on_a_worker_and_their_results_reach_it() {

@@ -13,6 +13,7 @@ use super::root::RunReport;
 use super::session::Session;
 use crate::agent::EventSink;
 use crate::ledger::Claimed;
+use crate::subagent::fleet_repo::{check_repository, mirror, Dirs};
 use crate::subagent::git::Git;
 use crate::subagent::ResumeError;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ impl Session {
     /// Run `claimed` — a run this session's ledger claimed — to its end, from its last
     /// recorded step (a first claim starts from its task), in a worktree of its
     /// repository at its revision under `workspace_root` (see
-    /// [`prepare_fleet_workspace`]). Its tools are exactly the grant recorded at its
+    /// [`prepare_fleet_workspace`]; a local repository only under `allowed_dirs`). Its tools are exactly the grant recorded at its
     /// spawn or narrower (today's configuration on this worker may narrow it); the
     /// model endpoints and keys are this session's (they never travel through the
     /// ledger). Its end is recorded only while this worker holds its lease.
@@ -34,6 +35,7 @@ impl Session {
         &self,
         claimed: &Claimed,
         workspace_root: &Path,
+        allowed_dirs: &[PathBuf],
         events: Option<EventSink>,
         turn: CancellationToken,
     ) -> Result<RunReport, SessionError> {
@@ -45,9 +47,11 @@ impl Session {
             .map_err(ResumeError::Ledger)?;
         let root = workspace_root.to_path_buf();
         let what = claimed.clone();
-        let dir = tokio::task::spawn_blocking(move || prepare_fleet_workspace(&root, &what))
-            .await
-            .map_err(|e| workspace_error(claimed, e.to_string()))??;
+        let allowed = allowed_dirs.to_vec();
+        let dir =
+            tokio::task::spawn_blocking(move || prepare_fleet_workspace(&root, &what, &allowed))
+                .await
+                .map_err(|e| workspace_error(claimed, e.to_string()))??;
         let workspace = crate::tool::Workspace::open(&dir)
             .map_err(|e| workspace_error(claimed, format!("{}: {e}", dir.display())))?;
         let report = self
@@ -87,12 +91,17 @@ fn workspace_error(claimed: &Claimed, detail: String) -> ResumeError {
 }
 
 /// The worktree a claimed run runs in: `<root>/<run id>`, a detached `git worktree` of
-/// its repository at its revision. A run taken over on the machine that ran it before
-/// continues in the worktree it left. The repository is used in place when it is a
-/// directory on this machine, else cloned once (bare) under `<root>/.repos/`. Every
-/// `git` call is hardened against the repository (`subagent::git`), and a URL cannot
-/// name a transport that runs a command.
-pub fn prepare_fleet_workspace(root: &Path, claimed: &Claimed) -> Result<PathBuf, ResumeError> {
+/// the worker's clone of its repository (`<root>/.repos/`, see
+/// [`crate::subagent::fleet_repo::mirror`]) at its revision. A run taken over on the
+/// machine that ran it before continues in the worktree it left. The repository is
+/// checked first ([`crate::subagent::fleet_repo::check_repository`]): a URL over
+/// https, ssh or git, or a local directory under one of `allowed_dirs`; every `git`
+/// call is hardened against the repository (`subagent::git`).
+pub fn prepare_fleet_workspace(
+    root: &Path,
+    claimed: &Claimed,
+    allowed_dirs: &[PathBuf],
+) -> Result<PathBuf, ResumeError> {
     let fail = |detail: String| workspace_error(claimed, detail);
     // The id names a directory: from the database, so checked (ids are UUIDs).
     let id = claimed.run.as_str();
@@ -103,45 +112,20 @@ pub fn prepare_fleet_workspace(root: &Path, claimed: &Claimed) -> Result<PathBuf
     {
         return Err(fail(format!("run id {id:?} cannot name a directory")));
     }
+    let source = check_repository(&claimed.repo, Dirs::Under(allowed_dirs))
+        .map_err(|e| fail(e.to_string()))?;
+    let rev = claimed.rev.as_deref().unwrap_or("HEAD");
+    if rev.starts_with('-') || rev.is_empty() {
+        return Err(fail(format!("{rev:?} is not a revision")));
+    }
     std::fs::create_dir_all(root).map_err(|e| fail(format!("{}: {e}", root.display())))?;
-    let dir = root.join(claimed.run.as_str());
+    let dir = root.join(id);
     if dir.join(".git").exists() {
         return Ok(dir);
     }
-    let repo = claimed.repo.as_str();
-    let source = if Path::new(repo).is_dir() {
-        PathBuf::from(repo)
-    } else {
-        let bare = root.join(".repos").join(format!("{:016x}.git", fnv(repo)));
-        if !bare.exists() {
-            let parent = bare.parent().unwrap_or(root);
-            std::fs::create_dir_all(parent)
-                .map_err(|e| fail(format!("{}: {e}", parent.display())))?;
-            let target = bare.to_string_lossy().into_owned();
-            Git::open(root)
-                .map_err(|e| fail(e.to_string()))?
-                .run(&["clone", "--bare", "--quiet", "--", repo, &target])
-                .map_err(|e| fail(e.to_string()))?;
-        }
-        bare
-    };
-    let git = Git::open(&source).map_err(|e| fail(e.to_string()))?;
-    let rev = claimed.rev.as_deref().unwrap_or("HEAD");
-    if rev.starts_with('-') {
-        return Err(fail(format!("{rev:?} is not a revision")));
-    }
+    let git = mirror(root, &source, claimed.rev.as_deref()).map_err(|e| fail(e.to_string()))?;
     let target = dir.to_string_lossy().into_owned();
     git.run(&["worktree", "add", "--detach", "--quiet", &target, rev])
         .map_err(|e| fail(e.to_string()))?;
     Ok(dir)
-}
-
-/// FNV-1a: a stable directory name for a repository URL.
-fn fnv(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }

@@ -27,6 +27,7 @@
 //! | `isolation` | none | none or worktree; writers get their own git worktree; a later layer cannot turn `worktree` off |
 //! | `worktree_base` | the parent's HEAD | a branch, tag or commit id such worktrees branch from ([`super::worktree::check_base`]) |
 //! | `placement` | local | local or fleet; fleet enqueues children for `brood worker`s (needs a PostgreSQL ledger) |
+//! | `fleet_repository` | the repository's path | a URL (https, ssh, git), a remote's name or an absolute path fleet children's workers fetch from and push to ([`super::fleet_repo`]) |
 //!
 //! Clamps are not errors, but each one is written to [`SubagentSettings::adjustments`]
 //! so the runtime can show it.
@@ -109,6 +110,10 @@ pub struct SubagentsConfig {
     /// `fleet`: children are enqueued in the PostgreSQL ledger for `brood worker`s
     /// (docs/FLEET.md); `local` (default): they run in this process.
     pub placement: Option<String>,
+    /// The repository fleet children name (docs/FLEET.md "Repositories"): a URL
+    /// workers fetch from and push their branches to, a remote's name (its URL),
+    /// or a path; default: the path of the workspace's repository.
+    pub fleet_repository: Option<String>,
 }
 
 /// Where children run (`[subagents] placement`).
@@ -190,6 +195,9 @@ pub struct SubagentSettings {
     pub worktree_base: Option<String>,
     /// Whether children run in this process or are enqueued for the fleet.
     pub placement: Placement,
+    /// The repository fleet children name, as configured (checked): `None` is the
+    /// path of the workspace's repository.
+    pub fleet_repository: Option<String>,
     /// Values that were clamped, in words (e.g. for a startup notice).
     pub adjustments: Vec<String>,
 }
@@ -233,6 +241,7 @@ impl Default for SubagentSettings {
             isolation: Isolation::None,
             worktree_base: None,
             placement: Placement::Local,
+            fleet_repository: None,
             adjustments: Vec::new(),
         }
     }
@@ -352,6 +361,7 @@ impl SubagentsConfig {
             },
             worktree_base: pick(&self.worktree_base, &over.worktree_base),
             placement: pick(&self.placement, &over.placement),
+            fleet_repository: pick(&self.fleet_repository, &over.fleet_repository),
         }
     }
 
@@ -544,6 +554,13 @@ impl SubagentsConfig {
                         format!("{other:?} is not a placement: give \"local\" (children run in this process) or \"fleet\" (enqueued for `brood worker`s; needs a PostgreSQL ledger)"),
                     ))
                 }
+            },
+            fleet_repository: match self.fleet_repository.as_deref().map(str::trim) {
+                None => None,
+                Some(v) => Some(
+                    super::fleet_repo::check_configured(v)
+                        .map_err(|p| ConfigError::new("subagents.fleet_repository", p))?,
+                ),
             },
             adjustments,
         })

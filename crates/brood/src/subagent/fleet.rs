@@ -15,6 +15,7 @@
 
 use super::board::LiveStatus;
 use super::drive::{self, ChildPlan, Delivery};
+use super::fleet_repo::remote_placement;
 use super::fleet_wait::SAFETY_POLL;
 use super::git::Git;
 use super::result::{ChildResult, Settled};
@@ -36,15 +37,26 @@ pub(crate) fn start_fleet_child(sup: Supervisor, plan: ChildPlan) {
         }
         let run = RunId::from_string(&delivery.ctx.run_id);
         let root = sup.env().workspace.root().to_path_buf();
-        let placement = tokio::task::spawn_blocking(move || placement_of(&root))
-            .await
-            .unwrap_or_else(|_| Placement {
-                repo: sup.env().workspace.root().to_string_lossy().into_owned(),
-                rev: None,
-                max_attempts: DEFAULT_MAX_ATTEMPTS,
-            });
-        if let Err(e) = sup.env().ledger.enqueue(&run, placement).await {
-            let detail = format!("enqueueing it for the fleet failed: {e}");
+        let configured = sup.env().settings.fleet_repository.clone();
+        let placement =
+            tokio::task::spawn_blocking(move || placement_of(&root, configured.as_deref()))
+                .await
+                .unwrap_or_else(|e| Err(format!("finding its repository failed: {e}")));
+        let enqueued = match placement {
+            Ok(placement) => sup
+                .env()
+                .ledger
+                .enqueue(&run, placement)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = enqueued {
+            let detail = if e.starts_with("enqueueing") {
+                e
+            } else {
+                format!("enqueueing it for the fleet failed: {e}")
+            };
             let result = delivery.result(&sup, Settled::Crashed { detail });
             drive::finish(&sup, &delivery, result).await;
             return;
@@ -60,9 +72,12 @@ pub(crate) fn start_fleet_child(sup: Supervisor, plan: ChildPlan) {
     });
 }
 
-/// The repository holding `root` and its `HEAD` commit; `root` itself (and the
-/// worker's `HEAD`) when it is not in a git repository.
-fn placement_of(root: &Path) -> Placement {
+/// The repository fleet children of a session in `root` name, and its `HEAD` commit:
+/// `configured` (`[subagents] fleet_repository`: a URL or remote whose tips must
+/// hold that commit — else refused, saying to push it — or a path), by default the
+/// top of the git repository holding `root` (`root` itself, and the worker's `HEAD`,
+/// when it is in none). Blocking (runs git; `ls-remote` for a configured remote).
+fn placement_of(root: &Path, configured: Option<&str>) -> Result<Placement, String> {
     let git = Git::open(root).ok();
     let ask = |args: &[&str]| {
         git.as_ref()
@@ -70,12 +85,29 @@ fn placement_of(root: &Path) -> Placement {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
     };
-    Placement {
-        repo: ask(&["rev-parse", "--show-toplevel"])
-            .unwrap_or_else(|| root.to_string_lossy().into_owned()),
-        rev: ask(&["rev-parse", "--verify", "HEAD"]),
+    let top = ask(&["rev-parse", "--show-toplevel"]);
+    let rev = ask(&["rev-parse", "--verify", "HEAD"]);
+    let repo = match (configured, &git, &top, &rev) {
+        (None, ..) => top.unwrap_or_else(|| root.to_string_lossy().into_owned()),
+        (Some(configured), Some(git), Some(top), Some(head)) => {
+            remote_placement(git, Path::new(top), configured, head)
+                .map_err(|e| format!("enqueueing it for the fleet was refused: {e}"))?
+                .as_git_arg()
+        }
+        (Some(configured), ..) => {
+            return Err(format!(
+                "enqueueing it for the fleet was refused: [subagents] fleet_repository = \
+                 {configured:?} needs the workspace {} to be in a git repository with a \
+                 commit (the commit the workers check out)",
+                root.display()
+            ))
+        }
+    };
+    Ok(Placement {
+        repo,
+        rev,
         max_attempts: DEFAULT_MAX_ATTEMPTS,
-    }
+    })
 }
 
 /// Wait until the ledger records the run's end; `None` when `cancel` fired first.

@@ -28,7 +28,7 @@ const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
 
 /// Settings that keep a repository's own configuration from running anything.
-const HARDENED: [&str; 13] = [
+const HARDENED: [&str; 17] = [
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.attributesFile=/dev/null",
@@ -41,10 +41,20 @@ const HARDENED: [&str; 13] = [
     "gc.auto=0",
     "maintenance.auto=false",
     "credential.helper=",
-    // A repository URL read from a shared ledger (a fleet worker's clone) may not
-    // name a transport that runs a command.
-    "protocol.ext.allow=never",
+    // A repository URL read from a shared ledger (a fleet worker's clone, fetch
+    // and push) may name only these transports: never `ext::` (runs a command),
+    // `fd::` or another remote helper (`subagent::fleet_repo`).
+    "protocol.allow=never",
+    "protocol.https.allow=always",
+    "protocol.ssh.allow=always",
+    "protocol.git.allow=always",
+    "protocol.file.allow=always",
 ];
+
+/// Settings over [`HARDENED`] for a call that reaches a remote ([`Git::network`]):
+/// ssh is the `ssh` on the `PATH` (or the user's `GIT_SSH_COMMAND` / `GIT_SSH`,
+/// which git prefers to configuration), never a command a repository configures.
+const NETWORK: [&str; 1] = ["core.sshCommand=ssh"];
 
 /// Environment variables that would send a call to another repository or index.
 const CLEARED_ENV: [&str; 10] = [
@@ -146,6 +156,44 @@ impl Git {
                 .push((format!("GIT_{who}_EMAIL"), email.to_string()));
         }
         self
+    }
+
+    /// This git for a call that reaches a remote (clone, fetch, push, ls-remote): as
+    /// hardened, with ssh allowed as the user runs it (`core.sshCommand=ssh`); the
+    /// transports stay restricted to https, ssh, git and local files.
+    pub fn network(&self) -> Git {
+        let mut git = self.clone();
+        git.settings.extend(NETWORK.iter().map(|s| s.to_string()));
+        git
+    }
+
+    /// Run `git ARGS` with `input` on its stdin; its stdout, as [`Git::run`].
+    pub fn run_input(&self, args: &[&str], input: &str) -> Result<String, GitError> {
+        use std::io::Write;
+        let missing = |e: std::io::Error| GitError::Missing {
+            detail: e.to_string(),
+        };
+        let mut child = self
+            .command(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(missing)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A git that exits early closes its end: its exit status says why.
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        let out = child.wait_with_output().map_err(missing)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(GitError::Failed {
+                args: args.join(" "),
+                dir: self.dir.clone(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
     }
 
     /// The directory calls run in.

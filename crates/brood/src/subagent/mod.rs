@@ -53,6 +53,7 @@ mod drive;
 mod error;
 pub mod evidence;
 mod fleet;
+pub mod fleet_repo;
 mod fleet_wait;
 pub mod fork;
 pub mod front_matter;

@@ -12,6 +12,7 @@ mod common;
 
 mod contract;
 mod definitions;
+mod fleet_repo;
 mod logic;
 mod routing;
 mod runtime_budgets;
