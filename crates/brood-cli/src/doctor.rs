@@ -306,14 +306,21 @@ fn check_ledger(r: &mut Report, ws: &Path, url: Option<&str>) {
 
 /// A `ledger_url` (config, `--ledger`, `BROOD_LEDGER_URL`) is reached as a run would
 /// reach it: the database connected and its schema read; nothing is created. The URL
-/// is shown with its password hidden.
+/// is shown with its password hidden, and how its connections use TLS (`sslmode`).
 fn check_ledger_url(r: &mut Report, ws: &Path, url: &str) {
+    let tls = match Ledger::tls_at(Some(url)) {
+        Ok(Some(tls)) => format!("; {tls}"),
+        _ => String::new(),
+    };
     match Ledger::inspect_at(ws, Some(url)) {
-        Ok((place, version)) => r.ok("ledger", format!("{}, reachable", ledger_state(&place, version))),
+        Ok((place, version)) => r.ok(
+            "ledger",
+            format!("{}, reachable{tls}", ledger_state(&place, version)),
+        ),
         Err(e) => r.fail(
             "ledger",
             e,
-            "check ledger_url (or --ledger, BROOD_LEDGER_URL): the server, user and database (docs/LEDGER.md, \"PostgreSQL\")",
+            "check ledger_url (or --ledger, BROOD_LEDGER_URL): the server, user and database, and its sslmode (docs/LEDGER.md, \"PostgreSQL\", \"TLS\")",
         ),
     }
 }

@@ -637,6 +637,11 @@ fn doctor_reaches_a_postgres_ledger_and_names_the_setting_when_it_cannot() {
         ledger.contains("reachable") && !ledger.contains(".brood"),
         "{all}"
     );
+    // Its TLS state: a Unix socket never uses TLS (docs/LEDGER.md "TLS").
+    assert!(
+        ledger.contains("no TLS (sslmode=disable: a Unix socket)"),
+        "{all}"
+    );
     // doctor created nothing: neither the ledger in the database nor the SQLite file.
     assert!(!f.ws.path().join(".brood/state/brood.db").exists());
     let out = f

@@ -143,6 +143,28 @@ pub enum LedgerError {
         /// The last failure.
         detail: String,
     },
+    /// A PostgreSQL ledger's server could not be reached the way the URL's `sslmode`
+    /// asks (no TLS offered where it is required, a certificate that is not trusted
+    /// or not for that host): nothing was sent but the TLS request.
+    #[error("TLS to the PostgreSQL ledger at {url} (sslmode={sslmode}): {detail} (docs/LEDGER.md \"TLS\")")]
+    Tls {
+        /// The ledger's URL, its password hidden.
+        url: String,
+        /// The `sslmode` in effect.
+        sslmode: String,
+        /// What went wrong and what to do.
+        detail: String,
+    },
+    /// The `sslrootcert` of a ledger URL cannot be used.
+    #[error("ledger URL {url}: cannot use sslrootcert={path} ({detail}); name a readable PEM file holding the certificate authority that signed the server's certificate")]
+    TlsRootCert {
+        /// The ledger's URL, its password hidden.
+        url: String,
+        /// The file named.
+        path: PathBuf,
+        /// Why it cannot be used.
+        detail: String,
+    },
     /// Lifecycle event kinds are written by status transitions, not appended directly.
     #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
     ReservedEventKind {

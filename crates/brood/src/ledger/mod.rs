@@ -227,7 +227,18 @@ impl Ledger {
                 Ok((db.display().to_string(), version))
             }
             #[cfg(feature = "postgres")]
-            Location::Postgres(url) => Ok((pg_url::redact(&url), pg::inspect(&url)?)),
+            Location::Postgres(target) => Ok((target.shown(), pg::inspect(&target)?)),
+        }
+    }
+
+    /// How connections to the ledger at `url` use TLS, in words (`brood doctor`;
+    /// docs/LEDGER.md "TLS"), `None` for the workspace's SQLite file. Connects to
+    /// nothing; fails as [`Ledger::open`] would on a bad `sslmode` or root file.
+    pub fn tls_at(url: Option<&str>) -> Result<Option<String>, LedgerError> {
+        match Location::from_url(url)? {
+            Location::Workspace => Ok(None),
+            #[cfg(feature = "postgres")]
+            Location::Postgres(target) => Ok(Some(target.tls_state())),
         }
     }
 

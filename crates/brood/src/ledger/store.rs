@@ -23,8 +23,9 @@ const READ_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Location {
     Workspace,
+    /// Parsed once (its TLS set up): every connection of a ledger is made alike.
     #[cfg(feature = "postgres")]
-    Postgres(String),
+    Postgres(std::sync::Arc<super::pg::PgTarget>),
 }
 
 impl Location {
@@ -33,9 +34,9 @@ impl Location {
         match url {
             None => Ok(Location::Workspace),
             #[cfg(feature = "postgres")]
-            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
-                Ok(Location::Postgres(u.to_string()))
-            }
+            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => Ok(
+                Location::Postgres(std::sync::Arc::new(super::pg::PgTarget::parse(u)?)),
+            ),
             Some(u) => Err(LedgerError::BadUrl {
                 url: super::pg_url::redact(u),
                 why: if cfg!(feature = "postgres") {

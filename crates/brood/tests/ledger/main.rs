@@ -16,3 +16,4 @@ mod runs;
 mod sessions;
 mod store;
 mod summaries;
+mod tls;

@@ -18,7 +18,7 @@ use brood::ledger::{
 };
 use serde_json::json;
 
-use crate::common::pg::{brood_backends, sql, terminate};
+use crate::common::pg::{brood_backends, socket_and_db, sql, terminate};
 use crate::common::{named, Place, Store};
 
 /// The `i` of every `warning` event of `run` (the test's progress records), in order.
@@ -198,16 +198,8 @@ async fn a_commit_whose_answer_was_lost_is_not_written_again() {
         return;
     };
     let url = ws.url().unwrap().to_string();
-    // postgresql:///DB?host=SOCKDIR&user=brood
-    let db = url["postgresql:///".len()..].split('?').next().unwrap();
-    let sock_dir = url
-        .split("host=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap();
-    let eater = CommitEater::start(std::path::Path::new(sock_dir).join(".s.PGSQL.5432"));
+    let (socket, db) = socket_and_db(&url);
+    let eater = CommitEater::start(socket);
     let proxied = format!("postgresql://brood@127.0.0.1:{}/{db}", eater.port);
     let ledger = Ledger::open(
         ws.path(),

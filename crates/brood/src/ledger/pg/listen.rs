@@ -2,6 +2,7 @@
 //! over what was notified, and when the connection is lost make it again and listen
 //! again, saying so (what was notified meanwhile is lost: callers read the ledger).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::Client;
@@ -9,13 +10,13 @@ use postgres::Client;
 use super::super::db::Db;
 use super::super::error::{LedgerError, SqlContext};
 use super::reconnect::with_backoff;
-use super::{closed, off_runtime, PgDb};
+use super::{closed, off_runtime, PgDb, PgTarget};
 
 /// A connection of its own that `LISTEN`s on the fleet's channels (docs/FLEET.md),
 /// made again (and listening again) when it is lost.
 pub(crate) struct PgListener {
     db: Option<PgDb>,
-    url: String,
+    target: Arc<PgTarget>,
     channels: Vec<String>,
     reconnect_for: Duration,
 }
@@ -30,13 +31,13 @@ pub(crate) struct Heard {
 
 /// Connect to `url` and `LISTEN` on each of `channels` (names from this crate only).
 pub(crate) fn listen(
-    url: &str,
+    target: &Arc<PgTarget>,
     channels: &[&str],
     reconnect_for: Duration,
 ) -> Result<PgListener, LedgerError> {
     let mut listener = PgListener {
         db: None,
-        url: url.to_string(),
+        target: target.clone(),
         channels: channels.iter().map(|c| c.to_string()).collect(),
         reconnect_for,
     };
@@ -46,7 +47,7 @@ pub(crate) fn listen(
 
 impl PgListener {
     fn connect(&self) -> Result<PgDb, LedgerError> {
-        let db = PgDb::connect(&self.url)?;
+        let db = PgDb::connect(&self.target)?;
         for channel in &self.channels {
             db.simple(&format!("LISTEN {channel}"))
                 .ctx("listening for the fleet's notifications")?;
@@ -97,7 +98,7 @@ impl PgListener {
     }
 
     fn reconnect(&mut self) -> Result<Heard, LedgerError> {
-        let db = with_backoff(&self.url, self.reconnect_for, |_| self.connect())?;
+        let db = with_backoff(&self.target.shown(), self.reconnect_for, |_| self.connect())?;
         self.db = Some(db);
         Ok(Heard {
             notes: Vec::new(),

@@ -3,8 +3,10 @@
 //! [`Db`] seam, on the sync `postgres` client.
 //!
 //! - **Connections.** The writer thread owns one connection (its statements prepared
-//!   once and cached); each reader and maintenance handle opens its own. Plain TCP or
-//!   a Unix socket (`?host=/path`); TLS is not built yet (docs/LEDGER.md).
+//!   once and cached); each reader and maintenance handle opens its own. TCP with
+//!   the URL's `sslmode` (`tls.rs`; a remote host defaults to `verify-full`), or a
+//!   Unix socket (`?host=/path`). The URL is parsed once ([`PgTarget`]), so every
+//!   connection of a ledger has the same TLS.
 //! - **Durability.** `Durability::Full` commits with `synchronous_commit = on` (the
 //!   server flushes its WAL before it answers), `Normal` with `off`.
 //! - **Liveness.** A boot holds the session-level advisory lock
@@ -38,25 +40,28 @@ use std::cell::{Cell as StdCell, RefCell};
 use std::collections::HashMap;
 use std::error::Error;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use super::db::{args, query_one, Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::liveness::{BootLock, DeadBoot, Liveness};
 use super::paths::LedgerPaths;
-use super::pg_url::redact;
 use super::schema::{MARKER, SCHEMA_VERSION};
 use super::types::Durability;
 
 mod listen;
 mod reconnect;
+mod target;
+mod tls;
 
 pub(crate) use listen::{listen, PgListener};
 use reconnect::{is_lost, Track};
+pub(crate) use target::PgTarget;
 
 /// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–6 leave it (same
 /// tables, columns and indexes; PostgreSQL types).
@@ -158,9 +163,6 @@ CREATE TABLE run_leases (
 /// another program's: "brood" in ASCII).
 const SETUP_LOCK: i64 = 0x62_726f_6f64;
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// A connection to a PostgreSQL ledger.
 pub(crate) struct PgDb {
     /// `None` while dropping (closed where the client may block) or after the
@@ -168,7 +170,7 @@ pub(crate) struct PgDb {
     client: RefCell<Option<Client>>,
     statements: RefCell<HashMap<String, Statement>>,
     in_tx: StdCell<bool>,
-    url: String,
+    target: Arc<PgTarget>,
     /// Set by an error that lost the connection.
     lost: StdCell<bool>,
     /// What [`Db::reconnect`] needs; `None` for the short-lived connections
@@ -178,13 +180,13 @@ pub(crate) struct PgDb {
 
 /// Open (creating the schema when the database has none) the writer's connection.
 pub(crate) fn open_writer(
-    url: &str,
+    target: &Arc<PgTarget>,
     paths: &LedgerPaths,
     durability: Durability,
     reconnect_for: Duration,
 ) -> Result<Box<dyn Db>, LedgerError> {
     paths.create_dirs()?;
-    let mut db = PgDb::connect(url)?;
+    let mut db = PgDb::connect(target)?;
     db.track = Some(Track {
         settings: RefCell::new(Vec::new()),
         boot: RefCell::new(None),
@@ -203,7 +205,7 @@ pub(crate) fn open_writer(
     let setup = (|| {
         db.execute("SELECT pg_advisory_xact_lock(?1)", args![SETUP_LOCK])
             .ctx("waiting for the schema lock")?;
-        match found(&db, url)? {
+        match found(&db)? {
             Some(SCHEMA_VERSION) => Ok(()),
             Some(_) => {
                 db.simple(V6_LEASES)
@@ -239,26 +241,26 @@ pub(crate) fn open_writer(
 
 /// Connect to an existing ledger (readers, maintenance): [`LedgerError::Missing`]
 /// when the database has no ledger yet; nothing is created.
-pub(crate) fn open_existing(url: &str) -> Result<Box<dyn Db>, LedgerError> {
-    let db = PgDb::connect(url)?;
-    match found(&db, url)? {
+pub(crate) fn open_existing(target: &Arc<PgTarget>) -> Result<Box<dyn Db>, LedgerError> {
+    let db = PgDb::connect(target)?;
+    match found(&db)? {
         Some(_) => Ok(Box::new(db)),
         None => Err(LedgerError::Missing {
-            path: PathBuf::from(redact(url)),
+            path: PathBuf::from(target.shown()),
         }),
     }
 }
 
 /// The schema version of the ledger at `url` (`brood doctor`), `None` when the
 /// database has none yet; connects, creates nothing.
-pub(crate) fn inspect(url: &str) -> Result<Option<i64>, LedgerError> {
-    found(&PgDb::connect(url)?, url)
+pub(crate) fn inspect(target: &Arc<PgTarget>) -> Result<Option<i64>, LedgerError> {
+    found(&PgDb::connect(target)?)
 }
 
 /// The schema version of the ledger in the database, `None` when it has none yet.
 /// Another program's tables, or a version this build does not know, are refused.
-fn found(db: &PgDb, url: &str) -> Result<Option<i64>, LedgerError> {
-    let place = || PathBuf::from(redact(url));
+fn found(db: &PgDb) -> Result<Option<i64>, LedgerError> {
+    let place = || PathBuf::from(db.target.shown());
     let has_meta = query_one(
         db,
         "SELECT to_regclass('brood_meta') IS NOT NULL",
@@ -322,31 +324,14 @@ fn found(db: &PgDb, url: &str) -> Result<Option<i64>, LedgerError> {
     Ok(Some(version))
 }
 
-/// A new client for `url`.
-fn connect_client(url: &str) -> Result<Client, LedgerError> {
-    let mut config: postgres::Config = url.parse().map_err(|e| LedgerError::BadUrl {
-        url: redact(url),
-        why: format!("{e}"),
-    })?;
-    config.application_name("brood");
-    config.connect_timeout(CONNECT_TIMEOUT);
-    // A peer that vanished without a word (a network partition) is noticed.
-    config.keepalives(true);
-    config.keepalives_idle(Duration::from_secs(10));
-    off_runtime(|| config.connect(NoTls)).map_err(|e| LedgerError::Sqlite {
-        context: format!("connecting to {}", redact(url)),
-        detail: describe(&e),
-    })
-}
-
 impl PgDb {
-    fn connect(url: &str) -> Result<PgDb, LedgerError> {
-        let client = connect_client(url)?;
+    fn connect(target: &Arc<PgTarget>) -> Result<PgDb, LedgerError> {
+        let client = target.connect()?;
         Ok(PgDb {
             client: RefCell::new(Some(client)),
             statements: RefCell::new(HashMap::new()),
             in_tx: StdCell::new(false),
-            url: url.to_string(),
+            target: target.clone(),
             lost: StdCell::new(false),
             track: None,
         })

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::super::db::{args, query_one, Db, RowExt};
 use super::super::error::{LedgerError, SqlContext};
-use super::super::pg_url::redact;
-use super::{boot_key, connect_client, off_runtime, PgDb};
+use super::{boot_key, off_runtime, PgDb};
 
 /// Longest pause between two tries to connect again.
 pub(super) const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(2);
@@ -47,7 +46,7 @@ impl PgDb {
         }
         self.statements.borrow_mut().clear();
         self.in_tx.set(false);
-        let client = connect_client(&self.url)?;
+        let client = self.target.connect()?;
         *self.client.borrow_mut() = Some(client);
         self.lost.set(false);
         for sql in t.settings.borrow().iter() {
@@ -117,7 +116,7 @@ pub(super) fn reconnect(db: &PgDb) -> Result<bool, LedgerError> {
     };
     let xid = t.xid.take();
     let old = t.backend.borrow_mut().take();
-    let done = with_backoff(&db.url, t.reconnect_for, |deadline| {
+    let done = with_backoff(&db.target.shown(), t.reconnect_for, |deadline| {
         db.reconnect_once(t, old.as_ref(), xid, deadline)
     });
     if done.is_err() {
@@ -130,10 +129,11 @@ pub(super) fn reconnect(db: &PgDb) -> Result<bool, LedgerError> {
 
 /// Call `attempt` (given the deadline) until it succeeds, pausing 50 ms, doubling
 /// up to [`MAX_RECONNECT_PAUSE`], between tries, for up to `within`; past that, the
-/// last error as [`LedgerError::Disconnected`] naming `url` without its password.
+/// last error as [`LedgerError::Disconnected`] naming `shown_url` (the URL with its
+/// password hidden).
 /// The one backoff of the writer's and the listeners' connections.
 pub(super) fn with_backoff<T>(
-    url: &str,
+    shown_url: &str,
     within: Duration,
     mut attempt: impl FnMut(Instant) -> Result<T, LedgerError>,
 ) -> Result<T, LedgerError> {
@@ -148,7 +148,7 @@ pub(super) fn with_backoff<T>(
             }
             Err(e) => {
                 return Err(LedgerError::Disconnected {
-                    url: redact(url),
+                    url: shown_url.to_string(),
                     tried_secs: within.as_secs(),
                     detail: e.to_string(),
                 })

@@ -273,6 +273,21 @@ pub fn sql(url: &str, statements: &[&str]) -> Vec<Vec<String>> {
     .unwrap()
 }
 
+/// The server's Unix socket and the database's name, from a test database's URL
+/// (`postgresql:///DB?host=SOCKDIR&…`): for the tests' proxies in front of it.
+pub fn socket_and_db(url: &str) -> (std::path::PathBuf, String) {
+    let rest = url.strip_prefix("postgresql:///").unwrap();
+    let db = rest.split('?').next().unwrap().to_string();
+    let dir = url
+        .split("host=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap();
+    (std::path::Path::new(dir).join(".s.PGSQL.5432"), db)
+}
+
 /// The backend pids of the database's brood connections.
 pub fn brood_backends(url: &str) -> BTreeSet<String> {
     sql(
