@@ -13,8 +13,9 @@ use serde_json::json;
 /// `brood agents merge ID`: fast-forward (or, without conflicts, merge) the
 /// run's branch into the branch checked out where it was opened.
 pub fn merge(ws: &Path, id: &str, json_out: bool, out: &mut String) -> Result<(), String> {
-    let (run, target) = settled_run(ws, id, "merge")?;
-    let outcome = worktree::merge(ws, &target, run.as_str()).map_err(|e| e.to_string())?;
+    let (run, target, pushed_to) = settled_run(ws, id, "merge")?;
+    let outcome = worktree::merge(ws, &target, run.as_str(), pushed_to.as_deref())
+        .map_err(|e| e.to_string())?;
     record(ws, &run, json!({ "merged": &outcome }), out);
     if json_out {
         let v = json!({ "run_id": run.as_str(), "merge": outcome });
@@ -49,7 +50,7 @@ pub fn close(ws: &Path, id: &str, discard: bool, out: &mut String) -> Result<(),
              the worktree and branch of {id}, or merge them with brood agents merge {id}"
         ));
     }
-    let (run, target) = settled_run(ws, id, "discard")?;
+    let (run, target, _) = settled_run(ws, id, "discard")?;
     worktree::discard(ws, &target, run.as_str()).map_err(|e| e.to_string())?;
     record(
         ws,
@@ -99,9 +100,14 @@ pub fn prune_orphans(ws: &Path, out: &mut String) -> Result<(), String> {
     Ok(())
 }
 
-/// The run `id` names (a unique prefix) and where its branch merges into; a
-/// run still going is refused (its child may still write).
-fn settled_run(ws: &Path, id: &str, what: &str) -> Result<(RunId, std::path::PathBuf), String> {
+/// The run `id` names (a unique prefix), where its branch merges into, and the
+/// repository a fleet worker pushed it to; a run still going is refused (its
+/// child may still write).
+fn settled_run(
+    ws: &Path,
+    id: &str,
+    what: &str,
+) -> Result<(RunId, std::path::PathBuf, Option<String>), String> {
     let reader = crate::ledger_at::reader(ws).map_err(|e| e.to_string())?;
     let run = reader.resolve_id(id).map_err(|e| e.to_string())?;
     let record = reader.run(&run).map_err(|e| e.to_string())?;
@@ -113,7 +119,11 @@ fn settled_run(ws: &Path, id: &str, what: &str) -> Result<(RunId, std::path::Pat
         ));
     }
     let events = reader.events(&run).map_err(|e| e.to_string())?;
-    Ok((run.clone(), worktrees::target_of(&events, ws)))
+    Ok((
+        run.clone(),
+        worktrees::target_of(&events, ws),
+        worktrees::pushed_to_of(&events),
+    ))
 }
 
 fn status_word(s: RunStatus) -> &'static str {

@@ -112,3 +112,139 @@ fn a_parent_enqueues_its_remote_refusing_a_commit_not_pushed_there() {
     assert!(listed.contains("later.txt"), "{listed}");
     assert!(root.path().join(".repos").is_dir(), "cloned under the root");
 }
+
+/// `brood agents show ID --json` as text (the recorded result is in it).
+fn shown(f: &Fixture, url: &str, id: &str) -> String {
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", url)
+        .args(["agents", "show", id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The id of the one child whose objective is `objective`.
+fn child_id(f: &Fixture, url: &str, objective: &str) -> String {
+    fleet_runs(f, url)
+        .iter()
+        .find(|r| r["objective"] == objective)
+        .unwrap_or_else(|| panic!("no run for {objective}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_fleet_writers_commits_come_back_on_its_branch_and_merge_fast_forwards() {
+    let Some(url) = pg::fresh_database("a_fleet_writers_commits_come_back") else {
+        return;
+    };
+    let f = fleet_fixture();
+    let remote = tempfile::tempdir().unwrap();
+    let bare = with_origin(&f, remote.path());
+    let server = MockServer::start(|req| {
+        let first = req.first_user_text().unwrap_or_default().to_string();
+        if let Some(file) = first.strip_prefix("write ") {
+            return match req.assistant_turns() {
+                0 => MockReply::tool_call(
+                    "write_file",
+                    json!({"path": file, "content": "from the fleet\n"}),
+                ),
+                _ => MockReply::text(ANSWER),
+            };
+        }
+        let file = if first == "second" {
+            "refused.txt"
+        } else {
+            "added.txt"
+        };
+        match req.assistant_turns() {
+            0 => MockReply::tool_call("task", json!({"description": format!("write {file}")})),
+            _ => MockReply::text("done"),
+        }
+    });
+    let root = tempfile::tempdir().unwrap();
+    let worker = spawn_worker_allowing(&f, &server, &url, root.path(), remote.path());
+    let out = run_parent(&f, &server, &url);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let id = child_id(&f, &url, "write added.txt");
+    let branch = format!("brood/{id}");
+    // The worker pushed the child's commit to the remote as brood/<id> ...
+    let pushed = git(&bare, &["rev-parse", "--verify", &branch]);
+    assert_eq!(
+        git(&bare, &["show", &format!("{pushed}:added.txt")]),
+        "from the fleet"
+    );
+    // ... its result names the branch and that commit, as a local worktree
+    // child's does, and reached the parent's next step ...
+    let show = shown(&f, &url, &id);
+    assert!(show.contains(&pushed) && show.contains(&branch), "{show}");
+    let last = server.requests().last().unwrap().to_string();
+    assert!(
+        last.contains(&format!("worktree: branch {branch} with 1 commit")),
+        "{last}"
+    );
+    // ... and the worker's copy is gone (the commit is in the repository).
+    assert!(!root.path().join(&id).exists());
+    // The parent's machine has no such branch until `merge` fetches it; the merge
+    // fast-forwards the workspace's branch.
+    assert!(!git(f.ws.path(), &["branch", "--list", &branch]).contains("brood"));
+    let head = git(f.ws.path(), &["rev-parse", "HEAD"]);
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .args(["agents", "merge", &id])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(git(f.ws.path(), &["rev-parse", "HEAD"]), pushed, "{stdout}");
+    assert_eq!(
+        git(f.ws.path(), &["rev-parse", &format!("{pushed}~1")]),
+        head,
+        "a fast-forward"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.path().join("added.txt")).unwrap(),
+        "from the fleet\n"
+    );
+    // A push the remote refuses: recorded with its reason, the commit kept in the
+    // worker's worktree, nothing forced.
+    git(f.ws.path(), &["push", "-q", "origin", "main"]);
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho 'no brood branches here' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&hook)
+        .status()
+        .unwrap();
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "second"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let log = stop(worker);
+    let id = child_id(&f, &url, "write refused.txt");
+    let show = shown(&f, &url, &id);
+    assert!(
+        show.contains("no brood branches here") && show.contains("never forced"),
+        "{show}\n{log}"
+    );
+    let kept = root.path().join(&id);
+    assert_eq!(
+        std::fs::read_to_string(kept.join("refused.txt")).unwrap(),
+        "from the fleet\n"
+    );
+    assert!(git(&kept, &["log", "-1", "--format=%s"]).contains(&id));
+    assert!(git(&bare, &["branch", "--list", "brood/*"]).lines().count() == 1);
+}

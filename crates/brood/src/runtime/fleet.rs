@@ -4,8 +4,12 @@
 //! re-derived and narrowed to the grant recorded at its spawn, its limits counting
 //! what it spent), under its own id, parent and root, in a git worktree of its
 //! repository prepared under the worker's workspace root
-//! ([`prepare_fleet_workspace`]); a worktree the run left unchanged is removed when it
-//! ends, a changed one is kept.
+//! ([`prepare_fleet_workspace`]). When it ends its worktree is settled as a local
+//! isolated child's (`subagent::worktree`): what it changed is committed, and the
+//! commits are pushed to its repository as branch `brood/<run id>` (never forced) and
+//! listed in its result, for `brood agents merge` on the parent's machine; an
+//! unchanged worktree is removed, and one whose push failed is kept with the reason
+//! in the result.
 
 use super::error::SessionError;
 use super::resume::read_recorded;
@@ -15,6 +19,7 @@ use crate::agent::EventSink;
 use crate::ledger::Claimed;
 use crate::subagent::fleet_repo::{check_repository, mirror, Dirs};
 use crate::subagent::git::Git;
+use crate::subagent::worktree::Worktree;
 use crate::subagent::ResumeError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,24 +53,37 @@ impl Session {
         let root = workspace_root.to_path_buf();
         let what = claimed.clone();
         let allowed = allowed_dirs.to_vec();
-        let dir =
+        let tree =
             tokio::task::spawn_blocking(move || prepare_fleet_workspace(&root, &what, &allowed))
                 .await
                 .map_err(|e| workspace_error(claimed, e.to_string()))??;
-        let workspace = crate::tool::Workspace::open(&dir)
-            .map_err(|e| workspace_error(claimed, format!("{}: {e}", dir.display())))?;
+        let workspace = crate::tool::Workspace::open(&tree.workspace)
+            .map_err(|e| workspace_error(claimed, format!("{}: {e}", tree.workspace.display())))?;
+        let (dir, base) = (tree.path.clone(), tree.base.clone());
         let report = self
-            .continue_recorded(recorded, events, turn, Some(Arc::new(workspace)), true)
+            .continue_recorded(
+                recorded,
+                events,
+                turn,
+                Some(Arc::new(workspace)),
+                Some(Arc::new(tree)),
+                true,
+            )
             .await;
-        // A worktree the run left unchanged goes; a changed one stays for whoever
-        // collects the work (never dropped).
-        let _ = tokio::task::spawn_blocking(move || remove_if_clean(&dir)).await;
+        // The run's end settled its worktree (committed, pushed, removed); one it
+        // ended without reaching (cancelled before it started, an error) goes when
+        // unchanged and stays otherwise (never dropped).
+        let _ = tokio::task::spawn_blocking(move || remove_if_unchanged(&dir, &base)).await;
         report
     }
 }
 
-/// Remove the worktree at `dir` when `git status` shows nothing in it.
-fn remove_if_clean(dir: &Path) {
+/// Remove the worktree at `dir` when `git status` shows nothing in it and it holds
+/// no commit past `base`.
+fn remove_if_unchanged(dir: &Path, base: &str) {
+    if !dir.exists() {
+        return;
+    }
     let Ok(git) = Git::open(dir) else { return };
     let clean = git
         .run(&[
@@ -75,7 +93,10 @@ fn remove_if_clean(dir: &Path) {
             "--ignored=no",
         ])
         .is_ok_and(|s| s.trim().is_empty());
-    if clean {
+    let at_base = git
+        .run(&["rev-parse", "HEAD"])
+        .is_ok_and(|h| h.trim() == base);
+    if clean && at_base {
         let target = dir.to_string_lossy().into_owned();
         let _ = git.run(&["worktree", "remove", "--", &target]);
     }
@@ -101,7 +122,7 @@ pub fn prepare_fleet_workspace(
     root: &Path,
     claimed: &Claimed,
     allowed_dirs: &[PathBuf],
-) -> Result<PathBuf, ResumeError> {
+) -> Result<Worktree, ResumeError> {
     let fail = |detail: String| workspace_error(claimed, detail);
     // The id names a directory: from the database, so checked (ids are UUIDs).
     let id = claimed.run.as_str();
@@ -120,12 +141,22 @@ pub fn prepare_fleet_workspace(
     }
     std::fs::create_dir_all(root).map_err(|e| fail(format!("{}: {e}", root.display())))?;
     let dir = root.join(id);
-    if dir.join(".git").exists() {
-        return Ok(dir);
-    }
     let git = mirror(root, &source, claimed.rev.as_deref()).map_err(|e| fail(e.to_string()))?;
-    let target = dir.to_string_lossy().into_owned();
-    git.run(&["worktree", "add", "--detach", "--quiet", &target, rev])
-        .map_err(|e| fail(e.to_string()))?;
-    Ok(dir)
+    let base = git
+        .run(&["rev-parse", "--verify", "-q", &format!("{rev}^{{commit}}")])
+        .map_err(|_| fail(format!("the repository has no commit {rev}")))?
+        .trim()
+        .to_string();
+    if !dir.join(".git").exists() {
+        let target = dir.to_string_lossy().into_owned();
+        git.run(&["worktree", "add", "--detach", "--quiet", &target, &base])
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(Worktree::for_fleet(
+        &git,
+        dir,
+        id,
+        base,
+        source.as_git_arg(),
+    ))
 }

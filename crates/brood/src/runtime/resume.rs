@@ -82,7 +82,7 @@ impl Session {
             let id = record.id.to_string();
             return Err(ResumeError::Ledger(LedgerError::NotResumable { id, why }).into());
         }
-        self.continue_recorded(recorded, events, turn, None, false)
+        self.continue_recorded(recorded, events, turn, None, None, false)
             .await
     }
 
@@ -95,6 +95,7 @@ impl Session {
         events: Option<EventSink>,
         turn: CancellationToken,
         workspace: Option<Arc<crate::tool::Workspace>>,
+        worktree: Option<Arc<crate::subagent::worktree::Worktree>>,
         claimed: bool,
     ) -> Result<RunReport, SessionError> {
         let Some(record) = recorded.lineage.last().cloned() else {
@@ -146,6 +147,7 @@ impl Session {
                 cancel: cancel.clone(),
                 tallies: Some(tallies.clone()),
                 workspace,
+                worktree,
                 claimed,
                 task_unrecorded,
             })

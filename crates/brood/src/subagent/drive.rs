@@ -371,7 +371,7 @@ pub(super) fn publish(sup: &Supervisor, d: &Delivery, result: ChildResult) {
 
 /// Commit what an isolated child left in its worktree and keep or remove it (see
 /// [`Worktree::settle`]); recorded as the run's `worktree` event before its end.
-async fn settle_worktree(
+pub(super) async fn settle_worktree(
     sup: &Supervisor,
     id: &str,
     name: &str,
@@ -391,6 +391,7 @@ async fn settle_worktree(
                 commits: Vec::new(),
                 diff_stat: String::new(),
                 kept: true,
+                pushed_to: None,
                 error: Some(format!("settling the worktree failed: {e}")),
             }
         }

@@ -186,8 +186,13 @@ fn worktree_line(w: &WorktreeReport, id: &str) -> String {
         return "worktree: no changes; removed\n".to_string();
     }
     let stat = w.diff_stat.lines().last().unwrap_or("").trim();
+    let pushed = w
+        .pushed_to
+        .as_ref()
+        .map(|r| format!(", pushed to {r}"))
+        .unwrap_or_default();
     format!(
-        "worktree: branch {} with {} commit{} ({stat}); the user merges it with \
+        "worktree: branch {} with {} commit{} ({stat}{pushed}); the user merges it with \
          `brood agents merge {id}`\n",
         w.branch,
         w.commits.len(),

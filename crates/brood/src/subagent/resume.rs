@@ -128,6 +128,9 @@ pub struct ResumeRequest {
     /// Where it runs: `None` is the session's workspace (or, for an isolated run,
     /// the worktree it left); a fleet worker gives the worktree it prepared.
     pub workspace: Option<Arc<crate::tool::Workspace>>,
+    /// The worktree `workspace` is in, settled (committed, and for a fleet run
+    /// pushed) before its end is recorded, as a local isolated child's is.
+    pub worktree: Option<Arc<super::worktree::Worktree>>,
     /// Its record was already moved to this session by a fleet claim
     /// (`Ledger::claim`): it is not reopened again.
     pub claimed: bool,
@@ -274,7 +277,7 @@ impl Supervisor {
             permissions: Arc::new(plan.permissions.clone()),
             rules: Arc::new(plan.rules.clone()),
             workspace: workspace.clone(),
-            worktree: None,
+            worktree: req.worktree.clone(),
             tool_names: std::sync::OnceLock::new(),
             inbox,
             progress,
@@ -367,6 +370,9 @@ impl Supervisor {
         };
         let mut result = ChildResult::settled(ctx.who(plan.warnings.clone()), how, reason);
         result.report = parsed;
+        if let Some(tree) = ctx.worktree.clone() {
+            result.worktree = Some(super::drive::settle_worktree(self, &id, &ctx.name, tree).await);
+        }
         self.recorder().finish(&result).await;
         if is_child {
             self.board().set_status(&id, result.status);

@@ -133,6 +133,23 @@ pub enum WorktreeError {
         /// Why it cannot be branched from.
         problem: String,
     },
+    /// A fleet worker could not push the run's branch to its repository (no
+    /// rights, not a fast-forward, unreachable); nothing was forced.
+    #[error(
+        "pushing {branch} to {repository} failed ({detail}); its commits are kept in the \
+         worker's worktree {} — push them by hand from there, never forced",
+        path.display()
+    )]
+    Push {
+        /// `brood/<run id>`.
+        branch: String,
+        /// Where it was pushed.
+        repository: String,
+        /// The worktree that keeps the commits.
+        path: PathBuf,
+        /// What git said.
+        detail: String,
+    },
     /// A git command failed.
     #[error(transparent)]
     Git(#[from] GitError),
@@ -172,8 +189,13 @@ pub struct WorktreeReport {
     /// `git diff --stat base..branch` (capped), empty when unchanged.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diff_stat: String,
-    /// Whether the worktree and branch are kept (they hold commits).
+    /// Whether the worktree and branch are kept (they hold commits). A fleet
+    /// run's branch is kept in its repository ([`WorktreeReport::pushed_to`]).
     pub kept: bool,
+    /// The repository a fleet worker pushed the branch to (its worktree is then
+    /// removed); `brood agents merge` fetches the branch from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed_to: Option<String>,
     /// What went wrong while settling (the worktree is then kept as it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -197,6 +219,9 @@ pub struct Worktree {
     pub target: PathBuf,
     /// What the child should know (uncommitted parent changes left behind, …).
     pub warnings: Vec<String>,
+    /// A fleet run's repository: where its branch is pushed when it settles with
+    /// commits (see [`Worktree::for_fleet`]).
+    pub push_to: Option<String>,
     git: Git,
 }
 
@@ -314,11 +339,36 @@ pub fn create(
         base,
         target: parent.to_path_buf(),
         warnings,
+        push_to: None,
         git,
     })
 }
 
 impl Worktree {
+    /// A fleet run's worktree: `path`, a detached worktree of the worker's clone
+    /// (`git` is for that clone) at `base`. It settles as a local one does, then
+    /// pushes its commits to `push_to` as branch `brood/<id>` (never forced) and is
+    /// removed once they are there.
+    pub fn for_fleet(
+        git: &Git,
+        path: PathBuf,
+        id: &str,
+        base: String,
+        push_to: String,
+    ) -> Worktree {
+        Worktree {
+            run_id: id.to_string(),
+            workspace: path.clone(),
+            target: git.dir().to_path_buf(),
+            path,
+            branch: branch_of(id),
+            base,
+            warnings: Vec::new(),
+            push_to: Some(push_to),
+            git: git.clone(),
+        }
+    }
+
     /// Commit what the child left (`message`), then keep the worktree if its
     /// branch has commits, else remove it and its branch. Never loses work: a
     /// step that fails leaves the worktree as it is and says so in `error`.
@@ -331,6 +381,7 @@ impl Worktree {
             commits: Vec::new(),
             diff_stat: String::new(),
             kept: true,
+            pushed_to: None,
             error: None,
         };
         match self.settle_inner(message, &mut report) {
@@ -356,6 +407,23 @@ impl Worktree {
             report.kept = false;
         } else {
             report.diff_stat = diff_stat(&wt, &self.base, "HEAD")?;
+            if let Some(repository) = &self.push_to {
+                let refspec = format!("HEAD:refs/heads/{}", self.branch);
+                wt.network()
+                    .run(&["push", "--quiet", "--no-verify", "--", repository, &refspec])
+                    .map_err(|e| WorktreeError::Push {
+                        branch: self.branch.clone(),
+                        repository: repository.clone(),
+                        path: self.path.clone(),
+                        detail: match e {
+                            GitError::Failed { stderr, .. } => stderr,
+                            other => other.to_string(),
+                        },
+                    })?;
+                report.pushed_to = Some(repository.clone());
+                // Its commits are in the repository now: the worker's copy goes.
+                remove(&self.git, &self.path, &self.branch)?;
+            }
         }
         Ok(())
     }
@@ -478,10 +546,25 @@ pub enum MergeOutcome {
 /// merge commit when git finds no conflict; conflicts are
 /// [`WorktreeError::Conflicts`] and change nothing. On success the worktree and
 /// its branch are removed (their commits are in the target now). Blocking.
-pub fn merge(workspace: &Path, target: &Path, id: &str) -> Result<MergeOutcome, WorktreeError> {
+///
+/// A fleet run's branch, pushed by its worker to `pushed_to` (its
+/// [`WorktreeReport::pushed_to`]), is fetched from there first when it is not
+/// here (the repository is checked as ledger input,
+/// [`super::fleet_repo::check_repository`]).
+pub fn merge(
+    workspace: &Path,
+    target: &Path,
+    id: &str,
+    pushed_to: Option<&str>,
+) -> Result<MergeOutcome, WorktreeError> {
     let git = Git::open(target)?;
     let branch = branch_of(id);
     let reference = format!("refs/heads/{branch}");
+    if !git.succeeds(&["rev-parse", "--verify", "-q", &reference])? {
+        if let Some(repository) = pushed_to {
+            fetch_branch(&git, repository, &reference)?;
+        }
+    }
     if !git.succeeds(&["rev-parse", "--verify", "-q", &reference])? {
         return Err(WorktreeError::NoBranch {
             run: id.to_string(),
@@ -559,6 +642,27 @@ pub fn merge(workspace: &Path, target: &Path, id: &str) -> Result<MergeOutcome, 
     };
     remove(&git, &dir_of(workspace, id), &branch)?;
     Ok(outcome)
+}
+
+/// Fetch `reference` (`refs/heads/brood/<id>`) from `repository` into the same
+/// name here: not forced, so an existing branch is never overwritten.
+fn fetch_branch(git: &Git, repository: &str, reference: &str) -> Result<(), WorktreeError> {
+    let source = super::fleet_repo::check_repository(repository, super::fleet_repo::Dirs::Any)
+        .map_err(|e| WorktreeError::Io {
+            what: "fetching the branch from",
+            path: PathBuf::from(repository),
+            detail: e.to_string(),
+        })?;
+    let refspec = format!("{reference}:{reference}");
+    git.network().run(&[
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--",
+        &source.as_git_arg(),
+        &refspec,
+    ])?;
+    Ok(())
 }
 
 /// Remove run `id`'s worktree and its branch, whatever they hold. Blocking.

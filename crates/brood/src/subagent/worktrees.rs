@@ -53,6 +53,21 @@ pub fn target_of(events: &[EventRecord], workspace: &Path) -> PathBuf {
         .unwrap_or_else(|| workspace.to_path_buf())
 }
 
+/// Where a fleet worker pushed run `id`'s branch: the `pushed_to` of its `settled`
+/// event (docs/FLEET.md "A fleet child's changes").
+pub fn pushed_to_of(events: &[EventRecord]) -> Option<String> {
+    events
+        .iter()
+        .filter(|e| word(e) == Some("settled"))
+        .find_map(|e| {
+            e.payload
+                .get("settled")
+                .and_then(|c| c.get("pushed_to"))
+                .and_then(|t| t.as_str())
+                .map(str::to_string)
+        })
+}
+
 /// Every worktree directory of `workspace` with its run's state. A run's
 /// liveness is read as `brood agents list` reads it (a killed session's runs are
 /// not live).

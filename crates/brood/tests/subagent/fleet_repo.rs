@@ -158,8 +158,13 @@ fn a_worker_prepares_a_runs_worktree_from_its_clone_and_fetches_a_missing_commit
     let dirs: Vec<PathBuf> = vec![origin.path().to_path_buf()];
     let repo = origin.path().display().to_string();
     let id1 = "0000000000000000000000000000000a";
-    let dir =
+    let tree =
         prepare_fleet_workspace(root.path(), &claimed(&repo, Some(&first), id1), &dirs).unwrap();
+    let dir = tree.path.clone();
+    assert_eq!(
+        (tree.base.as_str(), tree.branch.as_str()),
+        (first.as_str(), "brood/0000000000000000000000000000000a")
+    );
     assert_eq!(git(&dir, &["rev-parse", "HEAD"]), first);
     // Cloned under the root, not used in place: the origin has no worktree of it.
     assert_eq!(git(origin.path(), &["worktree", "list"]).lines().count(), 1);
@@ -169,8 +174,9 @@ fn a_worker_prepares_a_runs_worktree_from_its_clone_and_fetches_a_missing_commit
     git(origin.path(), &["commit", "-q", "-m", "second"]);
     let second = git(origin.path(), &["rev-parse", "HEAD"]);
     let id2 = "0000000000000000000000000000000b";
-    let dir2 =
-        prepare_fleet_workspace(root.path(), &claimed(&repo, Some(&second), id2), &dirs).unwrap();
+    let dir2 = prepare_fleet_workspace(root.path(), &claimed(&repo, Some(&second), id2), &dirs)
+        .unwrap()
+        .path;
     assert_eq!(git(&dir2, &["rev-parse", "HEAD"]), second);
     assert!(dir2.join("b.txt").exists());
     let repos: Vec<_> = std::fs::read_dir(root.path().join(".repos"))
