@@ -248,3 +248,38 @@ fn a_fleet_writers_commits_come_back_on_its_branch_and_merge_fast_forwards() {
     assert!(git(&kept, &["log", "-1", "--format=%s"]).contains(&id));
     assert!(git(&bare, &["branch", "--list", "brood/*"]).lines().count() == 1);
 }
+
+/// A worker not told to allow the parent's directory refuses the run's path before
+/// running git: the run fails with the reason and the flag to pass, the parent gets
+/// that end, and nothing is cloned.
+#[test]
+fn a_worker_refuses_a_local_repository_it_was_not_told_to_allow() {
+    let Some(url) = pg::fresh_database("a_worker_refuses_a_local_repository") else {
+        return;
+    };
+    let f = fleet_fixture();
+    let server = MockServer::start(|req| match req.assistant_turns() {
+        0 => MockReply::tool_call("task", json!({"description": "look"})),
+        _ => MockReply::text("done"),
+    });
+    let root = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let worker = spawn_worker_allowing(&f, &server, &url, root.path(), elsewhere.path());
+    let out = run_parent(&f, &server, &url);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    let log = stop(worker);
+    let id = child_id(&f, &url, "look");
+    let runs = fleet_runs(&f, &url);
+    let child = runs.iter().find(|r| r["id"] == id.as_str()).unwrap();
+    assert_eq!(child["status"], "failed", "{child}\n{log}");
+    let show = shown(&f, &url, &id);
+    assert!(
+        show.contains("not told to allow") && show.contains("--allow-repository-dir"),
+        "{show}"
+    );
+    let last = server.requests().last().unwrap().to_string();
+    assert!(last.contains("--allow-repository-dir"), "{last}");
+    assert!(!root.path().join(".repos").exists(), "nothing cloned");
+    // Only the parent's two steps reached the model: the child never ran.
+    assert_eq!(server.requests().len(), 2);
+}

@@ -53,8 +53,10 @@ const HARDENED: [&str; 17] = [
 
 /// Settings over [`HARDENED`] for a call that reaches a remote ([`Git::network`]):
 /// ssh is the `ssh` on the `PATH` (or the user's `GIT_SSH_COMMAND` / `GIT_SSH`,
-/// which git prefers to configuration), never a command a repository configures.
-const NETWORK: [&str; 1] = ["core.sshCommand=ssh"];
+/// which git prefers to configuration), never a command a repository configures,
+/// and in batch mode: it never asks (a password, an unknown host key) on the
+/// terminal of a worker nobody watches — it fails, and the run's error says why.
+const NETWORK: [&str; 1] = ["core.sshCommand=ssh -o BatchMode=yes"];
 
 /// Environment variables that would send a call to another repository or index.
 const CLEARED_ENV: [&str; 10] = [
@@ -159,7 +161,8 @@ impl Git {
     }
 
     /// This git for a call that reaches a remote (clone, fetch, push, ls-remote): as
-    /// hardened, with ssh allowed as the user runs it (`core.sshCommand=ssh`); the
+    /// hardened, with ssh allowed as the user runs it, never prompting
+    /// (`core.sshCommand=ssh -o BatchMode=yes`); the
     /// transports stay restricted to https, ssh, git and local files.
     pub fn network(&self) -> Git {
         let mut git = self.clone();
