@@ -3,8 +3,8 @@
 //! [`run`] drives one conversation until the model answers without tool calls,
 //! `max_turns` is reached, a [`Guard`] refuses another step (a budget), or the
 //! cancellation token fires. Tool calls of one step run concurrently, at most
-//! `tool_concurrency` at once, and their results go back in call order, each capped
-//! (see `tool_result`); a call naming no known tool is a tool error the model sees. On `max_turns` or a budget it makes one last
+//! `tool_concurrency` at once, started one per poll of the run (see `calls`), and
+//! their results go back in call order, each capped (see `tool_result`); a call naming no known tool is a tool error the model sees. On `max_turns` or a budget it makes one last
 //! tool-less step asking the model to report what it has, so partial work is kept.
 //! Every step and tool call is reported as an [`AgentEvent`].
 //!
@@ -15,6 +15,7 @@
 //! A [`Pace`] awaited before every step lets what records the run hold it back.
 
 mod budget;
+mod calls;
 mod event;
 mod tool_result;
 
@@ -27,7 +28,6 @@ use crate::model::{
 };
 use crate::tool::{ToolContext, Toolbox, Workspace};
 use async_trait::async_trait;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
@@ -467,8 +467,8 @@ impl Loop<'_> {
             run_id: self.spec.run_id.clone(),
         };
         let this = &*self;
-        // Boxed and collected first: a lazy `map` of borrowing closures inside
-        // `buffered` trips the compiler's `Send` proof for the spawned run.
+        // Boxed and collected first: a lazy `map` of borrowing closures trips
+        // the compiler's `Send` proof for the spawned run.
         let futures: Vec<futures::future::BoxFuture<'_, Message>> = calls
             .iter()
             .map(|call| {
@@ -493,11 +493,7 @@ impl Loop<'_> {
                 }) as futures::future::BoxFuture<'_, Message>
             })
             .collect();
-        let limit = self.spec.tool_concurrency.max(1);
-        let results: Vec<Message> = futures::stream::iter(futures)
-            .buffered(limit)
-            .collect()
-            .await;
+        let results = calls::run_ordered(futures, self.spec.tool_concurrency).await;
         self.tool_calls += calls.len() as u32;
         for m in results {
             self.push(m);
