@@ -1,9 +1,20 @@
 //! How the writer applies one queued operation inside its group commit
-//! (`super::writer`): each op in its own savepoint (so a rejected op does not undo
-//! the others), with the writer's [`Memo`] of live runs, and its answer kept as an
+//! (`super::writer`): each op atomically (so a rejected op does not undo the
+//! others), with the writer's [`Memo`] of live runs, and its answer kept as an
 //! [`Outcome`] until the batch's commit outcome is known ([`deliver`]). Ops are only
-//! borrowed here, so a batch whose connection was lost can be applied again, whole,
-//! once the writer has connected again.
+//! borrowed here, so a batch whose connection was lost, or whose op failed half-way
+//! (below), can be applied again, whole.
+//!
+//! Atomic without a savepoint where it can be checked: on SQLite a failed statement
+//! is backed out by itself, and the ops that fail in normal use (an invalid
+//! transition, a duplicate id, an unknown run) fail before their first write. So
+//! the writer's run ops (a spawn, a transition, usage) run bare, and the
+//! connection's count of changed rows ([`Db::total_changes`]) tells whether an op
+//! that failed had written anything. One that had (a crafted or damaged database)
+//! marks the batch *torn*: the writer rolls it back and applies it again with a
+//! savepoint per op, the way every batch was applied before (and every batch still
+//! is on PostgreSQL, whose failed statement aborts the transaction). Maintenance ops
+//! (cancel requests, prune, resume, the fleet's) keep their savepoint.
 
 use super::db::Db;
 use super::error::{LedgerError, SqlContext};
@@ -90,12 +101,19 @@ pub(crate) struct ApplyCtx<'a> {
     pub paths: &'a LedgerPaths,
     pub author: Author<'a>,
     pub cap_bytes: usize,
+    /// Run ops of several statements without a savepoint, checked by the
+    /// connection's change count (only where it has one: [`Db::total_changes`]).
+    pub bare: bool,
+    /// Set when a bare op failed after writing: the batch must be rolled back and
+    /// applied again with savepoints.
+    pub torn: std::cell::Cell<bool>,
 }
 
 impl ApplyCtx<'_> {
-    /// Apply one op in its own savepoint; its answer, to be sent once the batch's
-    /// commit outcome is known ([`deliver`]). The op is only borrowed: a batch whose
-    /// connection was lost is applied again, whole, on the next one.
+    /// Apply one op atomically; its answer, to be sent once the batch's commit
+    /// outcome is known ([`deliver`]). The op is only borrowed: a batch whose
+    /// connection was lost, or that was torn ([`ApplyCtx::atomic`]), is applied
+    /// again, whole.
     pub fn apply(
         &self,
         tx: &dyn Db,
@@ -107,13 +125,14 @@ impl ApplyCtx<'_> {
         match op {
             Op::CreateRun { id, run, at, .. } => {
                 let parent = run.parent_id.as_ref().and_then(|p| memo.get(p.as_str()));
-                let r = in_savepoint(tx, |c| {
-                    ops::insert_run(c, &self.author, id, run, *at, parent)
-                })
-                .map(|facts| {
-                    memo.put(id.as_str(), facts);
-                    id.clone()
-                });
+                let r = self
+                    .atomic(tx, |c| {
+                        ops::insert_run(c, &self.author, id, run, *at, parent)
+                    })
+                    .map(|facts| {
+                        memo.put(id.as_str(), facts);
+                        id.clone()
+                    });
                 count(tally, &r, |t| {
                     t.runs_created += 1;
                     t.events_written += 1;
@@ -124,7 +143,7 @@ impl ApplyCtx<'_> {
                 run, change, at, ..
             } => {
                 let to = change.target();
-                let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
+                let r = self.write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
                     let spill = SpillDir {
                         paths: self.paths,
                         cap_bytes: self.cap_bytes,
@@ -152,7 +171,7 @@ impl ApplyCtx<'_> {
                 payload,
                 at,
             } => {
-                let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
+                let r = self.write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
                     ops::append_event(c, run.as_str(), *kind, payload, *at, known)
                 });
                 count(tally, &r, |t| t.events_written += 1);
@@ -165,7 +184,7 @@ impl ApplyCtx<'_> {
                 at,
             } => {
                 let written = std::cell::RefCell::new(Vec::new());
-                let r = write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
+                let r = self.write_run(tx, memo, run.as_str(), Statements::One, |c, known| {
                     ops::append_message(
                         c,
                         &ops::SpillTo {
@@ -185,7 +204,7 @@ impl ApplyCtx<'_> {
                 Outcome::Progress
             }
             Op::Usage { run, delta, at } => {
-                let r = write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
+                let r = self.write_run(tx, memo, run.as_str(), Statements::Several, |c, known| {
                     ops::add_usage(c, run.as_str(), delta, *at, known)
                 });
                 count(tally, &r, |t| t.events_written += 1);
@@ -254,6 +273,58 @@ impl ApplyCtx<'_> {
             Op::Shutdown { .. } => Outcome::Shutdown,
         }
     }
+
+    /// Apply an op on `run` with what the memo knows of it, and remember the
+    /// result. When the memo does not know the run, or the op fails with what it
+    /// knew (the memo could only be stale if something else wrote the run), the run
+    /// is read from the database and the op tried once more that way, so a stale
+    /// memo never loses a record.
+    fn write_run(
+        &self,
+        tx: &dyn Db,
+        memo: &mut Memo,
+        run: &str,
+        statements: Statements,
+        f: impl Fn(&dyn Db, Option<&RunFacts>) -> Result<RunFacts, LedgerError>,
+    ) -> Result<(), LedgerError> {
+        let fast = match memo.get(run) {
+            Some(known) if statements == Statements::One && tx.statement_atomic() => {
+                f(tx, Some(known)).ok()
+            }
+            Some(known) => self.atomic(tx, |c| f(c, Some(known))).ok(),
+            None => None,
+        };
+        let facts = match fast {
+            Some(facts) => facts,
+            None => self.atomic(tx, |c| f(c, None))?,
+        };
+        memo.put(run, facts);
+        Ok(())
+    }
+
+    /// Run `f`, an op of several statements, so that it writes all or nothing:
+    /// bare when [`ApplyCtx::bare`] — an op that failed with the connection's change
+    /// count unchanged wrote nothing; one that failed after a write marks the batch
+    /// [`ApplyCtx::torn`] (its writes are undone with the batch) — else in a
+    /// savepoint.
+    fn atomic<T>(
+        &self,
+        tx: &dyn Db,
+        f: impl FnOnce(&dyn Db) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let before = match self.bare {
+            true => tx.total_changes(),
+            false => None,
+        };
+        let Some(before) = before else {
+            return in_savepoint(tx, f);
+        };
+        let r = f(tx);
+        if r.is_err() && tx.total_changes() != Some(before) {
+            self.torn.set(true);
+        }
+        r
+    }
 }
 
 /// The spill files one batch touches.
@@ -298,32 +369,6 @@ enum Statements {
     One,
     /// Several: in a savepoint, so a failure undoes all of them.
     Several,
-}
-
-/// Apply an op on `run` with what the memo knows of it, and remember the result. When
-/// the memo does not know the run, or the op fails with what it knew (the memo could
-/// only be stale if something else wrote the run), the run is read from the database
-/// and the op tried once more that way, so a stale memo never loses a record.
-fn write_run(
-    tx: &dyn Db,
-    memo: &mut Memo,
-    run: &str,
-    statements: Statements,
-    f: impl Fn(&dyn Db, Option<&RunFacts>) -> Result<RunFacts, LedgerError>,
-) -> Result<(), LedgerError> {
-    let fast = match memo.get(run) {
-        Some(known) if statements == Statements::One && tx.statement_atomic() => {
-            f(tx, Some(known)).ok()
-        }
-        Some(known) => in_savepoint(tx, |c| f(c, Some(known))).ok(),
-        None => None,
-    };
-    let facts = match fast {
-        Some(facts) => facts,
-        None => in_savepoint(tx, |c| f(c, None))?,
-    };
-    memo.put(run, facts);
-    Ok(())
 }
 
 fn in_savepoint<T>(

@@ -228,8 +228,10 @@ impl Dialect {
     }
 }
 
-/// A connection to the ledger's database, as the ledger uses it.
-pub(crate) trait Db: Send {
+/// A connection to the ledger's database, as the ledger uses it. (Not `Send` by
+/// itself, so that [`Db::hold`] can lend one that borrows its connection; the
+/// boxed connections the ledger moves to its threads are `Box<dyn Db + Send>`.)
+pub(crate) trait Db {
     fn dialect(&self) -> Dialect;
     /// Run one statement (cached by its text); the number of rows it changed.
     fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError>;
@@ -252,6 +254,21 @@ pub(crate) trait Db: Send {
     /// one statement); PostgreSQL aborts the whole transaction, so every op there
     /// runs in a savepoint.
     fn statement_atomic(&self) -> bool;
+    /// Rows changed by this connection's completed statements so far (SQLite's
+    /// `total_changes`: a statement that failed and was backed out adds none), or
+    /// `None` where the engine keeps no such count. With it the writer applies an
+    /// op of several statements without a savepoint and still knows whether one
+    /// that failed had written anything (`super::apply`).
+    fn total_changes(&self) -> Option<u64> {
+        None
+    }
+    /// This connection with the statements `sqls` (and its own `BEGIN`/`COMMIT`)
+    /// held prepared for as long as the returned one lives: the writer's thread runs
+    /// them for every run. `None` where the backend's own cache is as good (it is
+    /// then used as it is).
+    fn hold<'c>(&'c self, _sqls: &[&'static str]) -> Option<Box<dyn Db + 'c>> {
+        None
+    }
     /// Is boot `boot_id` alive? (SQLite: its lock file's `flock`; PostgreSQL: its
     /// advisory lock.) Never asked of the connection's own boot.
     fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError>;

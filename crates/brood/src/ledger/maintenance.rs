@@ -169,7 +169,7 @@ pub(crate) fn cutoff(age: Duration) -> i64 {
 /// boot, no recovery), so inspecting a workspace never disturbs the sessions in it.
 pub struct LedgerMaintenance {
     paths: LedgerPaths,
-    db: Box<dyn Db>,
+    db: Box<dyn Db + Send>,
 }
 
 impl LedgerMaintenance {

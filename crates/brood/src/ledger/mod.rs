@@ -124,7 +124,7 @@ impl Ledger {
         };
         let boot_id = uuid::Uuid::now_v7().to_string();
         let location = Location::from_url(options.url.as_deref())?;
-        let db: Box<dyn Db> = match &location {
+        let db: Box<dyn Db + Send> = match &location {
             Location::Workspace => {
                 store::open_writer(&paths, options.durability, options.busy_timeout)?
             }

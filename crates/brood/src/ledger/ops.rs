@@ -22,6 +22,58 @@ use super::types::{EventKind, NewRun, RunId, RunStatus, Transition, UsageDelta};
 /// Terminal statuses as an SQL list (for `status IN (...)`).
 pub(crate) const NON_TERMINAL_SQL: &str = "('pending', 'queued', 'running')";
 
+/// The statements the writer runs for every run, in the order a run makes them:
+/// what [`Db::hold`] keeps prepared on the writer's connection.
+pub(crate) const WRITER_STATEMENTS: [&str; 6] = [
+    INSERT_RUN,
+    INSERT_EVENT,
+    UPDATE_STATUS,
+    INSERT_MESSAGE,
+    ADD_USAGE,
+    STORE_RESULT,
+];
+
+/// A new run, `pending`.
+const INSERT_RUN: &str = "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
+             agent_type, objective, model, provider, workspace, git_branch, status, created_at,
+             priced_steps, unpriced)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15, 0, ?16)";
+
+/// An event.
+const INSERT_EVENT: &str =
+    "INSERT INTO events (run_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// A run's status change.
+const UPDATE_STATUS: &str = "UPDATE runs SET status = ?2, status_reason = ?3,
+             started_at = COALESCE(?4, started_at), ended_at = COALESCE(?5, ended_at),
+             error = COALESCE(?6, error)
+         WHERE id = ?1";
+
+/// A transcript message.
+const INSERT_MESSAGE: &str =
+    "INSERT INTO transcripts (run_id, seq, at, role, content, truncated, full_bytes, spill_path)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+/// Usage added to a run's counters (saturating sums: SQLite turns an overflowing
+/// integer `+` into a REAL, which would make the row unreadable as a count).
+const ADD_USAGE: &str = "UPDATE runs SET
+                 steps = CASE WHEN steps > 9223372036854775807 - ?2
+                     THEN 9223372036854775807 ELSE steps + ?2 END,
+                 input_tokens = CASE WHEN input_tokens > 9223372036854775807 - ?3
+                     THEN 9223372036854775807 ELSE input_tokens + ?3 END,
+                 output_tokens = CASE WHEN output_tokens > 9223372036854775807 - ?4
+                     THEN 9223372036854775807 ELSE output_tokens + ?4 END,
+                 cached_input_tokens = CASE WHEN cached_input_tokens > 9223372036854775807 - ?5
+                     THEN 9223372036854775807 ELSE cached_input_tokens + ?5 END,
+                 cost_usd = cost_usd + ?6,
+                 priced_steps = CASE WHEN priced_steps > 9223372036854775807 - ?7
+                     THEN 9223372036854775807 ELSE priced_steps + ?7 END
+             WHERE id = ?1";
+
+/// A run's result.
+const STORE_RESULT: &str = "INSERT INTO run_results (run_id, result) VALUES (?1, ?2)
+             ON CONFLICT (run_id) DO UPDATE SET result = excluded.result";
+
 /// Who is writing: stamped on new runs.
 pub(crate) struct Author<'a> {
     pub session_id: &'a str,
@@ -93,10 +145,7 @@ pub(crate) fn insert_run(
     };
     let workspace = run.workspace.as_deref().unwrap_or(author.workspace);
     db.execute(
-        "INSERT INTO runs (id, parent_id, root_id, depth, session_id, session_boot_id, name, role,
-             agent_type, objective, model, provider, workspace, git_branch, status, created_at,
-             priced_steps, unpriced)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15, 0, ?16)",
+        INSERT_RUN,
         args![
             id.as_str(),
             run.parent_id.as_ref().map(RunId::as_str),
@@ -247,10 +296,7 @@ pub(crate) fn transition(
     let started = (to == RunStatus::Running).then_some(at);
     let ended = to.is_terminal().then_some(at);
     db.execute(
-        "UPDATE runs SET status = ?2, status_reason = ?3,
-             started_at = COALESCE(?4, started_at), ended_at = COALESCE(?5, ended_at),
-             error = COALESCE(?6, error)
-         WHERE id = ?1",
+        UPDATE_STATUS,
         args![
             run,
             to.as_str(),
@@ -262,12 +308,8 @@ pub(crate) fn transition(
     )
     .ctx("updating a run's status")?;
     if let Some(text) = &result_text {
-        db.execute(
-            "INSERT INTO run_results (run_id, result) VALUES (?1, ?2)
-             ON CONFLICT (run_id) DO UPDATE SET result = excluded.result",
-            args![run, text],
-        )
-        .ctx("storing a run's result")?;
+        db.execute(STORE_RESULT, args![run, text])
+            .ctx("storing a run's result")?;
     }
     insert_event_at(
         db,
@@ -361,21 +403,7 @@ pub(crate) fn add_usage(
     };
     let changed = db
         .execute(
-            // Saturating sums: SQLite turns an overflowing integer `+` into a REAL,
-            // which would make the row unreadable as a count.
-            "UPDATE runs SET
-                 steps = CASE WHEN steps > 9223372036854775807 - ?2
-                     THEN 9223372036854775807 ELSE steps + ?2 END,
-                 input_tokens = CASE WHEN input_tokens > 9223372036854775807 - ?3
-                     THEN 9223372036854775807 ELSE input_tokens + ?3 END,
-                 output_tokens = CASE WHEN output_tokens > 9223372036854775807 - ?4
-                     THEN 9223372036854775807 ELSE output_tokens + ?4 END,
-                 cached_input_tokens = CASE WHEN cached_input_tokens > 9223372036854775807 - ?5
-                     THEN 9223372036854775807 ELSE cached_input_tokens + ?5 END,
-                 cost_usd = cost_usd + ?6,
-                 priced_steps = CASE WHEN priced_steps > 9223372036854775807 - ?7
-                     THEN 9223372036854775807 ELSE priced_steps + ?7 END
-             WHERE id = ?1",
+            ADD_USAGE,
             args![
                 run,
                 clamp_i64(delta.steps),
@@ -441,8 +469,7 @@ pub(crate) fn append_message(
             .map_err(|e| LedgerError::json("encoding a transcript message", e))?,
     };
     db.execute(
-        "INSERT INTO transcripts (run_id, seq, at, role, content, truncated, full_bytes, spill_path)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        INSERT_MESSAGE,
         args![
             run,
             seq,
@@ -561,7 +588,7 @@ fn insert_event_at(
     at: i64,
 ) -> Result<(), LedgerError> {
     db.execute(
-        "INSERT INTO events (run_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+        INSERT_EVENT,
         args![run, seq, at, kind.as_str(), payload_text],
     )
     .ctx("appending an event")?;

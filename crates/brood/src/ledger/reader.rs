@@ -50,7 +50,7 @@ const LIST_COLUMNS: &str = "id, parent_id, root_id, depth, session_id, session_b
 /// A read-only view of the ledger. Cheap to open; not `Sync` (one connection), so
 /// open one per thread or task.
 pub struct LedgerReader {
-    conn: Box<dyn Db>,
+    conn: Box<dyn Db + Send>,
     paths: LedgerPaths,
     current: Current,
 }

@@ -1,6 +1,9 @@
 //! The SQLite backend of the ledger's database seam: a rusqlite connection with its
 //! statement cache, tuned for recovery and bulk writes, and the workspace's boot lock
-//! files for liveness.
+//! files for liveness; on the writer's thread, with the statements of its every-run
+//! ops held prepared ([`Held`]).
+
+use std::cell::RefCell;
 
 use super::db::{Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, Tuning};
 use super::error::LedgerError;
@@ -40,6 +43,102 @@ impl SqliteDb {
         self.conn
             .pragma_update(None, name, value)
             .map_err(from_sqlite)
+    }
+}
+
+/// A write transaction (the write lock at once) and its end.
+const BEGIN: &str = "BEGIN IMMEDIATE";
+const COMMIT: &str = "COMMIT";
+
+/// The writer's connection with the statements it runs for every run held prepared
+/// for the writer's life ([`Db::hold`]). A held statement is found by comparing its
+/// text (its address first); rusqlite's statement cache, which every other statement
+/// still goes through, hashes the whole text twice per use and copies it into a new
+/// key — for the writer's statements, a visible share of its time per run.
+pub(crate) struct Held<'c> {
+    db: &'c SqliteDb,
+    statements: Vec<(&'static str, RefCell<rusqlite::Statement<'c>>)>,
+}
+
+impl<'c> Held<'c> {
+    /// The held statement for `sql`, unless it is not held or already in use (a
+    /// statement run while its own rows are read goes through the cache).
+    fn find(&self, sql: &str) -> Option<std::cell::RefMut<'_, rusqlite::Statement<'c>>> {
+        let (_, st) = self
+            .statements
+            .iter()
+            .find(|(held, _)| std::ptr::eq(*held, sql) || *held == sql)?;
+        st.try_borrow_mut().ok()
+    }
+}
+
+impl Db for Held<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
+        let Some(mut st) = self.find(sql) else {
+            return self.db.execute(sql, args);
+        };
+        let n = st
+            .execute(rusqlite::params_from_iter(args))
+            .map_err(from_sqlite)?;
+        Ok(n as u64)
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let Some(mut st) = self.find(sql) else {
+            return self.db.query(sql, args, each);
+        };
+        let mut rows = st
+            .query(rusqlite::params_from_iter(args))
+            .map_err(from_sqlite)?;
+        while let Some(row) = rows.next().map_err(from_sqlite)? {
+            each(&SqliteRow(row))?;
+        }
+        Ok(())
+    }
+
+    fn begin(&self) -> Result<(), DbError> {
+        self.execute(BEGIN, &[]).map(|_| ())
+    }
+
+    fn commit(&self) -> Result<(), DbError> {
+        self.execute(COMMIT, &[]).map(|_| ())
+    }
+
+    fn rollback(&self) -> Result<(), DbError> {
+        self.db.rollback()
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.db.in_transaction()
+    }
+
+    fn statement_atomic(&self) -> bool {
+        self.db.statement_atomic()
+    }
+
+    fn total_changes(&self) -> Option<u64> {
+        self.db.total_changes()
+    }
+
+    fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError> {
+        self.db.probe_boot(boot_id)
+    }
+
+    fn hold_boot(&self, boot_id: &str) -> Result<Option<BootLock>, LedgerError> {
+        self.db.hold_boot(boot_id)
+    }
+
+    fn tune(&self, t: Tuning) -> Result<(), DbError> {
+        self.db.tune(t)
     }
 }
 
@@ -125,11 +224,11 @@ impl Db for SqliteDb {
     }
 
     fn begin(&self) -> Result<(), DbError> {
-        self.execute("BEGIN IMMEDIATE", &[]).map(|_| ())
+        self.execute(BEGIN, &[]).map(|_| ())
     }
 
     fn commit(&self) -> Result<(), DbError> {
-        self.execute("COMMIT", &[]).map(|_| ())
+        self.execute(COMMIT, &[]).map(|_| ())
     }
 
     fn rollback(&self) -> Result<(), DbError> {
@@ -145,6 +244,28 @@ impl Db for SqliteDb {
 
     fn statement_atomic(&self) -> bool {
         true
+    }
+
+    fn total_changes(&self) -> Option<u64> {
+        Some(self.conn.total_changes())
+    }
+
+    fn hold<'c>(&'c self, sqls: &[&'static str]) -> Option<Box<dyn Db + 'c>> {
+        let mut statements = Vec::with_capacity(sqls.len() + 2);
+        for &sql in [BEGIN, COMMIT].iter().chain(sqls) {
+            // One that does not prepare (it cannot, against a ledger this build
+            // opened) is left to the statement cache, which reports the error.
+            if let Ok(st) = self
+                .conn
+                .prepare_with_flags(sql, rusqlite::PrepFlags::SQLITE_PREPARE_PERSISTENT)
+            {
+                statements.push((sql, RefCell::new(st)));
+            }
+        }
+        Some(Box::new(Held {
+            db: self,
+            statements,
+        }))
     }
 
     fn probe_boot(&self, boot_id: &str) -> Result<Liveness, LedgerError> {

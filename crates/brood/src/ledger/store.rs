@@ -54,7 +54,7 @@ pub(crate) fn open_writer(
     paths: &LedgerPaths,
     durability: Durability,
     busy_timeout: Duration,
-) -> Result<Box<dyn Db>, LedgerError> {
+) -> Result<Box<dyn Db + Send>, LedgerError> {
     paths.create_dirs()?;
     // Creating, switching to WAL and migrating are one step per workspace: two
     // first opens at once would otherwise race on a half-made file (the WAL switch
@@ -122,7 +122,7 @@ fn setup_lock(paths: &LedgerPaths) -> Result<std::fs::File, LedgerError> {
 /// Open a read-only connection. A missing database is [`LedgerError::Missing`]; an
 /// older schema is migrated first (through a short-lived write connection), so a newer
 /// `brood` can read a workspace an older one wrote.
-pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Box<dyn Db>, LedgerError> {
+pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Box<dyn Db + Send>, LedgerError> {
     match schema::inspect(&paths.db)? {
         Found::Absent => {
             return Err(LedgerError::Missing {

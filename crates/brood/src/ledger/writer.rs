@@ -1,8 +1,9 @@
 //! The single writer: a dedicated OS thread that owns the read-write connection and
 //! applies queued operations with *group commit*: it takes everything waiting in its
-//! channel (up to `max_batch`), applies each operation in its own savepoint (so one
-//! rejected operation does not undo the others; an op of one statement needs none, as
-//! SQLite backs out a failed statement by itself), commits once, and only then answers
+//! channel (up to `max_batch`), applies each operation atomically (so one rejected
+//! operation does not undo the others: on SQLite without savepoints, checked, and
+//! again with a savepoint per op should one fail half-way — `super::apply`), commits
+//! once, and only then answers
 //! the callers that wait for durability ([`Durable`]). It keeps a [`Memo`] of the
 //! live runs it writes so their ops skip their lookups. Writes wait, never vanish: a
 //! `BEGIN IMMEDIATE` or `COMMIT` refused for a lock held past the busy timeout (or a
@@ -153,7 +154,7 @@ impl Counters {
 
 /// The writer thread's state.
 pub(crate) struct Writer {
-    pub db: Box<dyn Db>,
+    pub db: Box<dyn Db + Send>,
     pub paths: LedgerPaths,
     pub session_id: String,
     pub boot_id: String,
@@ -167,8 +168,55 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Run until a `Shutdown` op arrives or every sender is gone.
-    pub fn run(mut self, rx: Receiver<Op>) {
+    /// Run until a `Shutdown` op arrives or every sender is gone, with the
+    /// statements of the writer's every-run ops held prepared where the backend
+    /// can (`Db::hold`).
+    pub fn run(self, rx: Receiver<Op>) {
+        let Writer {
+            db,
+            paths,
+            session_id,
+            boot_id,
+            workspace,
+            cap_bytes,
+            max_batch,
+            counters,
+            gauge,
+            memo,
+        } = self;
+        let held = db.hold(&ops::WRITER_STATEMENTS);
+        Running {
+            db: held.as_deref().unwrap_or(&*db),
+            paths,
+            session_id,
+            boot_id,
+            workspace,
+            cap_bytes,
+            max_batch,
+            counters,
+            gauge,
+            memo,
+        }
+        .run(rx);
+    }
+}
+
+/// The writer thread at work: [`Writer`] with its connection lent.
+struct Running<'d> {
+    db: &'d dyn Db,
+    paths: LedgerPaths,
+    session_id: String,
+    boot_id: String,
+    workspace: String,
+    cap_bytes: usize,
+    max_batch: usize,
+    counters: Arc<Counters>,
+    gauge: Arc<Gauge>,
+    memo: Memo,
+}
+
+impl Running<'_> {
+    fn run(mut self, rx: Receiver<Op>) {
         // Producers waiting for room stop waiting once the writer is gone.
         let _close = CloseOnDrop(Arc::clone(&self.gauge));
         // `Ledger::open` commits its boot row and any recovery without checkpointing;
@@ -248,6 +296,7 @@ impl Writer {
             commit,
             ref mut tally,
             spills,
+            torn: _,
         } = attempt;
         match &commit {
             Ok(()) => {
@@ -279,13 +328,32 @@ impl Writer {
         shutdown
     }
 
-    /// Begin, apply every op of `batch` and commit, once.
+    /// Begin, apply every op of `batch` and commit: its run ops without savepoints
+    /// where the database lets that be checked, and should one of them fail after
+    /// writing (the batch is *torn*, `super::apply`), once more with a savepoint
+    /// per op.
     fn attempt(&mut self, batch: &[Op]) -> Attempt {
+        let bare = self.db.total_changes().is_some();
+        let attempt = self.attempt_once(batch, bare);
+        if !attempt.torn {
+            return attempt;
+        }
+        // Nothing of the torn try is in the database: not its rows, not what the
+        // memo learned, not the spill files its rows named.
+        maintenance::remove_spill_files(&attempt.spills.written);
+        self.memo.clear();
+        self.attempt_once(batch, false)
+    }
+
+    /// Begin, apply every op of `batch` and commit, once; a torn try (only when
+    /// `bare`) is rolled back instead of committed.
+    fn attempt_once(&mut self, batch: &[Op], bare: bool) -> Attempt {
+        let mut torn = false;
         let mut tally = LedgerStats::default();
         let mut spills = SpillFiles::default();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut wait = Wait::new(&self.counters);
-        let db = &*self.db;
+        let db = self.db;
         let begun = loop {
             match db.begin() {
                 Err(e) if e.transient() => wait.again(),
@@ -311,9 +379,26 @@ impl Writer {
                         workspace: &self.workspace,
                     },
                     cap_bytes: self.cap_bytes,
+                    bare,
+                    torn: std::cell::Cell::new(false),
                 };
                 for op in batch {
                     outcomes.push(ctx.apply(db, &mut self.memo, op, &mut tally, &mut spills));
+                    if ctx.torn.get() {
+                        torn = true;
+                        break;
+                    }
+                }
+                if torn {
+                    let rolled_back = db.rollback().ctx("rolling back a torn group commit");
+                    wait.done();
+                    return Attempt {
+                        outcomes,
+                        commit: rolled_back,
+                        tally,
+                        spills,
+                        torn,
+                    };
                 }
                 // A COMMIT refused for a lock (or a transient I/O error) leaves the
                 // transaction open, and it can be committed later: wait, never drop.
@@ -334,6 +419,7 @@ impl Writer {
             commit,
             tally,
             spills,
+            torn,
         }
     }
 
@@ -362,7 +448,7 @@ impl Writer {
 
     fn close_boot(&mut self) -> Result<(), LedgerError> {
         let mut wait = Wait::new(&self.counters);
-        let db = &*self.db;
+        let db = self.db;
         loop {
             match db.begin() {
                 Err(e) if e.transient() => wait.again(),
@@ -404,6 +490,8 @@ struct Attempt {
     commit: Result<(), LedgerError>,
     tally: LedgerStats,
     spills: SpillFiles,
+    /// An op failed after writing, so the try was rolled back (`super::apply`).
+    torn: bool,
 }
 
 /// Reconnections one batch may take before its ops are failed (each bounded by

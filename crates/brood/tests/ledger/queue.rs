@@ -283,6 +283,98 @@ async fn a_producer_past_the_queue_bound_waits_and_loses_nothing() {
     assert_eq!(ledger.stats().ops_failed, 0);
 }
 
+/// A run op that fails after its first write — possible only in a damaged or
+/// crafted database: here an orphan event already holds the new run's seq 0 — is
+/// undone alone: no `runs` row is left without its `spawned` event, and the ops
+/// queued around it stand. (SQLite applies the writer's run ops without a
+/// savepoint; this is the case where it must apply the batch again with one per op.)
+#[tokio::test]
+async fn a_run_op_that_fails_after_writing_is_undone_alone() {
+    use brood::ledger::{LedgerError, RunId};
+    let ws = TempDir::new().unwrap();
+    let ledger = crate::common::open(&ws);
+    let a = ledger.create_run(NewRun::new("a")).await.unwrap();
+    ledger.mark_running(&a).await.unwrap();
+    let planted = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    planted
+        .execute(
+            "INSERT INTO events (run_id, seq, at, kind, payload)
+             VALUES ('torn', 0, 0, 'spawned', '{\"planted\":true}')",
+            [],
+        )
+        .unwrap();
+    drop(planted);
+    let failed_before = ledger.stats().ops_failed;
+
+    // Each op is queued when called: nothing awaited in between, so they share
+    // group commits with the torn one.
+    let before: Vec<_> = (0..10)
+        .map(|i| ledger.create_run(crate::common::named(&format!("before-{i}"))))
+        .collect();
+    ledger
+        .append_event(&a, EventKind::ModelRequest, json!({"n": 1}))
+        .unwrap();
+    let torn = ledger.create_run(NewRun {
+        id: Some(RunId::from_string("torn")),
+        ..crate::common::named("torn")
+    });
+    ledger
+        .add_usage(
+            &a,
+            UsageDelta {
+                steps: 1,
+                ..UsageDelta::default()
+            },
+        )
+        .unwrap();
+    ledger.append_message(&a, "user", json!("kept")).unwrap();
+    let after: Vec<_> = (0..10)
+        .map(|i| ledger.create_run(crate::common::named(&format!("after-{i}"))))
+        .collect();
+    let done = ledger.complete(&a, json!("done"));
+
+    let err = torn.await.unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::Sqlite { context, .. } if context == "appending an event"),
+        "{err:?}"
+    );
+    let mut ids = Vec::new();
+    for run in futures::future::join_all(before.into_iter().chain(after)).await {
+        ids.push(run.unwrap());
+    }
+    done.await.unwrap();
+    assert_eq!(ledger.stats().ops_failed, failed_before + 1);
+
+    let reader = ledger.reader().unwrap();
+    let gone = reader.run(&RunId::from_string("torn"));
+    assert!(
+        matches!(gone, Err(LedgerError::UnknownRun { .. })),
+        "{gone:?}"
+    );
+    let orphan = reader.events(&RunId::from_string("torn")).unwrap();
+    assert_eq!(orphan.len(), 1);
+    assert_eq!(orphan[0].payload, json!({"planted": true}));
+    for id in &ids {
+        assert_eq!(reader.run(id).unwrap().status, RunStatus::Pending);
+        assert_eq!(crate::common::kinds(&ledger, id), vec![EventKind::Spawned]);
+    }
+    let detail = reader.get_run(&a).unwrap();
+    assert_eq!(detail.run.status, RunStatus::Completed);
+    assert_eq!(detail.run.steps, 1);
+    let kinds: Vec<EventKind> = detail.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            EventKind::Spawned,
+            EventKind::Started,
+            EventKind::ModelRequest,
+            EventKind::Usage,
+            EventKind::Completed
+        ]
+    );
+    assert_eq!(ledger.transcript(&a, 0, 10).await.unwrap().entries.len(), 1);
+}
+
 crate::both!(
     a_queued_transition_lands_before_what_is_awaited_after_it,
     an_invalid_queued_transition_is_counted_and_writes_nothing,

@@ -184,7 +184,7 @@ pub(crate) fn open_writer(
     paths: &LedgerPaths,
     durability: Durability,
     reconnect_for: Duration,
-) -> Result<Box<dyn Db>, LedgerError> {
+) -> Result<Box<dyn Db + Send>, LedgerError> {
     paths.create_dirs()?;
     let mut db = PgDb::connect(target)?;
     db.track = Some(Track {
@@ -241,7 +241,7 @@ pub(crate) fn open_writer(
 
 /// Connect to an existing ledger (readers, maintenance): [`LedgerError::Missing`]
 /// when the database has no ledger yet; nothing is created.
-pub(crate) fn open_existing(target: &Arc<PgTarget>) -> Result<Box<dyn Db>, LedgerError> {
+pub(crate) fn open_existing(target: &Arc<PgTarget>) -> Result<Box<dyn Db + Send>, LedgerError> {
     let db = PgDb::connect(target)?;
     match found(&db)? {
         Some(_) => Ok(Box::new(db)),
