@@ -92,7 +92,33 @@ async fn cancel_requests_reach_the_live_owner_once(ws: Store) {
         vec![id.clone()]
     );
 
+    // Taking the requests changes no run: what the owner writes around it is
+    // numbered on (the writer keeps what it knows of its live runs).
+    owner
+        .append_event(&id, EventKind::ModelRequest, json!({"n": 1}))
+        .unwrap();
+    let taken = owner.take_cancel_requests();
+    owner
+        .append_event(&id, EventKind::ModelResponse, json!({"n": 2}))
+        .unwrap();
+    owner
+        .append_message(&id, "assistant", json!("after"))
+        .unwrap();
+    assert!(taken.await.unwrap().is_empty());
+
     owner.cancel(&id, "cancel requested").await.unwrap();
+    let events = owner.reader().unwrap().events(&id).unwrap();
+    let seqs: Vec<(u64, EventKind)> = events.iter().map(|e| (e.seq, e.kind)).collect();
+    assert_eq!(
+        seqs,
+        vec![
+            (0, EventKind::Spawned),
+            (1, EventKind::Started),
+            (2, EventKind::ModelRequest),
+            (3, EventKind::ModelResponse),
+            (4, EventKind::Cancelled)
+        ]
+    );
     assert!(matches!(
         cli.request_cancel(&id),
         Err(LedgerError::InvalidTransition {
