@@ -104,6 +104,8 @@ pub enum MockReply {
         body: String,
         retry_after: Option<String>,
     },
+    /// A redirect: this 3xx status with a `Location` header and no body.
+    Redirect { status: u16, location: String },
     /// Wait this long (asynchronously), then give the inner reply.
     Delay(Duration, Box<MockReply>),
     /// Wait until the gate is open, then give the inner reply.
@@ -159,6 +161,14 @@ impl MockReply {
             status,
             body: body.into(),
             retry_after: None,
+        }
+    }
+
+    /// A redirect to `location` with this 3xx status (`307` keeps the method and body).
+    pub fn redirect(status: u16, location: impl Into<String>) -> MockReply {
+        MockReply::Redirect {
+            status,
+            location: location.into(),
         }
     }
 

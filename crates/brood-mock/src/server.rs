@@ -525,6 +525,14 @@ async fn respond(
                 }
                 return resp;
             }
+            MockReply::Redirect { status, location } => {
+                let code = StatusCode::from_u16(status).unwrap_or(StatusCode::TEMPORARY_REDIRECT);
+                let mut resp = code.into_response();
+                if let Ok(v) = HeaderValue::from_str(&location) {
+                    resp.headers_mut().insert("location", v);
+                }
+                return resp;
+            }
             MockReply::Sse { chunks, done } => {
                 // The whole answer is ready: one piece, as a server that has it all
                 // sends it (one write, not one per event; the client still parses

@@ -167,6 +167,26 @@ fn read_ca_certs(
     Ok(certs)
 }
 
+/// The error for a 3xx answer to a request to `url`: brood follows no redirect of
+/// a model endpoint; the message names the status, where it points (its
+/// `Location`, at most 200 characters) and what to do.
+fn redirect_error(resp: &reqwest::Response, url: &str) -> ModelError {
+    let location = resp
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.chars().take(200).collect::<String>())
+        .unwrap_or_else(|| "no Location header".to_string());
+    ModelError::BadRequest {
+        status: resp.status().as_u16(),
+        message: format!(
+            "{url} redirects to {location}; brood does not follow a model endpoint's \
+             redirects (the request's body and key would go elsewhere): if the provider \
+             moved, set its `base_url` to the new address"
+        ),
+    }
+}
+
 impl OpenAiProvider {
     /// Check the config and build the HTTP client. Errors: a base URL that is not
     /// http(s) ([`ModelError::Config`]); a key env var named but no key
@@ -195,9 +215,16 @@ impl OpenAiProvider {
         // `runtime::provider`): one pool. Over TLS, ALPN offers HTTP/2 first, and
         // a server that takes it carries every request of the tree on one
         // connection; otherwise HTTP/1.1 keeps its connections alive for reuse.
+        //
+        // Redirects are not followed: a model request is a POST carrying the
+        // conversation and the key, and reqwest would replay a 301/302/303 as a
+        // body-less GET (or, for a 307/308, hand the key to the new address). A
+        // redirect is answered with an error naming where it points
+        // ([`redirect_error`]), so the user moves `base_url` there on purpose.
         let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(path) = &config.ca_cert {
             for cert in read_ca_certs(path, &config.name)? {
                 builder = builder.add_root_certificate(cert);
@@ -347,6 +374,9 @@ impl OpenAiProvider {
     ) -> Result<ModelResponse, ModelError> {
         let ctx = self.context(self.endpoint.as_str(), model);
         let status = resp.status();
+        if status.is_redirection() {
+            return Err(redirect_error(&resp, self.endpoint.as_str()));
+        }
         if !status.is_success() {
             let retry_after = resp
                 .headers()
@@ -670,6 +700,9 @@ impl OpenAiProvider {
                 .send()
                 .await
                 .map_err(|e| self.send_error(&self.models_url, e))?;
+            if resp.status().is_redirection() {
+                return Err(redirect_error(&resp, &self.models_url));
+            }
             let status = resp.status().as_u16();
             if matches!(status, 404 | 405 | 501) {
                 return Ok(None);

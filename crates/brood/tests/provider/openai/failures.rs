@@ -1,7 +1,7 @@
 //! Provider failures: rate limits and Retry-After, server errors retried up to
 //! max_attempts, cut and stalled streams, step timeouts, an idle connection closed
 //! under a request, and the typed errors (key, model, context length, bad request,
-//! unreachable endpoint, error objects inside a stream).
+//! unreachable endpoint, a redirect, error objects inside a stream).
 
 use super::*;
 
@@ -379,6 +379,34 @@ async fn unknown_model_context_length_and_bad_request_are_typed() {
         assert!(!e.is_transient());
         assert_eq!(server.request_count(), 1, "{e:?} must not be retried");
     }
+}
+
+/// A model endpoint that redirects is not followed: a 302 would be replayed as a
+/// body-less GET at the new address, a 307 would send the conversation and the key
+/// there. The step fails at once with the status and the `Location` named.
+#[tokio::test]
+async fn a_redirect_is_not_followed_but_named() {
+    let elsewhere = MockServer::start(|_| MockReply::text("followed"));
+    for status in [301, 302, 303, 307, 308] {
+        let target = format!("{}/chat/completions", elsewhere.base_url());
+        let server = MockServer::start(move |_| MockReply::redirect(status, target.clone()));
+        let e = step(&provider(&server), &request("x")).await.0.unwrap_err();
+        match &e {
+            ModelError::BadRequest { status: s, message } => {
+                assert_eq!(*s, status);
+                assert!(
+                    message.contains(&server.base_url())
+                        && message.contains(&elsewhere.base_url())
+                        && message.contains("base_url"),
+                    "{message}"
+                );
+            }
+            other => panic!("{status}: {other:?}"),
+        }
+        assert!(!e.is_transient());
+        assert_eq!(server.request_count(), 1, "{status} must not be retried");
+    }
+    assert_eq!(elsewhere.request_count(), 0, "a redirect was followed");
 }
 
 #[tokio::test]
