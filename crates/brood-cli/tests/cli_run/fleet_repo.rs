@@ -70,7 +70,7 @@ fn a_parent_enqueues_its_remote_refusing_a_commit_not_pushed_there() {
             };
         }
         match req.assistant_turns() {
-            0 => MockReply::tool_call("task", json!({"description": "look"})),
+            0 => MockReply::tool_call("task", json!({"prompts": ["look", "look", "look"]})),
             _ => MockReply::text("done"),
         }
     });
@@ -92,15 +92,32 @@ fn a_parent_enqueues_its_remote_refusing_a_commit_not_pushed_there() {
     let root = tempfile::tempdir().unwrap();
     let worker = spawn_worker_allowing(&f, &server, &url, root.path(), remote.path());
     let before = server.requests().len();
-    let out = run_parent(&f, &server, &url);
+    // The parent's git calls traced: it asks the remote once for its three children
+    // (the check is kept per commit), not once per child.
+    let trace = remote.path().join("trace.log");
+    let out = f
+        .command()
+        .env("BROOD_LEDGER_URL", &url)
+        .env("GIT_TRACE", &trace)
+        .arg("run")
+        .args(local_flags(&server))
+        .args(["--json", "delegate"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
     let log = stop(worker);
+    let traced = std::fs::read_to_string(&trace).unwrap();
+    let asked = traced
+        .lines()
+        .filter(|l| l.contains("built-in: git") && l.contains("ls-remote"))
+        .count();
+    assert_eq!(asked, 1, "{traced}");
     let runs = fleet_runs(&f, &url);
     let completed: Vec<&Value> = runs
         .iter()
         .filter(|r| !r["parent_id"].is_null() && r["status"] == "completed")
         .collect();
-    assert_eq!(completed.len(), 1, "{runs:?}\n{log}");
+    assert_eq!(completed.len(), 3, "{runs:?}\n{log}");
     // It listed the pushed commit's files.
     let listed = server.requests()[before..]
         .iter()

@@ -22,6 +22,7 @@ use super::result::{ChildResult, Settled};
 use super::supervisor::Supervisor;
 use crate::ledger::{LedgerError, Placement, RunId, RunStatus, DEFAULT_MAX_ATTEMPTS};
 use std::path::Path;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Enqueue the planned child and deliver its end when a worker has recorded it.
@@ -36,13 +37,7 @@ pub(crate) fn start_fleet_child(sup: Supervisor, plan: ChildPlan) {
             return;
         }
         let run = RunId::from_string(&delivery.ctx.run_id);
-        let root = sup.env().workspace.root().to_path_buf();
-        let configured = sup.env().settings.fleet_repository.clone();
-        let placement =
-            tokio::task::spawn_blocking(move || placement_of(&root, configured.as_deref()))
-                .await
-                .unwrap_or_else(|e| Err(format!("finding its repository failed: {e}")));
-        let enqueued = match placement {
+        let enqueued = match placement(&sup).await {
             Ok(placement) => sup
                 .env()
                 .ledger
@@ -72,27 +67,54 @@ pub(crate) fn start_fleet_child(sup: Supervisor, plan: ChildPlan) {
     });
 }
 
-/// The repository fleet children of a session in `root` name, and its `HEAD` commit:
-/// `configured` (`[subagents] fleet_repository`: a URL or remote whose tips must
-/// hold that commit — else refused, saying to push it — or a path), by default the
-/// top of the git repository holding `root` (`root` itself, and the worker's `HEAD`,
-/// when it is in none). Blocking (runs git; `ls-remote` for a configured remote).
-fn placement_of(root: &Path, configured: Option<&str>) -> Result<Placement, String> {
-    let git = Git::open(root).ok();
-    let ask = |args: &[&str]| {
-        git.as_ref()
-            .and_then(|g| g.run(args).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
-    let top = ask(&["rev-parse", "--show-toplevel"]);
-    let rev = ask(&["rev-parse", "--verify", "HEAD"]);
-    let repo = match (configured, &git, &top, &rev) {
-        (None, ..) => top.unwrap_or_else(|| root.to_string_lossy().into_owned()),
-        (Some(configured), Some(git), Some(top), Some(head)) => {
-            remote_placement(git, Path::new(top), configured, head)
-                .map_err(|e| format!("enqueueing it for the fleet was refused: {e}"))?
-                .as_git_arg()
+/// The check of a configured fleet repository for one commit: the setting, the
+/// commit, and the repository it names once the check passed. Children enqueued at
+/// once share it, so a fan-out asks the remote once per commit, not once per child; a
+/// check that failed is made again by the next child (the user may have pushed).
+pub(crate) type Checked = (String, String, Arc<tokio::sync::OnceCell<String>>);
+
+/// Where this session's fleet children run: `[subagents] fleet_repository` (a URL
+/// or remote whose tips must hold the workspace's `HEAD` — else refused, saying to
+/// push it — or a path), by default the top of the git repository holding the
+/// workspace (the workspace itself, and the worker's `HEAD`, when it is in none),
+/// with that `HEAD` commit.
+async fn placement(sup: &Supervisor) -> Result<Placement, String> {
+    let root = sup.env().workspace.root().to_path_buf();
+    let at = root.clone();
+    let (top, rev) = tokio::task::spawn_blocking(move || head_of(&at))
+        .await
+        .map_err(|e| format!("finding its repository failed: {e}"))?;
+    let repo = match (sup.env().settings.fleet_repository.clone(), top, &rev) {
+        (None, top, _) => top.unwrap_or_else(|| root.to_string_lossy().into_owned()),
+        (Some(configured), Some(top), Some(head)) => {
+            let cell = {
+                let mut slot = sup
+                    .fleet_checked()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                match &*slot {
+                    Some((c, h, cell)) if *c == configured && h == head => cell.clone(),
+                    _ => {
+                        let cell = Arc::new(tokio::sync::OnceCell::new());
+                        *slot = Some((configured.clone(), head.clone(), cell.clone()));
+                        cell
+                    }
+                }
+            };
+            let head = head.clone();
+            cell.get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    let git = Git::open(Path::new(&top)).map_err(|e| e.to_string())?;
+                    remote_placement(&git, Path::new(&top), &configured, &head)
+                        .map(|source| source.as_git_arg())
+                        .map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("enqueueing it for the fleet was refused: {e}"))
+            })
+            .await?
+            .clone()
         }
         (Some(configured), ..) => {
             return Err(format!(
@@ -108,6 +130,21 @@ fn placement_of(root: &Path, configured: Option<&str>) -> Result<Placement, Stri
         rev,
         max_attempts: DEFAULT_MAX_ATTEMPTS,
     })
+}
+
+/// The top of the git repository holding `root` and its `HEAD` commit. Blocking.
+fn head_of(root: &Path) -> (Option<String>, Option<String>) {
+    let git = Git::open(root).ok();
+    let ask = |args: &[&str]| {
+        git.as_ref()
+            .and_then(|g| g.run(args).ok())
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    (
+        ask(&["rev-parse", "--show-toplevel"]),
+        ask(&["rev-parse", "--verify", "HEAD"]),
+    )
 }
 
 /// Wait until the ledger records the run's end; `None` when `cancel` fired first.

@@ -98,6 +98,10 @@ struct Inner {
     gate: OnceLock<Arc<dyn crate::tool::CallGate>>,
     /// Ends of fleet children, pushed through the database (started on first use).
     fleet: super::fleet_wait::FleetWait,
+    /// The last `[subagents] fleet_repository` found to hold the workspace's
+    /// `HEAD`, so that a fan-out checks its remote once per commit, not once per
+    /// child (`subagent/fleet.rs`).
+    fleet_checked: Mutex<Option<super::fleet::Checked>>,
 }
 
 /// One per session: admits, runs, bounds and records every run.
@@ -128,6 +132,7 @@ impl Supervisor {
                 published_prices: Mutex::new(HashMap::new()),
                 gate: OnceLock::new(),
                 fleet: Default::default(),
+                fleet_checked: Mutex::new(None),
             }),
         };
         sup.start_heartbeat();
@@ -153,6 +158,11 @@ impl Supervisor {
 
     pub(crate) fn limits(&self) -> &Limits {
         self.inner.board.limits()
+    }
+
+    /// The last fleet repository check that passed (see `subagent/fleet.rs`).
+    pub(super) fn fleet_checked(&self) -> &Mutex<Option<super::fleet::Checked>> {
+        &self.inner.fleet_checked
     }
 
     /// What the session gave this supervisor.
