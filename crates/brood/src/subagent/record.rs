@@ -15,9 +15,9 @@ use crate::ledger::{
 use crate::model::pricing::{cost_usd, Price};
 use crate::model::StreamEvent;
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The fields of a run at spawn.
 pub(crate) struct SpawnRecord<'a> {
@@ -40,6 +40,8 @@ pub(crate) struct SpawnRecord<'a> {
 #[derive(Clone)]
 pub(crate) struct Recorder {
     ledger: Arc<Ledger>,
+    /// The branch each spawn record names, read again only when `.git/HEAD` changed.
+    head: Arc<HeadCache>,
     /// Progress writes the ledger refused (kept visible rather than silent).
     dropped: Arc<AtomicU64>,
     /// The session's live events, published next to each record.
@@ -50,6 +52,7 @@ impl Recorder {
     pub fn new(ledger: Arc<Ledger>) -> Self {
         Recorder {
             ledger,
+            head: Arc::default(),
             dropped: Arc::new(AtomicU64::new(0)),
             bus: Arc::default(),
         }
@@ -84,7 +87,7 @@ impl Recorder {
             model: Some(r.model.to_string()),
             provider: Some(r.provider.to_string()),
             workspace: Some(r.workspace.display().to_string()),
-            git_branch: git_branch(r.workspace),
+            git_branch: self.head.branch(r.workspace),
             unpriced: r.unpriced,
             grant: r.grant,
         };
@@ -446,6 +449,39 @@ fn terminal(r: &ChildResult) -> Transition {
         },
         LiveStatus::Interrupted => Transition::Interrupted { reason },
         _ => Transition::Cancelled { reason },
+    }
+}
+
+/// The workspace's git branch as of the last spawn, with what `.git/HEAD` was then
+/// (its inode, length and modification time): every spawn records the session
+/// workspace's branch, and reading the file each time was five system calls on the
+/// parent's open path where checking it is one `statx`. git rewrites `HEAD` by
+/// renaming a new file over it, so a checkout changes the inode and the time.
+#[derive(Default)]
+struct HeadCache(Mutex<Option<(PathBuf, HeadStamp, Option<String>)>>);
+
+type HeadStamp = (u64, u64, Option<std::time::SystemTime>);
+
+impl HeadCache {
+    fn branch(&self, workspace: &Path) -> Option<String> {
+        let head = workspace.join(".git").join("HEAD");
+        let meta = std::fs::metadata(&head).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        let stamp = (inode, meta.len(), meta.modified().ok());
+        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((path, seen, branch)) = &*last {
+            if *path == head && *seen == stamp {
+                return branch.clone();
+            }
+        }
+        // Rewritten between the stamp and the read: the next spawn sees a new
+        // stamp and reads it again.
+        let branch = git_branch(workspace);
+        *last = Some((head, stamp, branch.clone()));
+        branch
     }
 }
 

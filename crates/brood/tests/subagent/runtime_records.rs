@@ -478,3 +478,64 @@ async fn agent_list_shows_earlier_sessions_only_when_asked() {
     assert_eq!(old["status"], "completed");
     session.close().await;
 }
+
+/// Each spawn record names the session workspace's branch as `.git/HEAD` says at
+/// that spawn: a checkout between two spawns (git renames a new `HEAD` over the
+/// old one) is seen by the next, and a detached `HEAD` names no branch.
+#[tokio::test]
+async fn each_spawn_records_the_branch_head_names_at_that_spawn() {
+    let ws = workspace("");
+    let git = ws.path().join(".git");
+    std::fs::create_dir_all(&git).unwrap();
+    let checkout = |head: &str| {
+        std::fs::write(git.join("HEAD.lock"), head).unwrap();
+        std::fs::rename(git.join("HEAD.lock"), git.join("HEAD")).unwrap();
+    };
+    checkout("ref: refs/heads/main\n");
+    let model = ScriptedModel::new()
+        .on(
+            "parent:",
+            vec![
+                ScriptStep::tool_call("task", json!({"prompts": ["child"]})),
+                ScriptStep::text("parent fine"),
+            ],
+        )
+        .otherwise(vec![ScriptStep::text(report("child fine"))]);
+    let sup = supervisor(ws.path(), Arc::new(model), builtin_plus(Vec::new));
+    let mut seen = std::collections::HashSet::new();
+    let mut branches = Vec::new();
+    for head in [
+        "ref: refs/heads/main\n",
+        "ref: refs/heads/main\n",
+        "ref: refs/heads/topic\n",
+        "0123456789abcdef0123456789abcdef01234567\n",
+    ] {
+        checkout(head);
+        let (_, outcome) = run_root(&sup, "parent: one child").await;
+        assert_eq!(outcome.final_text, "parent fine");
+        let child = sup
+            .snapshot()
+            .into_iter()
+            .find(|r| seen.insert(r.agent_id.clone()))
+            .expect("a new child");
+        let run = sup
+            .env()
+            .ledger
+            .get_run(&RunId::from_string(&child.agent_id))
+            .await
+            .unwrap()
+            .run;
+        branches.push(run.git_branch);
+    }
+    assert_eq!(
+        branches,
+        [
+            Some("main".to_string()),
+            Some("main".to_string()),
+            Some("topic".to_string()),
+            None
+        ],
+        "each child names the branch of its own spawn"
+    );
+    sup.shutdown().await;
+}
