@@ -84,16 +84,18 @@ impl std::fmt::Debug for FleetListener {
 pub struct Heard {
     /// The run ids notified, in order (empty when the wait timed out).
     pub runs: Vec<RunId>,
-    /// The listener's connection was lost and made again (listening again) during
-    /// this wait: notifications sent meanwhile are lost, so read the ledger for
-    /// everything this listener stands for (the runs waited on, the queue).
+    /// The listener's connection was made during this wait — its first (a
+    /// listener connects on its first wait), or again after it was lost: what was
+    /// notified before is not heard, so read the ledger for everything this
+    /// listener stands for (the runs waited on, the queue).
     pub reconnected: bool,
 }
 
 impl FleetListener {
     /// The run ids notified within `timeout` on the channels listened to (none when
-    /// it passed without any). A lost connection is made again within the call (for
-    /// up to `LedgerOptions::reconnect_for`), which then returns at once with
+    /// it passed without any). The connection — on the first call, or again after
+    /// it was lost — is made within the call (for up to
+    /// `LedgerOptions::reconnect_for`), which then returns at once with
     /// `reconnected`; [`LedgerError::Disconnected`] when it could not be — the next
     /// call tries again. Blocking: from async code, call it on a blocking thread.
     pub fn wait(&mut self, timeout: Duration) -> Result<Heard, LedgerError> {
@@ -118,7 +120,10 @@ impl FleetListener {
 }
 
 impl Ledger {
-    /// A new connection listening on `channel`. A PostgreSQL ledger only.
+    /// A listener on `channel`, on a connection of its own. A PostgreSQL ledger
+    /// only. It connects on its first [`FleetListener::wait`] (which says
+    /// `reconnected`), not here: this call never blocks, so async code may make it
+    /// even while the database is out of reach.
     pub fn listen(&self, channel: FleetChannel) -> Result<FleetListener, LedgerError> {
         let channel = match channel {
             FleetChannel::Queued => QUEUED_CHANNEL,
@@ -128,7 +133,7 @@ impl Ledger {
         match &self.location {
             #[cfg(feature = "postgres")]
             super::store::Location::Postgres(url) => Ok(FleetListener {
-                inner: super::pg::listen(url, &[channel], self.options.reconnect_for)?,
+                inner: super::pg::listen(url, &[channel], self.options.reconnect_for),
             }),
             super::store::Location::Workspace => Err(LedgerError::FleetNeedsPostgres {
                 what: "listening for the fleet's notifications".into(),

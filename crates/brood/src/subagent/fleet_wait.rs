@@ -1,12 +1,13 @@
 //! How a parent learns that its fleet children ended (docs/FLEET.md, "Completions
 //! pushed through the database"): one connection per session `LISTEN`s on
-//! `brood_run_done` (started on first use, on a thread of its own: the listener
-//! blocks), and each notified run id wakes only the task waiting on that run — the
+//! `brood_run_done` (started on first use, on a thread of its own that also makes
+//! the connection: registering never waits on the database, and no lock is held
+//! while it connects), and each notified run id wakes only the task waiting on that run — the
 //! waiters are a map by run id, so an end costs one wake-up however many children
 //! wait. A notification is only a wake-up: a waiter reads the run from the ledger
 //! after registering, on each wake-up, and every [`SAFETY_POLL`]. When the listener's
-//! connection was lost and made again, every waiter is woken to read its run (an end
-//! notified while the connection was down is lost).
+//! connection was made (first, or again after it was lost), every waiter is woken to
+//! read its run (an end notified before it listened is not heard).
 
 use crate::ledger::{FleetChannel, Heard, Ledger};
 use std::collections::HashMap;
@@ -95,8 +96,9 @@ impl FleetWait {
     }
 }
 
-/// Wake the waiter of each notified run — only those — and, when the listener came
-/// back after a lost connection, every waiter (an end notified meanwhile was lost).
+/// Wake the waiter of each notified run — only those — and, when the listener
+/// connected (first, or back after a lost connection), every waiter (an end
+/// notified before it listened was not heard).
 fn dispatch(shared: &Shared, heard: &Heard) {
     let state = shared.lock();
     if heard.reconnected {
@@ -109,8 +111,10 @@ fn dispatch(shared: &Shared, heard: &Heard) {
     }
 }
 
-/// Start the listener thread. It holds the waiters weakly: once the session's
-/// supervisor (and its `FleetWait`) is gone, it ends within one [`SAFETY_POLL`].
+/// Start the listener thread; it connects on its first wait ([`Ledger::listen`]
+/// connects nothing), so this returns at once. It holds the waiters weakly: once
+/// the session's supervisor (and its `FleetWait`) is gone, it ends within one
+/// [`SAFETY_POLL`].
 fn start(ledger: &Arc<Ledger>, shared: Weak<Shared>) -> Result<(), String> {
     let mut listener = ledger
         .listen(FleetChannel::Done)

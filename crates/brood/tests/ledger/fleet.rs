@@ -13,7 +13,7 @@ use brood::ledger::{
 };
 use serde_json::json;
 
-use crate::common::pg::{brood_backends, sql, terminate};
+use crate::common::pg::{brood_backends, listening, sql, terminate};
 use crate::common::{kinds, named, Place, Store};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -101,8 +101,8 @@ async fn enqueues_wake_listening_workers_and_ends_wake_the_parent() {
     };
     let parent = open_blocking(&ws);
     let worker = open_blocking(&ws);
-    let mut queued = worker.listen(FleetChannel::Queued).unwrap();
-    let mut done = parent.listen(FleetChannel::Done).unwrap();
+    let mut queued = listening(&worker, FleetChannel::Queued).await;
+    let mut done = listening(&parent, FleetChannel::Done).await;
     let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
     let woke = tokio::task::spawn_blocking(move || queued.wait(Duration::from_secs(10)))
         .await
@@ -323,7 +323,7 @@ async fn a_cancel_request_for_a_held_run_is_notified_to_its_holder() {
     };
     let parent = open_blocking(&ws);
     let worker = open_blocking(&ws);
-    let mut cancels = worker.listen(FleetChannel::Cancel).unwrap();
+    let mut cancels = listening(&worker, FleetChannel::Cancel).await;
     let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
     let c = worker.claim(LEASE).await.unwrap().unwrap();
     // The parent cannot end a run another boot holds; it asks the holder.

@@ -18,7 +18,7 @@ use brood::ledger::{
 };
 use serde_json::json;
 
-use crate::common::pg::{brood_backends, socket_and_db, sql, terminate};
+use crate::common::pg::{brood_backends, listening, socket_and_db, sql, terminate};
 use crate::common::{named, Place, Store};
 
 /// The `i` of every `warning` event of `run` (the test's progress records), in order.
@@ -248,7 +248,7 @@ async fn a_listener_listens_again_after_its_connection_is_ended() {
     let url = ws.url().unwrap().to_string();
     let parent = ws.open_with(ws.options());
     let before = brood_backends(&url);
-    let mut queued = parent.listen(FleetChannel::Queued).unwrap();
+    let mut queued = listening(&parent, FleetChannel::Queued).await;
     let mine: Vec<String> = brood_backends(&url).difference(&before).cloned().collect();
     assert_eq!(mine.len(), 1);
     terminate(&url, &mine);
@@ -329,4 +329,109 @@ async fn a_server_out_of_reach_fails_the_writes_naming_the_url_without_its_passw
         ledger.close().await,
         Err(LedgerError::Unwritten { failed: 1 })
     ));
+}
+
+/// A TCP front for the test server whose new connections can be made to hang: each
+/// is accepted and then held, unanswered, for [`Stall::HOLD`] before it is dropped
+/// (a server out of reach behind a slow network); connections made before keep
+/// working.
+struct Stall {
+    port: u16,
+    stalled: Arc<AtomicBool>,
+}
+
+impl Stall {
+    const HOLD: Duration = Duration::from_secs(5);
+
+    fn start(socket: std::path::PathBuf) -> Stall {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let s = stalled.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                if s.load(Ordering::SeqCst) {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Stall::HOLD);
+                        drop(client);
+                    });
+                    continue;
+                }
+                let server = UnixStream::connect(&socket).unwrap();
+                pump(
+                    client,
+                    server,
+                    Arc::new(AtomicBool::new(false)),
+                    Arc::default(),
+                );
+            }
+        });
+        Stall { port, stalled }
+    }
+}
+
+/// `Ledger::listen` is called from async code (a parent's first fleet child, a
+/// session's start): it must not connect there. While every new connection hangs,
+/// `listen` returns at once, the parent's runtime (one thread) goes on recording its
+/// children's runs while the listener tries on its blocking thread, the listener
+/// reports the server out of reach, and connects once it is back.
+#[tokio::test(flavor = "current_thread")]
+async fn listening_never_stalls_the_callers_runtime_while_the_database_is_out_of_reach() {
+    let Some(ws) = Store::postgres("listening_never_stalls") else {
+        return;
+    };
+    let (socket, db) = socket_and_db(ws.url().unwrap());
+    let front = Stall::start(socket);
+    let ledger = Ledger::open(
+        ws.path(),
+        LedgerOptions {
+            url: Some(format!(
+                "postgresql://brood@127.0.0.1:{}/{db}?sslmode=disable",
+                front.port
+            )),
+            reconnect_for: Duration::from_millis(300),
+            ..LedgerOptions::default()
+        },
+    )
+    .unwrap();
+    front.stalled.store(true, Ordering::SeqCst);
+
+    let asked = Instant::now();
+    let mut done = ledger.listen(FleetChannel::Done).unwrap();
+    assert!(
+        asked.elapsed() < Stall::HOLD / 4,
+        "listen connected on the caller's thread: {:?}",
+        asked.elapsed()
+    );
+    let trying = tokio::task::spawn_blocking(move || {
+        let heard = done.wait(Duration::from_secs(10));
+        (heard, done)
+    });
+    // Meanwhile the parent's children go on: their runs are recorded on the
+    // writer's connection, made before the outage, by this same one-thread runtime.
+    for i in 0..5 {
+        let run = ledger
+            .create_run(named(&format!("child{i}")))
+            .await
+            .unwrap();
+        ledger.mark_running(&run).await.unwrap();
+        ledger.complete(&run, json!(i)).await.unwrap();
+    }
+    assert!(
+        !trying.is_finished(),
+        "the children were recorded while the listener was still trying"
+    );
+    let (heard, mut done) = trying.await.unwrap();
+    let err = heard.unwrap_err();
+    assert!(matches!(err, LedgerError::Disconnected { .. }), "{err:?}");
+    assert!(err.to_string().contains(&db), "{err}");
+    // The server is reachable again: the next wait connects, and says so.
+    front.stalled.store(false, Ordering::SeqCst);
+    let heard = tokio::task::spawn_blocking(move || done.wait(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(heard.reconnected, "{heard:?}");
+    ledger.close().await.unwrap();
 }

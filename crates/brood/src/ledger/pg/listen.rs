@@ -1,6 +1,10 @@
 //! The fleet's listener connection (docs/FLEET.md): `LISTEN` on its channels, hand
 //! over what was notified, and when the connection is lost make it again and listen
 //! again, saying so (what was notified meanwhile is lost: callers read the ledger).
+//! The connection is made by the first [`PgListener::wait`], never by [`listen`]:
+//! `wait` runs on the caller's blocking thread, `listen` is called from async code
+//! (a parent's first fleet child, a session's start), whose runtime a connect to a
+//! slow or unreachable server would stall.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,20 +33,19 @@ pub(crate) struct Heard {
     pub reconnected: bool,
 }
 
-/// Connect to `url` and `LISTEN` on each of `channels` (names from this crate only).
+/// A listener for `channels` (names from this crate only) of the ledger at
+/// `target`. Connects nothing: its first [`PgListener::wait`] does.
 pub(crate) fn listen(
     target: &Arc<PgTarget>,
     channels: &[&str],
     reconnect_for: Duration,
-) -> Result<PgListener, LedgerError> {
-    let mut listener = PgListener {
+) -> PgListener {
+    PgListener {
         db: None,
         target: target.clone(),
         channels: channels.iter().map(|c| c.to_string()).collect(),
         reconnect_for,
-    };
-    listener.db = Some(listener.connect()?);
-    Ok(listener)
+    }
 }
 
 impl PgListener {
@@ -56,9 +59,10 @@ impl PgListener {
     }
 
     /// The notifications that arrive within `timeout` (at least one unless it passed
-    /// first). Blocking. A lost connection is made again at once (for up to
-    /// `reconnect_for`, with a backoff) and the call returns with `reconnected`;
-    /// [`LedgerError::Disconnected`] when it could not be (the next call tries again).
+    /// first). Blocking. The connection — the first one, or again after it was lost
+    /// — is made at once (for up to `reconnect_for`, with a backoff) and the call
+    /// returns with `reconnected`; [`LedgerError::Disconnected`] when it could not
+    /// be (the next call tries again).
     pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Heard, LedgerError> {
         if self.db.is_none() {
             return self.reconnect();

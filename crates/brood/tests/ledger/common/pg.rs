@@ -273,6 +273,23 @@ pub fn sql(url: &str, statements: &[&str]) -> Vec<Vec<String>> {
     .unwrap()
 }
 
+/// A listener on `channel` that is listening: [`brood::ledger::Ledger::listen`]
+/// connects on the first wait, which says so (`reconnected`) — what is notified
+/// from then on is heard.
+pub async fn listening(
+    ledger: &brood::ledger::Ledger,
+    channel: brood::ledger::FleetChannel,
+) -> brood::ledger::FleetListener {
+    let mut listener = ledger.listen(channel).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let first = listener.wait(Duration::from_secs(10)).unwrap();
+        assert!(first.reconnected && first.runs.is_empty(), "{first:?}");
+        listener
+    })
+    .await
+    .unwrap()
+}
+
 /// The server's Unix socket and the database's name, from a test database's URL
 /// (`postgresql:///DB?host=SOCKDIR&…`): for the tests' proxies in front of it.
 pub fn socket_and_db(url: &str) -> (std::path::PathBuf, String) {
