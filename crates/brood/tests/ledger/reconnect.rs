@@ -331,30 +331,39 @@ async fn a_server_out_of_reach_fails_the_writes_naming_the_url_without_its_passw
     ));
 }
 
-/// A TCP front for the test server whose new connections can be made to hang: each
-/// is accepted and then held, unanswered, for [`Stall::HOLD`] before it is dropped
-/// (a server out of reach behind a slow network); connections made before keep
-/// working.
+/// A TCP front for the test server whose new connections can be made to fail: each
+/// is accepted and then held, unanswered, for `hold` before it is dropped (a server
+/// out of reach behind a slow network, or, with no hold, one restarting); connections
+/// made before keep working.
 struct Stall {
     port: u16,
     stalled: Arc<AtomicBool>,
+    /// How many connections it dropped.
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Stall {
     const HOLD: Duration = Duration::from_secs(5);
 
     fn start(socket: std::path::PathBuf) -> Stall {
+        Stall::holding(socket, Stall::HOLD)
+    }
+
+    fn holding(socket: std::path::PathBuf, hold: Duration) -> Stall {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let stalled = Arc::new(AtomicBool::new(false));
-        let s = stalled.clone();
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (s, d) = (stalled.clone(), dropped.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 if s.load(Ordering::SeqCst) {
+                    let d = d.clone();
                     std::thread::spawn(move || {
-                        std::thread::sleep(Stall::HOLD);
+                        std::thread::sleep(hold);
                         drop(client);
+                        d.fetch_add(1, Ordering::SeqCst);
                     });
                     continue;
                 }
@@ -367,7 +376,11 @@ impl Stall {
                 );
             }
         });
-        Stall { port, stalled }
+        Stall {
+            port,
+            stalled,
+            dropped,
+        }
     }
 }
 
@@ -434,4 +447,69 @@ async fn listening_never_stalls_the_callers_runtime_while_the_database_is_out_of
         .unwrap();
     assert!(heard.reconnected, "{heard:?}");
     ledger.close().await.unwrap();
+}
+
+/// A worker started while the database restarts waits for it: `Ledger::open`
+/// tries a server that drops every new connection again, with the reconnections'
+/// backoff, for up to `reconnect_for`, and opens once it answers; a failure that is
+/// not the server out of reach (here TLS refused) is returned at once.
+#[tokio::test]
+async fn opening_while_the_database_restarts_waits_for_it() {
+    let Some(ws) = Store::postgres("opening_while_the_database_restarts") else {
+        return;
+    };
+    let (socket, db) = socket_and_db(ws.url().unwrap());
+    let front = Stall::holding(socket, Duration::ZERO);
+    front.stalled.store(true, Ordering::SeqCst);
+    let url = format!(
+        "postgresql://brood@127.0.0.1:{}/{db}?sslmode=disable",
+        front.port
+    );
+    let path = ws.path().to_path_buf();
+    let (u, p) = (url.clone(), path.clone());
+    let opening = tokio::task::spawn_blocking(move || {
+        Ledger::open(
+            &p,
+            LedgerOptions {
+                url: Some(u),
+                reconnect_for: Duration::from_secs(30),
+                ..LedgerOptions::default()
+            },
+        )
+    });
+    // The server is back once the open has been turned away twice.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while front.dropped.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the open never tried");
+        assert!(!opening.is_finished(), "the open gave up at once");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    front.stalled.store(false, Ordering::SeqCst);
+    let ledger = opening.await.unwrap().unwrap();
+    let run = ledger.create_run(named("after the restart")).await.unwrap();
+    ledger.mark_running(&run).await.unwrap();
+    ledger.complete(&run, json!("done")).await.unwrap();
+    ledger.close().await.unwrap();
+    assert_eq!(
+        ws.reader().run(&run).unwrap().status,
+        brood::ledger::RunStatus::Completed
+    );
+
+    // Not the server out of reach: refused at once, not after 30 s.
+    let asked = Instant::now();
+    let err = Ledger::open(
+        &path,
+        LedgerOptions {
+            url: Some(url.replace("sslmode=disable", "sslmode=require")),
+            reconnect_for: Duration::from_secs(30),
+            ..LedgerOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, LedgerError::Tls { .. }), "{err:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
 }

@@ -179,6 +179,10 @@ pub(crate) struct PgDb {
 }
 
 /// Open (creating the schema when the database has none) the writer's connection.
+/// A server out of reach (refusing, dropping the connection, starting up) is tried
+/// again with the reconnections' backoff for up to `reconnect_for`, so a worker
+/// started while the database restarts waits for it; any other failure (TLS,
+/// authentication, not a ledger) is returned at once.
 pub(crate) fn open_writer(
     target: &Arc<PgTarget>,
     paths: &LedgerPaths,
@@ -186,7 +190,35 @@ pub(crate) fn open_writer(
     reconnect_for: Duration,
 ) -> Result<Box<dyn Db + Send>, LedgerError> {
     paths.create_dirs()?;
-    let mut db = PgDb::connect(target)?;
+    let out_of_reach = StdCell::new(false);
+    reconnect::with_backoff_while(
+        &target.shown(),
+        reconnect_for,
+        || out_of_reach.get(),
+        |_| {
+            out_of_reach.set(false);
+            let client = target.try_connect().map_err(|(e, reach)| {
+                out_of_reach.set(reach);
+                e
+            })?;
+            let mut db = PgDb::with_client(target, client);
+            match set_up_writer(&mut db, durability, reconnect_for) {
+                Ok(()) => Ok(Box::new(db) as Box<dyn Db + Send>),
+                Err(e) => {
+                    out_of_reach.set(db.connection_lost());
+                    Err(e)
+                }
+            }
+        },
+    )
+}
+
+/// The writer's session settings and the schema check on a new connection.
+fn set_up_writer(
+    db: &mut PgDb,
+    durability: Durability,
+    reconnect_for: Duration,
+) -> Result<(), LedgerError> {
     db.track = Some(Track {
         settings: RefCell::new(Vec::new()),
         boot: RefCell::new(None),
@@ -205,7 +237,7 @@ pub(crate) fn open_writer(
     let setup = (|| {
         db.execute("SELECT pg_advisory_xact_lock(?1)", args![SETUP_LOCK])
             .ctx("waiting for the schema lock")?;
-        match found(&db)? {
+        match found(db)? {
             Some(SCHEMA_VERSION) => Ok(()),
             Some(_) => {
                 db.simple(V6_LEASES)
@@ -230,13 +262,12 @@ pub(crate) fn open_writer(
         }
     })();
     match setup {
-        Ok(()) => db.commit().ctx("committing the schema")?,
+        Ok(()) => db.commit().ctx("committing the schema"),
         Err(e) => {
             let _ = db.rollback();
-            return Err(e);
+            Err(e)
         }
     }
-    Ok(Box::new(db))
 }
 
 /// Connect to an existing ledger (readers, maintenance): [`LedgerError::Missing`]
@@ -326,15 +357,18 @@ fn found(db: &PgDb) -> Result<Option<i64>, LedgerError> {
 
 impl PgDb {
     fn connect(target: &Arc<PgTarget>) -> Result<PgDb, LedgerError> {
-        let client = target.connect()?;
-        Ok(PgDb {
+        Ok(PgDb::with_client(target, target.connect()?))
+    }
+
+    fn with_client(target: &Arc<PgTarget>, client: Client) -> PgDb {
+        PgDb {
             client: RefCell::new(Some(client)),
             statements: RefCell::new(HashMap::new()),
             in_tx: StdCell::new(false),
             target: target.clone(),
             lost: StdCell::new(false),
             track: None,
-        })
+        }
     }
 
     /// A DbError from the client's, noting whether the connection went with it.

@@ -135,6 +135,17 @@ pub(super) fn reconnect(db: &PgDb) -> Result<bool, LedgerError> {
 pub(super) fn with_backoff<T>(
     shown_url: &str,
     within: Duration,
+    attempt: impl FnMut(Instant) -> Result<T, LedgerError>,
+) -> Result<T, LedgerError> {
+    with_backoff_while(shown_url, within, || true, attempt)
+}
+
+/// [`with_backoff`], trying again only while `retry` says the last failure was the
+/// server out of reach; another failure is returned as it is, at once.
+pub(super) fn with_backoff_while<T>(
+    shown_url: &str,
+    within: Duration,
+    retry: impl Fn() -> bool,
     mut attempt: impl FnMut(Instant) -> Result<T, LedgerError>,
 ) -> Result<T, LedgerError> {
     let deadline = Instant::now() + within;
@@ -142,6 +153,7 @@ pub(super) fn with_backoff<T>(
     loop {
         match attempt(deadline) {
             Ok(v) => return Ok(v),
+            Err(e) if !retry() => return Err(e),
             Err(_) if Instant::now() + pause < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(MAX_RECONNECT_PAUSE);

@@ -14,6 +14,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::super::error::LedgerError;
 use super::super::pg_url::redact;
+use super::reconnect::is_lost;
 use super::tls::{client_config, tls_failure, Roots, SslMode};
 use super::{describe, off_runtime};
 
@@ -152,20 +153,33 @@ impl PgTarget {
     /// A new client, with this target's TLS. A failure that TLS explains is
     /// [`LedgerError::Tls`] (what to do included), others name the URL.
     pub(crate) fn connect(&self) -> Result<Client, LedgerError> {
+        self.try_connect().map_err(|(e, _)| e)
+    }
+
+    /// [`PgTarget::connect`], a failure with whether it means the server was out of
+    /// reach (refused, dropped, starting up or shutting down: worth trying again)
+    /// rather than refusing this client (TLS, authentication, no such database).
+    pub(crate) fn try_connect(&self) -> Result<Client, (LedgerError, bool)> {
         let done = off_runtime(|| match &self.tls {
             None => self.config.connect(NoTls),
             Some(tls) => self.config.connect(tls.clone()),
         });
         done.map_err(|e| match tls_failure(&e, self.mode, &self.host) {
-            Some(what) => LedgerError::Tls {
-                url: self.shown(),
-                sslmode: self.mode.name().to_string(),
-                detail: what,
-            },
-            None => LedgerError::Sqlite {
-                context: format!("connecting to {}", self.shown()),
-                detail: describe(&e),
-            },
+            Some(what) => (
+                LedgerError::Tls {
+                    url: self.shown(),
+                    sslmode: self.mode.name().to_string(),
+                    detail: what,
+                },
+                false,
+            ),
+            None => (
+                LedgerError::Sqlite {
+                    context: format!("connecting to {}", self.shown()),
+                    detail: describe(&e),
+                },
+                is_lost(&e),
+            ),
         })
     }
 
