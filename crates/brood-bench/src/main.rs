@@ -36,22 +36,10 @@ use std::time::{Duration, Instant};
 /// `mprotect`, `malloc_consolidate`); BENCHMARKS.md has the before/after.
 /// The `system-alloc` feature leaves the system's malloc in place, so heap
 /// profilers that hook it (heaptrack, valgrind's dhat and massif) see every
-/// allocation (BENCHMARKS.md, "Running it"). As in `brood`, the runtime's
-/// threads give freed pages back when they go idle ([`runtime`]).
+/// allocation (BENCHMARKS.md, "Running it").
 #[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
-static ALLOCATOR: brood_alloc::MiMalloc = brood_alloc::MiMalloc;
-
-/// A multi-thread Tokio runtime as `brood` builds its own: its threads purge the
-/// allocator's freed pages when they go idle ([`brood_alloc::purge_when_idle`];
-/// not with the system's malloc).
-pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    #[cfg(not(feature = "system-alloc"))]
-    builder.on_thread_park(brood_alloc::purge_when_idle);
-    builder.build()
-}
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -219,7 +207,10 @@ fn main() -> ExitCode {
         _ => {}
     }
     let args = Args::parse();
-    let rt = match runtime() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("brood-bench: cannot start the Tokio runtime: {e}");

@@ -106,7 +106,10 @@ fn write_ca(pem: &str) -> std::io::Result<tempfile::NamedTempFile> {
 /// The helper process of the HTTP/2 figure: measure it, print `held BASE HELD
 /// RUNNING` (KiB, KiB, children).
 pub fn serve_h2_measure(n: usize) -> i32 {
-    let rt = match crate::runtime() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("brood-bench memory-h2: no runtime: {e}");

@@ -40,11 +40,9 @@ use tokio_util::sync::CancellationToken;
 /// mimalloc, not glibc's malloc: a fan-out allocates and frees request bodies,
 /// schemas and SSE buffers on many threads at once, and glibc's per-thread arenas
 /// spent a visible share of the CPU growing and trimming their heaps (page faults,
-/// `mprotect`, `malloc_consolidate`); BENCHMARKS.md has the before/after. The
-/// runtime's threads give its freed pages back when they go idle
-/// ([`brood_alloc::purge_when_idle`]).
+/// `mprotect`, `malloc_consolidate`); BENCHMARKS.md has the before/after.
 #[global_allocator]
-static ALLOCATOR: brood_alloc::MiMalloc = brood_alloc::MiMalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// How long the runtime waits at exit for blocking work (a tool's read or lock)
 /// that outlived its run.
@@ -260,7 +258,6 @@ fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(brood_alloc::purge_when_idle)
         .build()
     {
         Ok(r) => r,
