@@ -67,12 +67,6 @@ pub(crate) fn start_fleet_child(sup: Supervisor, plan: ChildPlan) {
     });
 }
 
-/// The check of a configured fleet repository for one commit: the setting, the
-/// commit, and the repository it names once the check passed. Children enqueued at
-/// once share it, so a fan-out asks the remote once per commit, not once per child; a
-/// check that failed is made again by the next child (the user may have pushed).
-pub(crate) type Checked = (String, String, Arc<tokio::sync::OnceCell<String>>);
-
 /// Where this session's fleet children run: `[subagents] fleet_repository` (a URL
 /// or remote whose tips must hold the workspace's `HEAD` — else refused, saying to
 /// push it — or a path), by default the top of the git repository holding the

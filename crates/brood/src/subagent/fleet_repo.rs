@@ -25,6 +25,16 @@ use super::git::{Git, GitError};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+/// The check of a configured fleet repository for one commit: the setting, the
+/// commit, and the repository it names once the check passed. Children enqueued at
+/// once share it, so a fan-out asks the remote once per commit, not once per child; a
+/// check that failed is made again by the next child (the user may have pushed).
+pub(crate) type Checked = (
+    String,
+    String,
+    std::sync::Arc<tokio::sync::OnceCell<String>>,
+);
+
 /// Longest repository text accepted.
 const MAX_LEN: usize = 2048;
 

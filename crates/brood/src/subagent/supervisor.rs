@@ -101,7 +101,7 @@ struct Inner {
     /// The last `[subagents] fleet_repository` found to hold the workspace's
     /// `HEAD`, so that a fan-out checks its remote once per commit, not once per
     /// child (`subagent/fleet.rs`).
-    fleet_checked: Mutex<Option<super::fleet::Checked>>,
+    fleet_checked: Mutex<Option<super::fleet_repo::Checked>>,
 }
 
 /// One per session: admits, runs, bounds and records every run.
@@ -161,7 +161,7 @@ impl Supervisor {
     }
 
     /// The last fleet repository check that passed (see `subagent/fleet.rs`).
-    pub(super) fn fleet_checked(&self) -> &Mutex<Option<super::fleet::Checked>> {
+    pub(super) fn fleet_checked(&self) -> &Mutex<Option<super::fleet_repo::Checked>> {
         &self.inner.fleet_checked
     }
 
