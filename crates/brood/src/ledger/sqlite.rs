@@ -72,6 +72,21 @@ impl<'c> Held<'c> {
     }
 }
 
+/// Run the prepared query `st` with `args`, handing each row to `each`.
+fn each_row(
+    st: &mut rusqlite::Statement<'_>,
+    args: &[Arg<'_>],
+    each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
+) -> Result<(), DbError> {
+    let mut rows = st
+        .query(rusqlite::params_from_iter(args))
+        .map_err(from_sqlite)?;
+    while let Some(row) = rows.next().map_err(from_sqlite)? {
+        each(&SqliteRow(row))?;
+    }
+    Ok(())
+}
+
 impl Db for Held<'_> {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
@@ -96,13 +111,7 @@ impl Db for Held<'_> {
         let Some(mut st) = self.find(sql) else {
             return self.db.query(sql, args, each);
         };
-        let mut rows = st
-            .query(rusqlite::params_from_iter(args))
-            .map_err(from_sqlite)?;
-        while let Some(row) = rows.next().map_err(from_sqlite)? {
-            each(&SqliteRow(row))?;
-        }
-        Ok(())
+        each_row(&mut st, args, each)
     }
 
     fn begin(&self) -> Result<(), DbError> {
@@ -214,13 +223,7 @@ impl Db for SqliteDb {
         each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let mut st = self.conn.prepare_cached(sql).map_err(from_sqlite)?;
-        let mut rows = st
-            .query(rusqlite::params_from_iter(args))
-            .map_err(from_sqlite)?;
-        while let Some(row) = rows.next().map_err(from_sqlite)? {
-            each(&SqliteRow(row))?;
-        }
-        Ok(())
+        each_row(&mut st, args, each)
     }
 
     fn begin(&self) -> Result<(), DbError> {
