@@ -44,6 +44,24 @@ pub(crate) enum Outcome {
     Shutdown,
 }
 
+impl Outcome {
+    /// This answer with `err` in place of a success: for an op whose transaction
+    /// the database ended, so nothing it did was kept.
+    pub(crate) fn failed(self, err: &LedgerError) -> Outcome {
+        let e = err.clone();
+        match self {
+            Outcome::Run(Ok(_)) => Outcome::Run(Err(e)),
+            Outcome::Unit(Ok(())) => Outcome::Unit(Err(e)),
+            Outcome::Cancel(Ok(_)) => Outcome::Cancel(Err(e)),
+            Outcome::Runs(Ok(_)) => Outcome::Runs(Err(e)),
+            Outcome::Pruned(Ok(_)) => Outcome::Pruned(Err(e)),
+            Outcome::Reopened(Ok(_)) => Outcome::Reopened(Err(e)),
+            Outcome::Fleet(Ok(_)) => Outcome::Fleet(Err(e)),
+            other => other,
+        }
+    }
+}
+
 /// An op's answer given its batch's commit outcome: its own error first, else the
 /// commit's.
 fn after<T>(r: Result<T, LedgerError>, commit: &Result<(), LedgerError>) -> Result<T, LedgerError> {

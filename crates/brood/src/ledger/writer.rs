@@ -296,7 +296,7 @@ impl Running<'_> {
             commit,
             ref mut tally,
             spills,
-            torn: _,
+            ..
         } = attempt;
         match &commit {
             Ok(()) => {
@@ -332,23 +332,57 @@ impl Running<'_> {
     /// where the database lets that be checked, and should one of them fail after
     /// writing (the batch is *torn*, `super::apply`), once more with a savepoint
     /// per op.
+    ///
+    /// Should the database end the transaction itself at an op (SQLite rolls the
+    /// whole transaction back on a trigger's `RAISE(ROLLBACK)`, and may on an I/O
+    /// error, a full disk or out of memory), the ops after it would otherwise run
+    /// outside any transaction, each committed alone yet answered with the batch's
+    /// failure: that op is answered with its error and the rest of the batch is
+    /// applied again without it.
     fn attempt(&mut self, batch: &[Op]) -> Attempt {
-        let bare = self.db.total_changes().is_some();
-        let attempt = self.attempt_once(batch, bare);
-        if !attempt.torn {
-            return attempt;
+        let mut ops: Vec<&Op> = batch.iter().collect();
+        // Where each of `ops` is in `batch`, and the ops left out with their answers.
+        let mut at: Vec<usize> = (0..batch.len()).collect();
+        let mut left_out: Vec<(usize, Outcome)> = Vec::new();
+        loop {
+            let bare = self.db.total_changes().is_some();
+            let mut attempt = self.attempt_once(&ops, bare);
+            if attempt.torn {
+                // Nothing of the torn try is in the database: not its rows, not what
+                // the memo learned, not the spill files its rows named.
+                maintenance::remove_spill_files(&attempt.spills.written);
+                self.memo.clear();
+                attempt = self.attempt_once(&ops, false);
+            }
+            let Some(k) = attempt.ended_at else {
+                left_out.sort_by_key(|(i, _)| *i);
+                attempt.tally.ops_failed += left_out.len() as u64;
+                for (i, outcome) in left_out {
+                    attempt.outcomes.insert(i, outcome);
+                }
+                return attempt;
+            };
+            // Nothing of this try is in the database either.
+            maintenance::remove_spill_files(&attempt.spills.written);
+            self.memo.clear();
+            let err = LedgerError::Sqlite {
+                context: "applying a group commit".into(),
+                detail: "the database rolled the transaction back at this operation".into(),
+            };
+            let outcome = attempt
+                .outcomes
+                .pop()
+                .map_or(Outcome::NotRun, |o| o.failed(&err));
+            left_out.push((at.remove(k), outcome));
+            ops.remove(k);
         }
-        // Nothing of the torn try is in the database: not its rows, not what the
-        // memo learned, not the spill files its rows named.
-        maintenance::remove_spill_files(&attempt.spills.written);
-        self.memo.clear();
-        self.attempt_once(batch, false)
     }
 
     /// Begin, apply every op of `batch` and commit, once; a torn try (only when
     /// `bare`) is rolled back instead of committed.
-    fn attempt_once(&mut self, batch: &[Op], bare: bool) -> Attempt {
+    fn attempt_once(&mut self, batch: &[&Op], bare: bool) -> Attempt {
         let mut torn = false;
+        let mut ended_at = None;
         let mut tally = LedgerStats::default();
         let mut spills = SpillFiles::default();
         let mut outcomes = Vec::with_capacity(batch.len());
@@ -382,14 +416,18 @@ impl Running<'_> {
                     bare,
                     torn: std::cell::Cell::new(false),
                 };
-                for op in batch {
+                for (k, op) in batch.iter().enumerate() {
                     outcomes.push(ctx.apply(db, &mut self.memo, op, &mut tally, &mut spills));
                     if ctx.torn.get() {
                         torn = true;
                         break;
                     }
+                    if !db.in_transaction() && db.statement_atomic() {
+                        ended_at = Some(k);
+                        break;
+                    }
                 }
-                if torn {
+                if torn || ended_at.is_some() {
                     let rolled_back = db.rollback().ctx("rolling back a torn group commit");
                     wait.done();
                     return Attempt {
@@ -398,6 +436,7 @@ impl Running<'_> {
                         tally,
                         spills,
                         torn,
+                        ended_at,
                     };
                 }
                 // A COMMIT refused for a lock (or a transient I/O error) leaves the
@@ -420,6 +459,7 @@ impl Running<'_> {
             tally,
             spills,
             torn,
+            ended_at,
         }
     }
 
@@ -492,6 +532,9 @@ struct Attempt {
     spills: SpillFiles,
     /// An op failed after writing, so the try was rolled back (`super::apply`).
     torn: bool,
+    /// The database ended the transaction itself at this op (of those tried), so
+    /// the try stopped there.
+    ended_at: Option<usize>,
 }
 
 /// Reconnections one batch may take before its ops are failed (each bounded by

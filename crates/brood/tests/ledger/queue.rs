@@ -375,6 +375,71 @@ async fn a_run_op_that_fails_after_writing_is_undone_alone() {
     assert_eq!(ledger.transcript(&a, 0, 10).await.unwrap().entries.len(), 1);
 }
 
+/// An op at which the database ends the whole transaction itself (SQLite does on a
+/// trigger's `RAISE(ROLLBACK)`, and may on an I/O error or a full disk) fails alone:
+/// the ops queued after it are not run outside the transaction (each committed yet
+/// answered with the batch's failure) — every op answered Ok is on disk, every op
+/// answered with an error is not, and only the one op fails.
+#[tokio::test]
+async fn an_op_whose_transaction_the_database_ends_fails_alone() {
+    use brood::ledger::{LedgerError, RunId};
+    let ws = TempDir::new().unwrap();
+    let ledger = crate::common::open(&ws);
+    let a = ledger.create_run(NewRun::new("a")).await.unwrap();
+    let planted = rusqlite::Connection::open(ledger.db_path()).unwrap();
+    planted
+        .execute_batch(
+            "CREATE TRIGGER ends_it BEFORE INSERT ON runs WHEN NEW.id = 'ends-it'
+             BEGIN SELECT RAISE(ROLLBACK, 'planted: ends the transaction'); END;",
+        )
+        .unwrap();
+    drop(planted);
+    let failed_before = ledger.stats().ops_failed;
+
+    // Queued without an await in between, so they share group commits with it.
+    let before: Vec<_> = (0..10)
+        .map(|i| ledger.create_run(crate::common::named(&format!("before-{i}"))))
+        .collect();
+    let ends_it = ledger.create_run(NewRun {
+        id: Some(RunId::from_string("ends-it")),
+        ..crate::common::named("ends-it")
+    });
+    ledger
+        .append_event(&a, EventKind::ModelRequest, json!({"n": 1}))
+        .unwrap();
+    let after: Vec<_> = (0..10)
+        .map(|i| ledger.create_run(crate::common::named(&format!("after-{i}"))))
+        .collect();
+    let done = ledger.mark_running(&a);
+
+    let err = ends_it.await.unwrap_err();
+    assert!(matches!(&err, LedgerError::Sqlite { .. }), "{err:?}");
+    let mut ids = Vec::new();
+    for run in futures::future::join_all(before.into_iter().chain(after)).await {
+        ids.push(run.expect("an op queued beside the one that ended the transaction"));
+    }
+    done.await.unwrap();
+    assert_eq!(ledger.stats().ops_failed, failed_before + 1);
+
+    let reader = ledger.reader().unwrap();
+    assert!(matches!(
+        reader.run(&RunId::from_string("ends-it")),
+        Err(LedgerError::UnknownRun { .. })
+    ));
+    for id in &ids {
+        assert_eq!(reader.run(id).unwrap().status, RunStatus::Pending);
+        assert_eq!(crate::common::kinds(&ledger, id), vec![EventKind::Spawned]);
+    }
+    assert_eq!(
+        crate::common::kinds(&ledger, &a),
+        vec![
+            EventKind::Spawned,
+            EventKind::ModelRequest,
+            EventKind::Started
+        ]
+    );
+}
+
 crate::both!(
     a_queued_transition_lands_before_what_is_awaited_after_it,
     an_invalid_queued_transition_is_counted_and_writes_nothing,
