@@ -279,10 +279,7 @@ impl Running<'_> {
                     break attempt;
                 }
                 Ok(false) if reconnects < MAX_RECONNECTS => {
-                    // Nothing of this attempt is in the database: not its rows, not
-                    // what the memo learned, not the spill files its rows named.
-                    maintenance::remove_spill_files(&attempt.spills.written);
-                    self.memo.clear();
+                    self.forget(&attempt.spills);
                 }
                 Ok(false) => break attempt,
                 Err(e) => {
@@ -305,10 +302,7 @@ impl Running<'_> {
                 self.counters.add(tally);
             }
             Err(_) => {
-                // The rows that named this batch's spill files were rolled back.
-                maintenance::remove_spill_files(&spills.written);
-                // What the memo learned from this batch was never committed.
-                self.memo.clear();
+                self.forget(&spills);
                 let lost = tally.ops_committed;
                 self.counters.add(&LedgerStats {
                     ops_failed: tally.ops_failed + lost,
@@ -348,10 +342,7 @@ impl Running<'_> {
             let bare = self.db.total_changes().is_some();
             let mut attempt = self.attempt_once(&ops, bare);
             if attempt.torn {
-                // Nothing of the torn try is in the database: not its rows, not what
-                // the memo learned, not the spill files its rows named.
-                maintenance::remove_spill_files(&attempt.spills.written);
-                self.memo.clear();
+                self.forget(&attempt.spills);
                 attempt = self.attempt_once(&ops, false);
             }
             let Some(k) = attempt.ended_at else {
@@ -362,9 +353,7 @@ impl Running<'_> {
                 }
                 return attempt;
             };
-            // Nothing of this try is in the database either.
-            maintenance::remove_spill_files(&attempt.spills.written);
-            self.memo.clear();
+            self.forget(&attempt.spills);
             let err = LedgerError::Sqlite {
                 context: "applying a group commit".into(),
                 detail: "the database rolled the transaction back at this operation".into(),
@@ -376,6 +365,13 @@ impl Running<'_> {
             left_out.push((at.remove(k), outcome));
             ops.remove(k);
         }
+    }
+
+    /// Forget a try that is not in the database (rolled back, or its commit
+    /// failed): the spill files its rows named, and what the memo learned from it.
+    fn forget(&mut self, spills: &SpillFiles) {
+        maintenance::remove_spill_files(&spills.written);
+        self.memo.clear();
     }
 
     /// Begin, apply every op of `batch` and commit, once; a torn try (only when

@@ -471,16 +471,16 @@ impl HeadCache {
         #[cfg(not(unix))]
         let inode = 0;
         let stamp = (inode, meta.len(), meta.modified().ok());
-        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((path, seen, branch)) = &*last {
+        if let Some((path, seen, branch)) = &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
             if *path == head && *seen == stamp {
                 return branch.clone();
             }
         }
-        // Rewritten between the stamp and the read: the next spawn sees a new
-        // stamp and reads it again.
+        // Read outside the lock, so concurrent spawns do not wait on the file. One
+        // rewritten between the stamp and the read: the next spawn sees a new stamp
+        // and reads it again.
         let branch = git_branch(workspace);
-        *last = Some((head, stamp, branch.clone()));
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((head, stamp, branch.clone()));
         branch
     }
 }
