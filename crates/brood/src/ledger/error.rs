@@ -143,6 +143,19 @@ pub enum LedgerError {
         /// The last failure.
         detail: String,
     },
+    /// A PostgreSQL ledger's server did not finish connecting within the URL's
+    /// `connect_timeout` (default 10 s): it took the connection and never answered
+    /// (a firewall that drops traffic after the handshake, a wedged server), or never
+    /// took it.
+    #[error("connecting to the PostgreSQL ledger at {url}: {host} did not answer within {secs} s (connect_timeout) — check that PostgreSQL is up and answering on that host and port and that no firewall drops the traffic; on a slow network raise connect_timeout in the URL (docs/FLEET.md \"Unreachable servers\")")]
+    ConnectTimeout {
+        /// The ledger's URL, its password hidden.
+        url: String,
+        /// The host (the first the URL names).
+        host: String,
+        /// The bound that passed, in seconds.
+        secs: u64,
+    },
     /// A PostgreSQL ledger's server could not be reached the way the URL's `sslmode`
     /// asks (no TLS offered where it is required, a certificate that is not trusted
     /// or not for that host): nothing was sent but the TLS request.

@@ -17,3 +17,4 @@ mod sessions;
 mod store;
 mod summaries;
 mod tls;
+mod unreachable;

@@ -9,10 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::Client;
-
 use super::super::db::Db;
 use super::super::error::{LedgerError, SqlContext};
+use super::client::{Conn, NotesFailure};
 use super::reconnect::with_backoff;
 use super::{closed, off_runtime, PgDb, PgTarget};
 
@@ -81,24 +80,18 @@ impl PgListener {
     }
 
     fn listen_once(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
-        use postgres::fallible_iterator::FallibleIterator;
         let db = self.db.as_ref().ok_or_else(closed).ctx("listening")?;
         let mut guard = db.client.borrow_mut();
-        let client: &mut Client = guard.as_mut().ok_or_else(closed).ctx("listening")?;
-        off_runtime(move || {
-            let mut out = Vec::new();
-            let mut notes = client.notifications();
-            if let Some(n) = notes.timeout_iter(timeout).next()? {
-                out.push((n.channel().to_string(), n.payload().to_string()));
-            }
-            let mut more = notes.iter();
-            while let Some(n) = more.next()? {
-                out.push((n.channel().to_string(), n.payload().to_string()));
-            }
-            Ok(out)
-        })
-        .map_err(|e| db.fail(e))
-        .ctx("waiting for the fleet's notifications")
+        let client: &mut Conn = guard.as_mut().ok_or_else(closed).ctx("listening")?;
+        off_runtime(move || client.notifications(timeout))
+            .map_err(|NotesFailure::Lost(e)| {
+                db.lost.set(true);
+                match e {
+                    Some(e) => db.fail(e),
+                    None => closed(),
+                }
+            })
+            .ctx("waiting for the fleet's notifications")
     }
 
     fn reconnect(&mut self) -> Result<Heard, LedgerError> {

@@ -1,6 +1,7 @@
 //! The PostgreSQL backend of the ledger (`ledger_url = "postgres://…"`): the same
 //! schema (version [`SCHEMA_VERSION`]) and the same operations as SQLite, through the
-//! [`Db`] seam, on the sync `postgres` client.
+//! [`Db`] seam, on a blocking client of brood's own over tokio-postgres (`client.rs`:
+//! connecting bounded as a whole by `connect_timeout`).
 //!
 //! - **Connections.** The writer thread owns one connection (its statements prepared
 //!   once and cached); each reader and maintenance handle opens its own. TCP with
@@ -32,7 +33,7 @@
 //!   transaction, so every op of a group commit runs in its own savepoint
 //!   ([`Db::statement_atomic`] is false).
 //!
-//! The `postgres` client runs its own small Tokio runtime inside each call; called
+//! The client runs its own small Tokio runtime inside each call; called
 //! from a thread that is inside another runtime (a test's async body, a blocking
 //! task), a call is run on a scoped helper thread instead.
 
@@ -44,8 +45,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
-use postgres::{Client, Statement};
+use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use tokio_postgres::Statement;
 
 use super::db::{args, query_one, Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, RowExt};
 use super::error::{LedgerError, SqlContext};
@@ -54,11 +55,13 @@ use super::paths::LedgerPaths;
 use super::schema::{MARKER, SCHEMA_VERSION};
 use super::types::Durability;
 
+mod client;
 mod listen;
 mod reconnect;
 mod target;
 mod tls;
 
+use client::Conn;
 pub(crate) use listen::{listen, PgListener};
 use reconnect::{is_lost, Track};
 pub(crate) use target::PgTarget;
@@ -167,7 +170,7 @@ const SETUP_LOCK: i64 = 0x62_726f_6f64;
 pub(crate) struct PgDb {
     /// `None` while dropping (closed where the client may block) or after the
     /// connection was lost and not yet made again.
-    client: RefCell<Option<Client>>,
+    client: RefCell<Option<Conn>>,
     statements: RefCell<HashMap<String, Statement>>,
     in_tx: StdCell<bool>,
     target: Arc<PgTarget>,
@@ -360,7 +363,7 @@ impl PgDb {
         Ok(PgDb::with_client(target, target.connect()?))
     }
 
-    fn with_client(target: &Arc<PgTarget>, client: Client) -> PgDb {
+    fn with_client(target: &Arc<PgTarget>, client: Conn) -> PgDb {
         PgDb {
             client: RefCell::new(Some(client)),
             statements: RefCell::new(HashMap::new()),
@@ -372,7 +375,7 @@ impl PgDb {
     }
 
     /// A DbError from the client's, noting whether the connection went with it.
-    fn fail(&self, e: postgres::Error) -> DbError {
+    fn fail(&self, e: tokio_postgres::Error) -> DbError {
         if is_lost(&e) {
             self.lost.set(true);
         }
@@ -382,7 +385,7 @@ impl PgDb {
     /// Statements without arguments, by the simple protocol (one round trip).
     fn simple(&self, sql: &str) -> Result<(), DbError> {
         let mut guard = self.client.borrow_mut();
-        let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+        let client: &mut Conn = guard.as_mut().ok_or_else(closed)?;
         off_runtime(move || client.batch_execute(sql)).map_err(|e| self.fail(e))
     }
 
@@ -417,7 +420,7 @@ impl PgDb {
         let text = placeholders(sql);
         let st = {
             let mut guard = self.client.borrow_mut();
-            let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+            let client: &mut Conn = guard.as_mut().ok_or_else(closed)?;
             off_runtime(move || client.prepare(&text)).map_err(|e| self.fail(e))?
         };
         let mut cache = self.statements.borrow_mut();
@@ -477,7 +480,7 @@ fn placeholders(sql: &str) -> String {
 }
 
 /// A PostgreSQL error with what the server said (SQLSTATE and message).
-fn describe(e: &postgres::Error) -> String {
+fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => match e.source() {
@@ -487,8 +490,8 @@ fn describe(e: &postgres::Error) -> String {
     }
 }
 
-fn from_pg(e: postgres::Error) -> DbError {
-    use postgres::error::SqlState;
+fn from_pg(e: tokio_postgres::Error) -> DbError {
+    use tokio_postgres::error::SqlState;
     let kind = match e.code() {
         Some(c) if *c == SqlState::UNIQUE_VIOLATION => DbErrorKind::Duplicate,
         _ => DbErrorKind::Other,
@@ -543,7 +546,7 @@ impl ToSql for Arg<'_> {
     to_sql_checked!();
 }
 
-struct PgRow<'a>(&'a postgres::Row);
+struct PgRow<'a>(&'a tokio_postgres::Row);
 
 impl Row for PgRow<'_> {
     fn cell(&self, i: usize) -> Result<Cell<'_>, DbError> {
@@ -553,7 +556,7 @@ impl Row for PgRow<'_> {
             .get(i)
             .map(|c| c.type_().clone())
             .ok_or_else(|| DbError::column(i, "no such column".into()))?;
-        let bad = |e: postgres::Error| DbError::column(i, describe(&e));
+        let bad = |e: tokio_postgres::Error| DbError::column(i, describe(&e));
         let int = |n: Option<i64>| n.map_or(Cell::Null, Cell::Int);
         Ok(match ty {
             Type::INT8 => int(row.try_get::<_, Option<i64>>(i).map_err(bad)?),
@@ -600,7 +603,7 @@ impl Db for PgDb {
         let params: Vec<&(dyn ToSql + Sync)> =
             args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
         let mut guard = self.client.borrow_mut();
-        let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+        let client: &mut Conn = guard.as_mut().ok_or_else(closed)?;
         off_runtime(move || client.execute(&st, &params)).map_err(|e| self.fail(e))
     }
 
@@ -615,7 +618,7 @@ impl Db for PgDb {
             args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
         let rows = {
             let mut guard = self.client.borrow_mut();
-            let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+            let client: &mut Conn = guard.as_mut().ok_or_else(closed)?;
             off_runtime(move || client.query(&st, &params)).map_err(|e| self.fail(e))?
         };
         for row in &rows {
@@ -635,11 +638,11 @@ impl Db for PgDb {
         t.xid.set(None);
         let xid = {
             let mut guard = self.client.borrow_mut();
-            let client: &mut Client = guard.as_mut().ok_or_else(closed)?;
+            let client: &mut Conn = guard.as_mut().ok_or_else(closed)?;
             let answer = off_runtime(move || client.simple_query("BEGIN; SELECT txid_current()"))
                 .map_err(|e| self.fail(e))?;
             answer.iter().find_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
                 _ => None,
             })
         };

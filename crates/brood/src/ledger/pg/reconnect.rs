@@ -194,7 +194,7 @@ fn wait_until(
 /// Whether an error means the connection is gone: the client saw it close, an I/O
 /// failure, or the server said so (connection exceptions, SQLSTATE class 08; the
 /// server shutting down or ending this backend, 57P01–57P03).
-pub(super) fn is_lost(e: &postgres::Error) -> bool {
+pub(super) fn is_lost(e: &tokio_postgres::Error) -> bool {
     if e.is_closed() {
         return true;
     }

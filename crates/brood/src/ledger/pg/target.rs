@@ -2,30 +2,50 @@
 //! settings (`sslmode`, `sslrootcert`) taken out and checked, the root certificates
 //! read — so that every connection of a ledger (the writer's and its reconnections,
 //! the listeners', the readers') uses the same TLS: a reconnection never downgrades.
+//! The connection-time parameters get libpq's meanings too: `connect_timeout` bounds
+//! the whole connect (default 10 s), and TCP keepalives (`keepalives`,
+//! `keepalives_idle`, `keepalives_interval`, `keepalives_count`) and
+//! `tcp_user_timeout` notice a server that vanished without closing the connection.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use percent_encoding::percent_decode_str;
-use postgres::config::Host;
-use postgres::{Client, NoTls};
+use tokio_postgres::config::Host;
+use tokio_postgres::NoTls;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::super::error::LedgerError;
 use super::super::pg_url::redact;
+use super::client::{Conn, ConnectFailure};
 use super::reconnect::is_lost;
 use super::tls::{client_config, tls_failure, Roots, SslMode};
 use super::{describe, off_runtime};
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting (to each host the URL names) may take without
+/// `connect_timeout` in the URL.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// TCP keepalives without the URL's: a probe after 10 s without traffic, every 5 s,
+/// the connection given up after 3 unanswered — a server gone without a word is
+/// noticed within about 25 s, not the system's two hours and more.
+const KEEPALIVES_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVES_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVES_COUNT: u32 = 3;
+/// How long sent data may stay unacknowledged before the connection is given up
+/// (`TCP_USER_TIMEOUT`), without the URL's `tcp_user_timeout`: a write to a server
+/// that vanished fails in 30 s rather than after the kernel's ~15 minutes of
+/// retransmissions.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A PostgreSQL ledger's address and connection settings.
 pub(crate) struct PgTarget {
     /// The URL as given (shown only through [`redact`]).
     url: String,
-    config: postgres::Config,
+    config: tokio_postgres::Config,
+    /// The whole connect's bound (`connect_timeout`; `None`: wait indefinitely, as
+    /// libpq with `connect_timeout=0`), per host the URL names.
+    connect_timeout: Option<Duration>,
     mode: SslMode,
     /// Why `mode` is what it is, when the URL did not say.
     implied: Option<&'static str>,
@@ -65,6 +85,17 @@ impl PgTarget {
         let mut kept = Vec::new();
         let mut mode = None;
         let mut rootcert = None;
+        let mut connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
+        let mut keepalives_count = None;
+        let mut tcp_user_timeout = Some(TCP_USER_TIMEOUT);
+        let said = |key: &str| query.split('&').any(|p| p.split('=').next() == Some(key));
+        let seconds = |key: &str, value: String| {
+            value.trim().parse::<i64>().map_err(|_| {
+                bad(format!(
+                    "{key}={value} is not a whole number (libpq's meaning; docs/FLEET.md \"Unreachable servers\")"
+                ))
+            })
+        };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let decoded = || {
@@ -76,6 +107,25 @@ impl PgTarget {
             match key {
                 "sslmode" => mode = Some(SslMode::parse(&decoded()?).map_err(bad)?),
                 "sslrootcert" => rootcert = Some(decoded()?),
+                // As libpq: seconds; zero or less waits indefinitely; 1 means 2.
+                "connect_timeout" => {
+                    connect_timeout = match seconds(key, decoded()?)? {
+                        n if n <= 0 => None,
+                        n => Some(Duration::from_secs(n.max(2) as u64)),
+                    }
+                }
+                // libpq's name for what tokio-postgres calls keepalives_retries.
+                "keepalives_count" => {
+                    keepalives_count =
+                        Some(u32::try_from(seconds(key, decoded()?)?.max(0)).unwrap_or(u32::MAX))
+                }
+                // As libpq: milliseconds (tokio-postgres reads seconds); 0: the system's.
+                "tcp_user_timeout" => {
+                    tcp_user_timeout = match seconds(key, decoded()?)? {
+                        n if n <= 0 => None,
+                        n => Some(Duration::from_millis(n as u64)),
+                    }
+                }
                 _ => kept.push(pair),
             }
         }
@@ -84,12 +134,24 @@ impl PgTarget {
         } else {
             format!("{base}?{}", kept.join("&"))
         };
-        let mut config: postgres::Config = plain.parse().map_err(|e| bad(format!("{e}")))?;
+        let mut config: tokio_postgres::Config = plain.parse().map_err(|e| bad(format!("{e}")))?;
         config.application_name("brood");
-        config.connect_timeout(CONNECT_TIMEOUT);
-        // A peer that vanished without a word (a network partition) is noticed.
-        config.keepalives(true);
-        config.keepalives_idle(Duration::from_secs(10));
+        // A peer that vanished without a word (a network partition) is noticed; the
+        // URL's own keepalive settings (tokio-postgres reads them) win.
+        if !said("keepalives_idle") {
+            config.keepalives_idle(KEEPALIVES_IDLE);
+        }
+        if !said("keepalives_interval") {
+            config.keepalives_interval(KEEPALIVES_INTERVAL);
+        }
+        match keepalives_count {
+            Some(n) => config.keepalives_retries(n),
+            None if !said("keepalives_retries") => config.keepalives_retries(KEEPALIVES_COUNT),
+            None => &mut config,
+        };
+        if let Some(t) = tcp_user_timeout {
+            config.tcp_user_timeout(t);
+        }
 
         let hosts = config.get_hosts();
         let unix = !hosts.is_empty() && hosts.iter().all(|h| matches!(h, Host::Unix(_)));
@@ -129,13 +191,14 @@ impl PgTarget {
             )),
         };
         config.ssl_mode(match mode {
-            SslMode::Disable => postgres::config::SslMode::Disable,
-            SslMode::Prefer => postgres::config::SslMode::Prefer,
-            _ => postgres::config::SslMode::Require,
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            _ => tokio_postgres::config::SslMode::Require,
         });
         Ok(PgTarget {
             url: url.to_string(),
             config,
+            connect_timeout,
             mode,
             implied,
             roots,
@@ -152,19 +215,43 @@ impl PgTarget {
 
     /// A new client, with this target's TLS. A failure that TLS explains is
     /// [`LedgerError::Tls`] (what to do included), others name the URL.
-    pub(crate) fn connect(&self) -> Result<Client, LedgerError> {
+    pub(super) fn connect(&self) -> Result<Conn, LedgerError> {
         self.try_connect().map_err(|(e, _)| e)
     }
 
     /// [`PgTarget::connect`], a failure with whether it means the server was out of
-    /// reach (refused, dropped, starting up or shutting down: worth trying again)
-    /// rather than refusing this client (TLS, authentication, no such database).
-    pub(crate) fn try_connect(&self) -> Result<Client, (LedgerError, bool)> {
+    /// reach (refused, dropped, starting up or shutting down, not answering within
+    /// `connect_timeout`: worth trying again) rather than refusing this client (TLS,
+    /// authentication, no such database).
+    pub(super) fn try_connect(&self) -> Result<Conn, (LedgerError, bool)> {
+        let hosts = self.config.get_hosts().len().max(1) as u32;
+        let within = self.connect_timeout.map(|t| t * hosts);
         let done = off_runtime(|| match &self.tls {
-            None => self.config.connect(NoTls),
-            Some(tls) => self.config.connect(tls.clone()),
+            None => Conn::connect(&self.config, NoTls, within),
+            Some(tls) => Conn::connect(&self.config, tls.clone(), within),
         });
-        done.map_err(|e| match tls_failure(&e, self.mode, &self.host) {
+        done.map_err(|failure| match failure {
+            ConnectFailure::TimedOut => (
+                LedgerError::ConnectTimeout {
+                    url: self.shown(),
+                    host: self.host.clone(),
+                    secs: within.unwrap_or_default().as_secs(),
+                },
+                true,
+            ),
+            ConnectFailure::Runtime(e) => (
+                LedgerError::Sqlite {
+                    context: format!("connecting to {}", self.shown()),
+                    detail: format!("cannot start the connection's runtime: {e}"),
+                },
+                false,
+            ),
+            ConnectFailure::Pg(e) => self.failed(e),
+        })
+    }
+
+    fn failed(&self, e: tokio_postgres::Error) -> (LedgerError, bool) {
+        match tls_failure(&e, self.mode, &self.host) {
             Some(what) => (
                 LedgerError::Tls {
                     url: self.shown(),
@@ -180,7 +267,7 @@ impl PgTarget {
                 },
                 is_lost(&e),
             ),
-        })
+        }
     }
 
     /// How this target's connections use TLS, in words (`brood doctor`).
@@ -218,6 +305,46 @@ impl PgTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_time_parameters_have_libpqs_meanings_and_defaults() {
+        let t = PgTarget::parse("postgres://me@db.example/brood").unwrap();
+        assert_eq!(t.connect_timeout, Some(DEFAULT_CONNECT_TIMEOUT));
+        assert!(t.config.get_keepalives());
+        assert_eq!(t.config.get_keepalives_idle(), KEEPALIVES_IDLE);
+        assert_eq!(
+            t.config.get_keepalives_interval(),
+            Some(KEEPALIVES_INTERVAL)
+        );
+        assert_eq!(t.config.get_keepalives_retries(), Some(KEEPALIVES_COUNT));
+        assert_eq!(t.config.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT));
+
+        let t = PgTarget::parse(
+            "postgres://me@db.example/brood?connect_timeout=1&keepalives_idle=42\
+             &keepalives_interval=7&keepalives_count=9&tcp_user_timeout=1500",
+        )
+        .unwrap();
+        assert_eq!(t.connect_timeout, Some(Duration::from_secs(2)), "1 means 2");
+        assert_eq!(t.config.get_keepalives_idle(), Duration::from_secs(42));
+        assert_eq!(
+            t.config.get_keepalives_interval(),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(t.config.get_keepalives_retries(), Some(9));
+        assert_eq!(
+            t.config.get_tcp_user_timeout(),
+            Some(&Duration::from_millis(1500)),
+            "milliseconds, as libpq"
+        );
+
+        let t = PgTarget::parse(
+            "postgres://me@db.example/brood?connect_timeout=0&keepalives=0&tcp_user_timeout=0",
+        )
+        .unwrap();
+        assert_eq!(t.connect_timeout, None, "0 waits indefinitely, as libpq");
+        assert!(!t.config.get_keepalives());
+        assert_eq!(t.config.get_tcp_user_timeout(), None);
+    }
 
     #[test]
     fn tls_settings_are_taken_out_of_the_url_and_defaults_depend_on_the_host() {

@@ -261,7 +261,7 @@ impl ServerCertVerifier for Unchecked {
 }
 
 /// What to do about a failed connection when TLS is why, `None` when it is not.
-pub(crate) fn tls_failure(e: &postgres::Error, mode: SslMode, host: &str) -> Option<String> {
+pub(crate) fn tls_failure(e: &tokio_postgres::Error, mode: SslMode, host: &str) -> Option<String> {
     let mut cause: Option<&(dyn Error + 'static)> = e.source();
     while let Some(c) = cause {
         if c.to_string() == "server does not support TLS" {
