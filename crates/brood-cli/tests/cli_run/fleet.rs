@@ -226,19 +226,26 @@ fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
     };
     let f = fleet_fixture();
     // The child's first request hangs until the gate opens: the first worker is
-    // killed while it waits.
+    // killed while it waits. Its task is over the transcript cap (64 KiB), so its
+    // message is spilled — into the database, since the second worker is on
+    // "another machine" (another workspace root) and must read it whole.
+    let task = format!(
+        "look slowly\n{}END OF TASK",
+        "a line of the task\n".repeat(4000)
+    );
     let gate = Gate::new();
     let held = gate.clone();
+    let call = json!({"description": task});
     let server = MockServer::start(move |req| {
         let first = req.first_user_text().unwrap_or_default().to_string();
-        if first == "look slowly" {
+        if first.starts_with("look slowly") {
             return match req.assistant_turns() {
                 0 => MockReply::tool_call("list_dir", json!({})).until(&held),
                 _ => MockReply::text(ANSWER),
             };
         }
         match req.assistant_turns() {
-            0 => MockReply::tool_call("task", json!({"description": "look slowly"})),
+            0 => MockReply::tool_call("task", call.clone()),
             _ => MockReply::text("done"),
         }
     });
@@ -281,13 +288,30 @@ fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
     );
     assert!(kinds.iter().any(|k| k == "resumed"), "{kinds:?}");
     // The second worker continued from the recorded steps: its first request
-    // already holds the task the first worker recorded.
+    // already holds the task the first worker recorded — whole, though the
+    // first worker spilled it (kept in the database, not in root1).
     let child_requests: Vec<Value> = server
         .requests()
         .into_iter()
         .filter(|r| r["messages"].to_string().contains("look slowly"))
         .collect();
-    assert!(child_requests.len() >= 2, "{child_requests:?}");
+    assert!(child_requests.len() >= 2, "{}", child_requests.len());
+    let spilled = pg::sql(
+        &url,
+        &[&format!(
+            "SELECT spill_path FROM transcripts WHERE run_id = '{id}' AND truncated = 1"
+        )],
+    );
+    assert!(
+        !spilled[0].is_empty() && spilled[0].iter().all(|p| p.starts_with("ledger:spills/")),
+        "{spilled:?}"
+    );
+    let resumed = child_requests.last().unwrap()["messages"].to_string();
+    assert!(
+        resumed.contains("END OF TASK") && !resumed.contains("truncated by brood"),
+        "the resumed run did not get its task whole ({} bytes)",
+        resumed.len()
+    );
 }
 
 /// The server ends every brood connection (the parent's writer and listener, the

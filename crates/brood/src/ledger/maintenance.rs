@@ -122,6 +122,10 @@ pub(crate) fn prune(
             )
             .ctx("listing spill files")?;
             for (seq, rel) in spills {
+                // Text kept in the ledger goes with its rows, below.
+                if spill::in_ledger(&rel).is_some() {
+                    continue;
+                }
                 match paths.resolve_relative(&rel) {
                     Ok(path) => files.push(path),
                     Err(reason) => report.refused_spill_paths.push(format!(
@@ -132,12 +136,13 @@ pub(crate) fn prune(
             report.events += delete(db, "DELETE FROM events WHERE run_id = ?1", run)?;
             report.transcript_entries +=
                 delete(db, "DELETE FROM transcripts WHERE run_id = ?1", run)?;
+            report.spill_files += delete(db, "DELETE FROM spills WHERE run_id = ?1", run)?;
             delete(db, "DELETE FROM cancel_requests WHERE run_id = ?1", run)?;
             delete(db, "DELETE FROM run_results WHERE run_id = ?1", run)?;
             report.runs += delete(db, "DELETE FROM runs WHERE id = ?1", run)?;
         }
     }
-    report.spill_files = files.len() as u64;
+    report.spill_files += files.len() as u64;
     db.execute(
         "DELETE FROM boots WHERE ended_at IS NOT NULL AND ended_at <= ?1
            AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_boot_id = boots.boot_id)",

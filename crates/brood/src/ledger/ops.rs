@@ -449,11 +449,18 @@ pub(crate) fn append_message(
 ) -> Result<RunFacts, LedgerError> {
     let mut facts = facts_of(db, run, known)?;
     let seq = facts.next_message;
-    // The spill file's name is made only for a content that is cut.
-    let capped = spill::cap(content, spill_to.cap_bytes, || {
-        spill_to.paths.spill_file(run, seq).1
+    // Spilled text goes to the database on PostgreSQL, to a file on SQLite
+    // (`spill.rs`); the name is made only for a content that is cut.
+    let in_ledger = spill::keeps_in_ledger(db);
+    let capped = spill::cap(content, spill_to.cap_bytes, || match in_ledger {
+        true => spill::ledger_name(run, seq),
+        false => spill_to.paths.spill_file(run, seq).1,
     });
     let spill_path = match &capped.spill_text {
+        Some(text) if in_ledger => {
+            spill::insert(db, run, seq, text)?;
+            Some(spill::ledger_name(run, seq))
+        }
         Some(text) => {
             let (spill_abs, spill_rel) = spill_to.paths.spill_file(run, seq);
             spill_to.written.borrow_mut().push(spill_abs.clone());

@@ -12,6 +12,7 @@ use super::liveness::Liveness;
 use super::ops::validate_id;
 use super::paths::LedgerPaths;
 use super::shared;
+use super::spill;
 use super::store::{to_time, Location};
 use super::summary::{RunSummaries, SummaryBuilder, SUMMARY_COLUMNS, SUMMARY_COLUMNS_WITH_SESSION};
 use super::types::{
@@ -319,21 +320,21 @@ impl LedgerReader {
         })
     }
 
-    /// The full text of a spilled transcript entry (None when it was not truncated).
+    /// The full text of a spilled transcript entry (None when it was not truncated):
+    /// from the ledger (PostgreSQL) or its spill file (SQLite), as its `spill_path`
+    /// names it.
     pub fn read_spill(&self, entry: &TranscriptEntry) -> Result<Option<String>, LedgerError> {
         let Some(rel) = &entry.spill_path else {
             return Ok(None);
         };
-        let path =
-            self.paths
-                .resolve_relative(rel)
-                .map_err(|reason| LedgerError::UntrustedPath {
-                    row: format!("transcript entry {} of run {}", entry.seq, entry.run_id),
-                    reason,
-                })?;
-        std::fs::read_to_string(&path)
-            .map(Some)
-            .map_err(|e| LedgerError::io(&path, e))
+        match spill::read(&*self.conn, &self.paths, rel) {
+            Ok(text) => Ok(Some(text)),
+            Err(spill::ReadFailure::Untrusted(reason)) => Err(LedgerError::UntrustedPath {
+                row: format!("transcript entry {} of run {}", entry.seq, entry.run_id),
+                reason,
+            }),
+            Err(spill::ReadFailure::Unreadable(e)) => Err(e),
+        }
     }
 
     /// The run whose id is `prefix` or starts with it. An exact id always wins.
@@ -396,7 +397,12 @@ impl LedgerReader {
         // A result's long strings may be references to the run's spill file.
         for run in &mut runs {
             if let Some(stored) = run.result.take() {
-                run.result = Some(shared::load(&self.paths, stored, &mut run.notes));
+                run.result = Some(shared::load(
+                    &*self.conn,
+                    &self.paths,
+                    stored,
+                    &mut run.notes,
+                ));
             }
         }
         Ok(runs)

@@ -159,7 +159,20 @@ CREATE TABLE run_leases (
 );
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+/// Version 7: spilled text kept in the database (`spill.rs`): the full text of each
+/// transcript message over the cap, by run and seq. Only a PostgreSQL ledger has rows
+/// in it (machines sharing it do not share a spill directory); an SQLite ledger keeps
+/// its spill files and carries the empty table so both backends keep one schema.
+const V7: &str = r#"
+CREATE TABLE spills (
+    run_id TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    text   TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -19,7 +19,11 @@
 //!  "refs": [{"ptr": "/final_text", "spill": ".brood/state/spill/…", "at": 123, "len": 456}]}
 //! ```
 //!
-//! The database is untrusted input: a reference is resolved under the spill directory
+//! On a PostgreSQL ledger the spilled text is in the database (`spill.rs`) and a
+//! reference names it there (`"spill": "ledger:spills/<run>/<seq>"`), so it resolves
+//! on any machine.
+//!
+//! The database is untrusted input: a file reference is resolved under the spill directory
 //! only ([`LedgerPaths::resolve_relative`]), read within the file's bounds, and one that
 //! cannot be read leaves a note on the run and a bracketed placeholder in the field —
 //! never a failed read.
@@ -32,6 +36,7 @@ use serde_json::{Map, Value};
 use super::db::{args, query_row, Db, RowExt};
 use super::error::{LedgerError, SqlContext};
 use super::paths::LedgerPaths;
+use super::spill;
 
 /// The key that marks a stored result holding references.
 const MARK: &str = "$brood_stored";
@@ -110,8 +115,8 @@ fn has_long_string(v: &Value, cap: usize) -> bool {
     }
 }
 
-/// The run's last spill file: (relative path, its text). None when it has none or
-/// it cannot be read (the result is then stored whole).
+/// The run's last spilled message: (its `spill_path`, its text). None when it has
+/// none or it cannot be read (the result is then stored whole).
 fn last_spill(
     db: &dyn Db,
     paths: &LedgerPaths,
@@ -128,10 +133,7 @@ fn last_spill(
     let Some(rel) = rel else {
         return Ok(None);
     };
-    let Ok(path) = paths.resolve_relative(&rel) else {
-        return Ok(None);
-    };
-    Ok(std::fs::read_to_string(path).ok().map(|text| (rel, text)))
+    Ok(spill::read(db, paths, &rel).ok().map(|text| (rel, text)))
 }
 
 /// Copies a result, replacing each long string found in `file` by `""` and a [`Ref`].
@@ -196,7 +198,12 @@ impl Found<'_> {
 
 /// A stored result as it was given: references read back from their spill files.
 /// What cannot be read is named in `notes` and shown as a bracketed placeholder.
-pub(crate) fn load(paths: &LedgerPaths, stored: Value, notes: &mut Vec<String>) -> Value {
+pub(crate) fn load(
+    db: &dyn Db,
+    paths: &LedgerPaths,
+    stored: Value,
+    notes: &mut Vec<String>,
+) -> Value {
     let Value::Object(mut map) = stored else {
         return stored;
     };
@@ -216,7 +223,7 @@ pub(crate) fn load(paths: &LedgerPaths, stored: Value, notes: &mut Vec<String>) 
     for r in refs {
         let text = files
             .entry(r.spill.clone())
-            .or_insert_with(|| read_spill(paths, &r.spill))
+            .or_insert_with(|| spill::read(db, paths, &r.spill).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(String::clone)
             .and_then(|file| literal(file, r.at, r.len));
@@ -236,11 +243,6 @@ pub(crate) fn load(paths: &LedgerPaths, stored: Value, notes: &mut Vec<String>) 
         }
     }
     value
-}
-
-fn read_spill(paths: &LedgerPaths, rel: &str) -> Result<String, String> {
-    let path = paths.resolve_relative(rel)?;
-    std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The JSON-escaped string at `at..at + len` of `file`, decoded.
@@ -278,9 +280,13 @@ mod tests {
     #[test]
     fn a_result_that_is_not_stored_form_reads_as_itself() {
         let paths = LedgerPaths::new(std::path::Path::new("/nonexistent"));
+        let db = crate::ledger::sqlite::SqliteDb::new(
+            rusqlite::Connection::open_in_memory().unwrap(),
+            paths.clone(),
+        );
         let v = json!({"final_text": "x", "report": null});
         let mut notes = Vec::new();
-        assert_eq!(load(&paths, v.clone(), &mut notes), v);
+        assert_eq!(load(&db, &paths, v.clone(), &mut notes), v);
         assert!(notes.is_empty());
     }
 }

@@ -1,14 +1,100 @@
 //! Capping oversized transcript contents. A content over the cap is stored capped
 //! (same JSON shape: long strings are cut, with a note saying where the rest is) and
-//! its full text goes to a spill file: the raw text when the content is a JSON
-//! string, otherwise the content's compact JSON.
+//! its full text is spilled: the raw text when the content is a JSON string,
+//! otherwise the content's compact JSON.
+//!
+//! **Where spilled text goes** depends on the backend. An SQLite ledger writes a file
+//! under the workspace's `.brood/state/spill/` (the row's `spill_path` is its
+//! workspace-relative path). A PostgreSQL ledger is shared by machines that do not
+//! share that directory (the fleet: a run resumed on another worker, a parent reading
+//! a worker's run), so it keeps the text in the database — the `spills` table,
+//! written in the same transaction as the transcript row — and the row's
+//! `spill_path` names it `ledger:spills/<run id>/<seq>`. Reading follows the name
+//! ([`read`]), so a PostgreSQL ledger's rows from before (files) still read where
+//! their files are.
 
 use std::borrow::Cow;
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::error::LedgerError;
+use super::db::{args, query_row, Db, Dialect, RowExt};
+use super::error::{LedgerError, SqlContext};
+use super::paths::LedgerPaths;
+
+/// The prefix of a `spill_path` naming text kept in the ledger's `spills` table.
+const IN_LEDGER: &str = "ledger:spills/";
+
+/// Whether `db` keeps spilled text in the database (PostgreSQL) rather than in files.
+pub(crate) fn keeps_in_ledger(db: &dyn Db) -> bool {
+    db.dialect() == Dialect::Postgres
+}
+
+/// The `spill_path` of message `seq` of `run` kept in the ledger.
+pub(crate) fn ledger_name(run: &str, seq: u64) -> String {
+    format!("{IN_LEDGER}{run}/{seq}")
+}
+
+/// The run and seq a `spill_path` names in the ledger, when it names one there.
+pub(crate) fn in_ledger(path: &str) -> Option<(&str, i64)> {
+    let (run, seq) = path.strip_prefix(IN_LEDGER)?.split_once('/')?;
+    Some((run, seq.parse().ok()?))
+}
+
+/// Keep the full text of message `seq` of `run` in the ledger (inside the caller's
+/// transaction, before its transcript row).
+pub(crate) fn insert(db: &dyn Db, run: &str, seq: u64, text: &str) -> Result<(), LedgerError> {
+    db.execute(
+        "INSERT INTO spills (run_id, seq, text) VALUES (?1, ?2, ?3)",
+        args![run, seq, text],
+    )
+    .ctx("keeping a spilled message in the ledger")
+    .map(|_| ())
+}
+
+/// Why [`read`] found no text.
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// The path is not one brood writes (the database is untrusted input): not
+    /// followed.
+    Untrusted(String),
+    /// The file or the row cannot be read.
+    Unreadable(LedgerError),
+}
+
+impl std::fmt::Display for ReadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadFailure::Untrusted(why) => f.write_str(why),
+            ReadFailure::Unreadable(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The full text a `spill_path` names: its row in the ledger's `spills` table, or
+/// its file under the spill directory (and nowhere else).
+pub(crate) fn read(db: &dyn Db, paths: &LedgerPaths, path: &str) -> Result<String, ReadFailure> {
+    if let Some((run, seq)) = in_ledger(path) {
+        let text = query_row(
+            db,
+            "SELECT text FROM spills WHERE run_id = ?1 AND seq = ?2",
+            args![run, seq],
+            |r| r.string(0),
+        )
+        .ctx("reading a spilled message from the ledger")
+        .map_err(ReadFailure::Unreadable)?;
+        return text.ok_or_else(|| {
+            ReadFailure::Unreadable(LedgerError::Sqlite {
+                context: "reading a spilled message from the ledger".into(),
+                detail: format!("the ledger holds no text for {path}"),
+            })
+        });
+    }
+    let file = paths
+        .resolve_relative(path)
+        .map_err(ReadFailure::Untrusted)?;
+    std::fs::read_to_string(&file).map_err(|e| ReadFailure::Unreadable(LedgerError::io(&file, e)))
+}
 
 /// A content ready to store (borrowed when it was within the cap).
 #[derive(Debug, Clone, PartialEq)]

@@ -587,7 +587,8 @@ pub struct PruneReport {
     pub events: u64,
     /// Transcript entries deleted.
     pub transcript_entries: u64,
-    /// Spill files referenced by the deleted transcript entries (removed after commit).
+    /// Spilled messages of the deleted transcript entries: their files (removed after
+    /// commit) or, on PostgreSQL, their rows in the ledger.
     pub spill_files: u64,
     /// Spill paths read from the database that were refused (not a file directly under
     /// `.brood/state/spill/`) and so not removed, each naming its row and the reason.

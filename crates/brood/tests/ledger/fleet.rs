@@ -2,16 +2,18 @@
 //! are claimed by workers with `FOR UPDATE SKIP LOCKED`, never twice; a dead worker's
 //! run is taken over under the same id; a worker that lost its lease cannot end the
 //! run; `max_attempts` ends a run that keeps losing its workers; enqueues and ends
-//! are notified. An SQLite ledger refuses the fleet.
+//! are notified. An SQLite ledger refuses the fleet. Spilled messages are kept in
+//! the database, so a run's full transcript and result read on any machine.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use brood::ledger::{
-    EventKind, FleetChannel, Ledger, LedgerError, Placement, RunId, RunStatus, DEFAULT_MAX_ATTEMPTS,
+    EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, RunId, RunStatus,
+    DEFAULT_MAX_ATTEMPTS,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common::pg::{brood_backends, listening, sql, terminate};
 use crate::common::{kinds, named, Place, Store};
@@ -285,7 +287,7 @@ async fn heartbeats_renew_only_this_workers_leases() {
 }
 
 #[tokio::test]
-async fn a_version_5_postgres_ledger_is_migrated_to_the_lease_table() {
+async fn a_version_5_postgres_ledger_is_migrated_to_the_lease_and_spill_tables() {
     let Some(ws) = Store::postgres("a_version_5_postgres_ledger_is_migrated") else {
         return;
     };
@@ -298,6 +300,7 @@ async fn a_version_5_postgres_ledger_is_migrated_to_the_lease_table() {
         &url,
         &[
             "DROP TABLE run_leases",
+            "DROP TABLE spills",
             "UPDATE brood_meta SET value = '5' WHERE key = 'version'",
         ],
     );
@@ -314,6 +317,114 @@ async fn a_version_5_postgres_ledger_is_migrated_to_the_lease_table() {
         w.claim(LEASE).await.unwrap().map(|c| c.run),
         Some(ids[0].clone())
     );
+    // Version 6 (leases, no spill table) gets the spill table too.
+    w.close().await.unwrap();
+    sql(
+        &url,
+        &[
+            "DROP TABLE spills",
+            "UPDATE brood_meta SET value = '6' WHERE key = 'version'",
+        ],
+    );
+    let again = open_blocking(&ws);
+    let big = "x".repeat(100_000);
+    again
+        .append_message(&ids[0], "tool", Value::String(big.clone()))
+        .unwrap();
+    again.flush().await.unwrap();
+    let reader = again.reader().unwrap();
+    let entries = reader.transcript(&ids[0], 0, 10).unwrap().entries;
+    assert_eq!(reader.read_spill(&entries[0]).unwrap(), Some(big));
+}
+
+/// Spilled text lives in the database on PostgreSQL (docs/LEDGER.md "Transcripts and
+/// spill files"): a message over the cap recorded by one worker reads in full on
+/// another machine — another workspace directory, nothing shared but the database —
+/// when a second worker takes the run over, and so does the result that refers to
+/// the spilled answer, from a third. No spill file is written anywhere.
+#[tokio::test]
+async fn spilled_messages_and_results_read_in_full_on_another_machine() {
+    let Some(ws) = Store::postgres("spilled_messages_read_on_another_machine") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    let on = |dir: &std::path::Path| {
+        Ledger::open(
+            dir,
+            LedgerOptions {
+                url: Some(url.clone()),
+                transcript_cap_bytes: 1024,
+                ..LedgerOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let parent = on(ws.path());
+    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let (a, b, c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+
+    // The first worker records the run's answer, over the cap, and stops.
+    let first = on(a.path());
+    let claim = first.claim(LEASE).await.unwrap().unwrap();
+    assert_eq!(claim.run, ids[0]);
+    // Quotes, newlines and non-ASCII: the stored text is the message's JSON.
+    let answer = "SUMMARY: a \"quoted\" line — é\n".repeat(200);
+    let message = json!({"role": "assistant", "content": answer});
+    first
+        .append_message(&claim.run, "assistant", message.clone())
+        .unwrap();
+    first.close().await.unwrap();
+
+    // The second, on another machine, takes it over and reads its transcript whole.
+    let second = on(b.path());
+    let taken = second.claim(LEASE).await.unwrap().unwrap();
+    assert_eq!((taken.run.clone(), taken.attempt), (ids[0].clone(), 2));
+    let reader = second.reader().unwrap();
+    let entries = reader.transcript(&taken.run, 0, 10).unwrap().entries;
+    let spilled = &entries[0];
+    assert!(spilled.truncated, "{spilled:?}");
+    assert_eq!(
+        spilled.spill_path.as_deref(),
+        Some(format!("ledger:spills/{}/0", taken.run).as_str())
+    );
+    let full = reader.read_spill(spilled).unwrap().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&full).unwrap(), message);
+
+    // Its result refers to the spilled answer (stored once) and reads back whole.
+    let result = json!({"final_text": answer, "turns": 2});
+    second.complete(&taken.run, result.clone()).await.unwrap();
+    let row = sql(
+        &url,
+        &[&format!(
+            "SELECT result FROM run_results WHERE run_id = '{}'",
+            taken.run
+        )],
+    );
+    assert!(
+        row[0][0].len() < 1024 && row[0][0].contains("ledger:spills/"),
+        "the answer was stored again: {}",
+        row[0][0]
+    );
+    let elsewhere = Ledger::open_reader_at(c.path(), Some(&url)).unwrap();
+    let run = elsewhere.run(&taken.run).unwrap();
+    assert_eq!(run.result, Some(result));
+    assert!(run.notes.is_empty(), "{:?}", run.notes);
+
+    for dir in [ws.path(), a.path(), b.path(), c.path()] {
+        let spill = dir.join(".brood/state/spill");
+        let files: Vec<_> = std::fs::read_dir(&spill)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(
+            files.is_empty(),
+            "spill files in {}: {files:?}",
+            dir.display()
+        );
+    }
 }
 
 #[tokio::test]

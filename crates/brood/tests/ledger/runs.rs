@@ -413,12 +413,23 @@ async fn oversized_transcript_contents_are_capped_and_spilled(ws: Store) {
     assert!(text.truncated);
     assert_eq!(text.full_bytes, big.len() as u64);
     let rel = text.spill_path.clone().unwrap();
-    assert_eq!(rel, format!(".brood/state/spill/{id}-1.txt"));
     let stored = text.content.as_str().unwrap();
     assert!(stored.len() < 1200, "stored {} bytes", stored.len());
     assert!(stored.starts_with("line 0\nline 1\n"));
     assert!(stored.contains(&rel));
-    assert_eq!(std::fs::read_to_string(ws.path().join(&rel)).unwrap(), big);
+    // SQLite spills to a file in the workspace; PostgreSQL keeps the text in the
+    // database, which machines share (docs/LEDGER.md "Transcripts and spill files").
+    if ws.is_postgres() {
+        assert_eq!(rel, format!("ledger:spills/{id}/1"));
+        assert!(!ws
+            .path()
+            .join(".brood/state/spill")
+            .join(format!("{id}-1.txt"))
+            .exists());
+    } else {
+        assert_eq!(rel, format!(".brood/state/spill/{id}-1.txt"));
+        assert_eq!(std::fs::read_to_string(ws.path().join(&rel)).unwrap(), big);
+    }
     assert_eq!(
         reader.read_spill(text).unwrap().as_deref(),
         Some(big.as_str())
@@ -440,6 +451,10 @@ async fn oversized_transcript_contents_are_capped_and_spilled(ws: Store) {
     assert_eq!(report.spill_files, 2);
     assert!(!ws.path().join(&rel).exists());
     assert!(!ws.path().join(obj.spill_path.as_ref().unwrap()).exists());
+    if let Some(url) = crate::common::Place::url(&ws) {
+        let left = crate::common::pg::sql(url, &["SELECT count(*) FROM spills"]);
+        assert_eq!(left, [["0"]], "the pruned run's spilled text is deleted");
+    }
 }
 
 /// A spill file is written before its row: when the row's insert is rolled back,

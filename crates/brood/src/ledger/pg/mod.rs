@@ -66,8 +66,9 @@ pub(crate) use listen::{listen, PgListener};
 use reconnect::{is_lost, Track};
 pub(crate) use target::PgTarget;
 
-/// The schema at [`SCHEMA_VERSION`], as SQLite's migrations 1–6 leave it (same
-/// tables, columns and indexes; PostgreSQL types).
+/// The schema at version 5, as SQLite's migrations 1–5 leave it (same tables,
+/// columns and indexes; PostgreSQL types); [`MIGRATIONS`] take it to
+/// [`SCHEMA_VERSION`].
 const SCHEMA: &str = r#"
 CREATE TABLE brood_meta (
     key   TEXT PRIMARY KEY,
@@ -147,7 +148,7 @@ CREATE INDEX cancel_requests_by_boot ON cancel_requests (boot_id);
 "#;
 
 /// Version 6 (docs/FLEET.md): the fleet's leases. Part of a new ledger's schema, and
-/// the one migration a PostgreSQL ledger has (from version 5, the first it had).
+/// a migration of one created at version 5 (the first a PostgreSQL ledger had).
 const V6_LEASES: &str = r#"
 CREATE TABLE run_leases (
     run_id         TEXT COLLATE "C" PRIMARY KEY,
@@ -161,6 +162,21 @@ CREATE TABLE run_leases (
     enqueued_at    BIGINT NOT NULL
 );
 "#;
+
+/// Version 7 (`spill.rs`): spilled text kept in the database, which machines share,
+/// rather than in one machine's spill directory.
+const V7_SPILLS: &str = r#"
+CREATE TABLE spills (
+    run_id TEXT COLLATE "C" NOT NULL,
+    seq    BIGINT NOT NULL,
+    text   TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"#;
+
+/// The migrations a PostgreSQL ledger has: (version, SQL), from version 5, the
+/// first one it had.
+const MIGRATIONS: &[(i64, &str)] = &[(6, V6_LEASES), (7, V7_SPILLS)];
 
 /// The advisory lock that serializes schema setup (any constant unlikely to be
 /// another program's: "brood" in ASCII).
@@ -242,9 +258,11 @@ fn set_up_writer(
             .ctx("waiting for the schema lock")?;
         match found(db)? {
             Some(SCHEMA_VERSION) => Ok(()),
-            Some(_) => {
-                db.simple(V6_LEASES)
-                    .ctx("migrating the ledger schema to version 6")?;
+            Some(from) => {
+                for (to, sql) in MIGRATIONS.iter().filter(|(to, _)| *to > from) {
+                    db.simple(sql)
+                        .ctx(&format!("migrating the ledger schema to version {to}"))?;
+                }
                 db.execute(
                     "UPDATE brood_meta SET value = ?1 WHERE key = 'version'",
                     args![SCHEMA_VERSION.to_string().as_str()],
@@ -254,7 +272,9 @@ fn set_up_writer(
             }
             None => {
                 db.simple(SCHEMA).ctx("creating the ledger schema")?;
-                db.simple(V6_LEASES).ctx("creating the ledger schema")?;
+                for (_, sql) in MIGRATIONS {
+                    db.simple(sql).ctx("creating the ledger schema")?;
+                }
                 db.execute(
                     "INSERT INTO brood_meta (key, value) VALUES ('schema', ?1), ('version', ?2)",
                     args![MARKER, SCHEMA_VERSION.to_string().as_str()],
@@ -735,6 +755,11 @@ mod tests {
             placeholders("SELECT '?1', \"a?\" FROM t WHERE a = ?1 AND b = ?12"),
             "SELECT '?1', \"a?\" FROM t WHERE a = $1 AND b = $12"
         );
+    }
+
+    #[test]
+    fn the_migrations_end_at_the_schema_version() {
+        assert_eq!(MIGRATIONS.last().map(|(v, _)| *v), Some(SCHEMA_VERSION));
     }
 
     #[test]
