@@ -10,11 +10,16 @@
 //! (BENCHMARKS.md, memory per running child).
 
 use super::assemble::{parse_completion, preview, Assembler, ChunkOutcome};
+use super::http::{HttpClient, HttpError, RequestBody};
 use super::retry::{classify_status, parse_retry_after, retry, ErrorContext, RetryPolicy};
 use super::sse::SseParser;
 use super::{EventFn, Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use futures::StreamExt;
+use http_body_util::BodyDataStream;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri};
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 
@@ -134,51 +139,43 @@ impl std::fmt::Debug for ProviderConfig {
 }
 
 /// A [`Model`] speaking OpenAI chat completions over HTTP.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiProvider {
     config: ProviderConfig,
-    client: reqwest::Client,
-    /// The chat-completions URL, parsed once (not once per request).
-    endpoint: reqwest::Url,
-    models_url: String,
+    client: HttpClient,
+    /// The chat-completions URL, parsed once (not once per request), and as text.
+    endpoint: Uri,
+    endpoint_text: String,
+    models_url: Uri,
+    models_text: String,
+    /// Every chat-completions request's headers (key, `extra_headers`, content
+    /// type), checked and built once.
+    post_headers: HeaderMap,
+    /// The model list request's.
+    get_headers: HeaderMap,
     timeout_secs: u64,
 }
 
-/// The certificates of a `ca_cert` PEM file, or an error naming the file and the
-/// provider.
-fn read_ca_certs(
-    path: &std::path::Path,
-    provider: &str,
-) -> Result<Vec<reqwest::Certificate>, ModelError> {
-    let bad = |detail: String| {
-        ModelError::Config(format!(
-            "ca_cert '{}' of provider '{provider}': {detail}",
-            path.display()
-        ))
-    };
-    let pem = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-        .map_err(|e| bad(format!("not a PEM certificate bundle: {e}")))?;
-    if certs.is_empty() {
-        return Err(bad(
-            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
-        ));
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("config", &self.config)
+            .field("endpoint", &self.endpoint_text)
+            .finish_non_exhaustive()
     }
-    Ok(certs)
 }
 
 /// The error for a 3xx answer to a request to `url`: brood follows no redirect of
 /// a model endpoint; the message names the status, where it points (its
 /// `Location`, at most 200 characters) and what to do.
-fn redirect_error(resp: &reqwest::Response, url: &str) -> ModelError {
-    let location = resp
-        .headers()
-        .get(reqwest::header::LOCATION)
+fn redirect_error(status: StatusCode, headers: &HeaderMap, url: &str) -> ModelError {
+    let location = headers
+        .get(header::LOCATION)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.chars().take(200).collect::<String>())
         .unwrap_or_else(|| "no Location header".to_string());
     ModelError::BadRequest {
-        status: resp.status().as_u16(),
+        status: status.as_u16(),
         message: format!(
             "{url} redirects to {location}; brood does not follow a model endpoint's \
              redirects (the request's body and key would go elsewhere): if the provider \
@@ -187,19 +184,63 @@ fn redirect_error(resp: &reqwest::Response, url: &str) -> ModelError {
     }
 }
 
-impl OpenAiProvider {
-    /// Check the config and build the HTTP client. Errors: a base URL that is not
-    /// http(s) ([`ModelError::Config`]); a key env var named but no key
-    /// ([`ModelError::MissingKey`]).
-    pub fn new(config: ProviderConfig) -> Result<OpenAiProvider, ModelError> {
-        let base = config.base_url.trim().trim_end_matches('/').to_string();
-        let url = reqwest::Url::parse(&base).map_err(|e| {
+/// The headers every request of `config` carries: its key as `Authorization:
+/// Bearer …` (marked sensitive), its `extra_headers`, then `base` where the extra
+/// ones did not set them, and `Accept: */*` unless set. A name or value that
+/// cannot be a header is [`ModelError::Config`] naming it.
+fn request_headers(
+    config: &ProviderConfig,
+    base: &[(HeaderName, &'static str)],
+) -> Result<HeaderMap, ModelError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
             ModelError::Config(format!(
-                "base URL '{}' of provider '{}' is not a URL: {e}",
-                config.base_url, config.name
+                "the API key of provider '{}' holds a character a header cannot carry \
+                 (a line break or a control character)",
+                config.name
             ))
         })?;
-        if !matches!(url.scheme(), "http" | "https") {
+        value.set_sensitive(true);
+        headers.insert(header::AUTHORIZATION, value);
+    }
+    for (k, v) in &config.extra_headers {
+        let bad = |e: &dyn std::fmt::Display| {
+            ModelError::Config(format!(
+                "extra header '{k}' of provider '{}' is not a valid HTTP header: {e}",
+                config.name
+            ))
+        };
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| bad(&e))?;
+        let value = HeaderValue::from_str(v).map_err(|e| bad(&e))?;
+        headers.append(name, value);
+    }
+    for (name, value) in base {
+        if !headers.contains_key(name) {
+            headers.insert(name.clone(), HeaderValue::from_static(value));
+        }
+    }
+    if !headers.contains_key(header::ACCEPT) {
+        headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+    }
+    Ok(headers)
+}
+
+impl OpenAiProvider {
+    /// Check the config and build the HTTP client. Errors: a base URL that is not
+    /// http(s), a key or an extra header that cannot be sent, a `ca_cert` that
+    /// cannot be used, a proxy brood cannot use ([`ModelError::Config`]); a key env
+    /// var named but no key ([`ModelError::MissingKey`]).
+    pub fn new(config: ProviderConfig) -> Result<OpenAiProvider, ModelError> {
+        let base = config.base_url.trim().trim_end_matches('/').to_string();
+        let not_a_url = |what: &str, e: &dyn std::fmt::Display| {
+            ModelError::Config(format!(
+                "base URL '{}' of provider '{}' {what}: {e}",
+                config.base_url, config.name
+            ))
+        };
+        let url: Uri = base.parse().map_err(|e| not_a_url("is not a URL", &e))?;
+        if !matches!(url.scheme_str(), Some("http" | "https")) || url.host().is_none() {
             return Err(ModelError::Config(format!(
                 "base URL '{}' of provider '{}' must start with http:// or https://",
                 config.base_url, config.name
@@ -211,37 +252,40 @@ impl OpenAiProvider {
                 env_var: var.clone(),
             });
         }
+        let endpoint_text = format!("{base}/chat/completions");
+        let endpoint: Uri = endpoint_text
+            .parse()
+            .map_err(|e| not_a_url("does not make a chat-completions URL", &e))?;
+        let models_text = format!("{base}/models");
+        let models_url: Uri = models_text
+            .parse()
+            .map_err(|e| not_a_url("does not make a models URL", &e))?;
+        let accept = if config.stream {
+            "text/event-stream"
+        } else {
+            "*/*"
+        };
+        let post_headers = request_headers(
+            &config,
+            &[
+                (header::CONTENT_TYPE, "application/json"),
+                (header::ACCEPT, accept),
+            ],
+        )?;
+        let get_headers = request_headers(&config, &[])?;
         // One client per provider, shared by every run that talks to it (see
-        // `runtime::provider`): one pool. Over TLS, ALPN offers HTTP/2 first, and
-        // a server that takes it carries every request of the tree on one
-        // connection; otherwise HTTP/1.1 keeps its connections alive for reuse.
-        //
-        // Redirects are not followed: a model request is a POST carrying the
-        // conversation and the key, and reqwest would replay a 301/302/303 as a
-        // body-less GET (or, for a 307/308, hand the key to the new address). A
-        // redirect is answered with an error naming where it points
+        // `runtime::provider`): one pool (`model::http`). Redirects are not
+        // followed: a model request is a POST carrying the conversation and the
+        // key; a redirect is answered with an error naming where it points
         // ([`redirect_error`]), so the user moves `base_url` there on purpose.
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
-            .redirect(reqwest::redirect::Policy::none());
-        if let Some(path) = &config.ca_cert {
-            for cert in read_ca_certs(path, &config.name)? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let client = builder
-            .build()
-            .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
-        let endpoint = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|e| {
-            ModelError::Config(format!(
-                "base URL '{}' of provider '{}' does not make a chat-completions URL: {e}",
-                config.base_url, config.name
-            ))
-        })?;
+        let client = HttpClient::new(&endpoint, config.ca_cert.as_deref(), &config.name)?;
         Ok(OpenAiProvider {
             endpoint,
-            models_url: format!("{base}/models"),
+            endpoint_text,
+            models_url,
+            models_text,
+            post_headers,
+            get_headers,
             timeout_secs: clamp_api_timeout(Some(config.api_timeout_secs)),
             config,
             client,
@@ -255,7 +299,7 @@ impl OpenAiProvider {
 
     /// The chat-completions URL.
     pub fn endpoint(&self) -> &str {
-        self.endpoint.as_str()
+        &self.endpoint_text
     }
 
     /// The JSON body sent for `request`, as a value (see `model::body` for the
@@ -280,20 +324,7 @@ impl OpenAiProvider {
         }
     }
 
-    fn with_headers(&self, mut rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        if let Some(key) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
-            rb = rb.bearer_auth(key);
-        }
-        for (k, v) in &self.config.extra_headers {
-            rb = rb.header(k.as_str(), v.as_str());
-        }
-        rb
-    }
-
-    fn send_error(&self, url: &str, e: reqwest::Error) -> ModelError {
-        if e.is_builder() {
-            return ModelError::Config(format!("cannot build a request to {url}: {e}"));
-        }
+    fn send_error(&self, url: &str, e: HttpError) -> ModelError {
         let detail = if closed_before_answer(&e) {
             format!(
                 "connection closed by the server before it answered ({})",
@@ -324,29 +355,24 @@ impl OpenAiProvider {
     /// is the pool's stale connection, not the server refusing: the request is sent
     /// once more on a fresh connection, without spending an attempt.
     ///
-    /// The body goes to the client as a one-shot body of known length
-    /// (`Content-Length`, not chunked): a `Bytes` body would be kept by the client
-    /// for the whole exchange (it clones reusable bodies for redirects and its
-    /// own retries), this one is dropped as soon as it is written.
-    async fn send(&self, request: &ModelRequest) -> Result<reqwest::Response, ModelError> {
-        let url = self.endpoint.as_str();
+    /// The body goes to the client as one buffer of known length
+    /// (`Content-Length`, not chunked), which hyper drops once written: a child
+    /// waiting for its answer holds no copy of its request.
+    async fn send(&self, request: &ModelRequest) -> Result<Response<Incoming>, ModelError> {
         let build = |body: bytes::Bytes| {
-            let body = reqwest::Body::wrap(http_body_util::Full::new(body));
-            let mut rb = self
-                .client
-                .post(self.endpoint.clone())
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body);
-            if self.config.stream {
-                rb = rb.header(reqwest::header::ACCEPT, "text/event-stream");
-            }
-            self.with_headers(rb)
+            let mut req = Request::new(RequestBody::new(body));
+            *req.method_mut() = Method::POST;
+            *req.uri_mut() = self.endpoint.clone();
+            *req.headers_mut() = self.post_headers.clone();
+            req
         };
-        match build(self.encode(request)?).send().await {
-            Err(e) if closed_before_answer(&e) => build(self.encode(request)?).send().await,
+        match self.client.send(build(self.encode(request)?)).await {
+            Err(e) if closed_before_answer(&e) => {
+                self.client.send(build(self.encode(request)?)).await
+            }
             r => r,
         }
-        .map_err(|e| self.send_error(url, e))
+        .map_err(|e| self.send_error(&self.endpoint_text, e))
     }
 
     /// One attempt: send, then read the answer.
@@ -368,31 +394,33 @@ impl OpenAiProvider {
     /// Type an error status, or read the answer (streamed or whole).
     async fn read_answer(
         &self,
-        resp: reqwest::Response,
+        resp: Response<Incoming>,
         model: &str,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
-        let ctx = self.context(self.endpoint.as_str(), model);
+        let ctx = self.context(&self.endpoint_text, model);
         let status = resp.status();
         if status.is_redirection() {
-            return Err(redirect_error(&resp, self.endpoint.as_str()));
+            return Err(redirect_error(status, resp.headers(), &self.endpoint_text));
         }
+        let cap = self.answer_cap();
         if !status.is_success() {
             let retry_after = resp
                 .headers()
-                .get(reqwest::header::RETRY_AFTER)
+                .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
-            let text = resp.text().await.unwrap_or_default();
+            let text = body_text(resp.into_body(), cap, "error body")
+                .await
+                .unwrap_or_default();
             return Err(classify_status(status.as_u16(), &text, retry_after, &ctx));
         }
         let is_sse = resp
             .headers()
-            .get(reqwest::header::CONTENT_TYPE)
+            .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
-        let cap = self.answer_cap();
-        let mut body = resp.bytes_stream();
+        let mut body = BodyDataStream::new(resp.into_body());
         if is_sse {
             // The label is a hint, the first bytes decide: a whole JSON completion
             // relabelled `text/event-stream` (by a proxy or a gateway) is read as one.
@@ -414,13 +442,13 @@ impl OpenAiProvider {
             if !head.trim_ascii_start().starts_with(b"{") {
                 return read_stream(rest, on_event, &ctx, cap).await;
             }
-            let bytes = read_body(rest, cap).await?;
+            let bytes = read_body(rest, cap, "answer body").await?;
             return self.whole_answer(&bytes, on_event, &ctx, cap);
         }
-        let bytes = read_body(body, cap).await?;
+        let bytes = read_body(body, cap, "answer body").await?;
         if bytes.trim_ascii_start().starts_with(b"data:") {
             // An event stream sent without its content type.
-            let whole = futures::stream::iter([Ok::<_, reqwest::Error>(bytes)]);
+            let whole = futures::stream::iter([Ok::<_, hyper::Error>(bytes)]);
             return read_stream(whole, on_event, &ctx, cap).await;
         }
         self.whole_answer(&bytes, on_event, &ctx, cap)
@@ -436,7 +464,7 @@ impl OpenAiProvider {
     ) -> Result<ModelResponse, ModelError> {
         if bytes.trim_ascii().is_empty() {
             return Err(ModelError::EmptyAnswer {
-                url: self.endpoint.to_string(),
+                url: self.endpoint_text.clone(),
                 what: "body".to_string(),
             });
         }
@@ -475,7 +503,7 @@ async fn read_stream<S>(
     cap: usize,
 ) -> Result<ModelResponse, ModelError>
 where
-    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+    S: futures::Stream<Item = Result<bytes::Bytes, hyper::Error>> + Unpin,
 {
     let mut parser = SseParser::with_line_cap(cap);
     let mut acc = Assembler::new();
@@ -537,7 +565,7 @@ const DRAIN_BYTES: usize = 64 * 1024;
 /// a server that keeps the stream open after `[DONE]` only loses the reuse.
 async fn drain_after_done<S>(body: &mut S)
 where
-    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+    S: futures::Stream<Item = Result<bytes::Bytes, hyper::Error>> + Unpin,
 {
     let drain = async {
         let mut read = 0;
@@ -562,9 +590,10 @@ fn too_large(cap: usize, size: usize, what: &str) -> ModelError {
 
 /// A whole (non-streamed) answer body, read up to 4 × `cap` plus 1 MiB (JSON
 /// escaping of the capped text, and the envelope); a longer body is dropped there.
-async fn read_body<S>(mut body: S, cap: usize) -> Result<bytes::Bytes, ModelError>
+/// `what` names the body in the error of a cut one.
+async fn read_body<S>(mut body: S, cap: usize, what: &str) -> Result<bytes::Bytes, ModelError>
 where
-    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+    S: futures::Stream<Item = Result<bytes::Bytes, hyper::Error>> + Unpin,
 {
     let limit = cap.saturating_mul(4).saturating_add(1 << 20);
     let mut whole = Vec::new();
@@ -583,18 +612,24 @@ where
             None => return Ok(bytes::Bytes::from(whole)),
             Some(Err(e)) => {
                 return Err(ModelError::StreamCut {
-                    detail: format!("answer body cut: {}", error_chain(&e)),
+                    detail: format!("{what} cut: {}", error_chain(&e)),
                 })
             }
         }
     }
 }
 
+/// A body read whole (bounded as [`read_body`]) as text, invalid UTF-8 replaced.
+async fn body_text(body: Incoming, cap: usize, what: &str) -> Result<String, ModelError> {
+    let bytes = read_body(BodyDataStream::new(body), cap, what).await?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// Whether sending failed because the connection was closed before any byte of the
 /// answer came (hyper's `IncompleteMessage`: "connection closed before message
 /// completed", or the connection reset under the request) — what a reused
 /// keep-alive connection the server dropped looks like.
-fn closed_before_answer(e: &reqwest::Error) -> bool {
+fn closed_before_answer(e: &HttpError) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
@@ -693,23 +728,28 @@ impl OpenAiProvider {
         if !self.config.lists_models {
             return Ok(None);
         }
-        let ctx = self.context(&self.models_url, "");
+        let ctx = self.context(&self.models_text, "");
         let fetch = async {
+            let mut req = Request::new(RequestBody::default());
+            *req.uri_mut() = self.models_url.clone();
+            *req.headers_mut() = self.get_headers.clone();
             let resp = self
-                .with_headers(self.client.get(&self.models_url))
-                .send()
+                .client
+                .send(req)
                 .await
-                .map_err(|e| self.send_error(&self.models_url, e))?;
+                .map_err(|e| self.send_error(&self.models_text, e))?;
             if resp.status().is_redirection() {
-                return Err(redirect_error(&resp, &self.models_url));
+                return Err(redirect_error(
+                    resp.status(),
+                    resp.headers(),
+                    &self.models_text,
+                ));
             }
             let status = resp.status().as_u16();
             if matches!(status, 404 | 405 | 501) {
                 return Ok(None);
             }
-            let text = resp.text().await.map_err(|e| ModelError::StreamCut {
-                detail: format!("model list cut: {}", error_chain(&e)),
-            })?;
+            let text = body_text(resp.into_body(), self.answer_cap(), "model list").await?;
             if !(200..300).contains(&status) {
                 return Err(classify_status(status, &text, None, &ctx));
             }

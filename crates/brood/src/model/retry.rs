@@ -207,7 +207,7 @@ pub(crate) fn server_message(status: u16, body: &str) -> String {
     }
     let text = body.trim();
     if text.is_empty() {
-        return reqwest::StatusCode::from_u16(status)
+        return hyper::StatusCode::from_u16(status)
             .ok()
             .and_then(|s| s.canonical_reason())
             .unwrap_or("no message")

@@ -1,7 +1,8 @@
 //! Model providers through the `Model` trait: the OpenAI-compatible provider against
 //! brood-mock (assembly, requests, retries, typed errors, the failures a broken
 //! endpoint shows), the quirks of a real llama.cpp server replayed byte for byte,
-//! the scripted model and record/replay, and connection reuse across a tree. One test
+//! the scripted model and record/replay, connection reuse across a tree, and the
+//! environment's proxies. One test
 //! binary (link time dominates a test build), one module per subject.
 //!
 //! `cargo test -p brood --test provider` runs them all; a module alone:
@@ -12,6 +13,7 @@ mod common;
 
 mod connections;
 mod openai;
+mod proxy;
 mod quirks;
 mod scripted_replay;
 

@@ -1,0 +1,368 @@
+//! The HTTP client of an OpenAI-compatible provider: hyper-util's pooled client
+//! driven directly (docs/ARCHITECTURE.md "Decisions": the provider drives hyper).
+//!
+//! One [`HttpClient`] per provider, shared by every run of the tree that talks to it:
+//! one pool. Over TLS (rustls on *ring*, the webpki roots plus the provider's
+//! `ca_cert`), ALPN offers HTTP/2 first, and a server that takes it carries every
+//! request of the tree as streams of one connection; otherwise HTTP/1.1 keeps its
+//! connections alive for reuse. TCP connects time out after 10 s, with `TCP_NODELAY`.
+//!
+//! What a general client does for its caller and brood does here instead:
+//! - **proxies**, from `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (curl's
+//!   rules, read once when the provider is made): an `https://` endpoint behind a
+//!   proxy is reached through a `CONNECT` tunnel, an `http://` one by sending the
+//!   request to the proxy in absolute form; the proxy's own `user:password` goes as
+//!   `Proxy-Authorization`. Only `http://` proxies are supported;
+//! - **redirects** are never followed (the caller types a 3xx as an error);
+//! - no retry layer, no copy of the request kept for one: the body is a one-shot
+//!   buffer, dropped once written. hyper-util sends a request again only when its
+//!   pooled connection was found closed before the request left.
+
+use super::ModelError;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper::{Request, Response, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// How long a TCP connect (to the endpoint or to its proxy) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a request's body is: one buffer of known length, sent as `Content-Length`
+/// and dropped once written.
+pub(crate) type RequestBody = Full<Bytes>;
+
+/// The error of one exchange (its [`std::error::Error::source`] chain names the
+/// cause: a refused connect, a certificate, a closed connection).
+pub(crate) type HttpError = hyper_util::client::legacy::Error;
+
+/// A provider's pooled HTTP client.
+#[derive(Clone, Debug)]
+pub(crate) struct HttpClient {
+    client: Client<HttpsConnector<Connector>, RequestBody>,
+    /// `Proxy-Authorization` for a request sent to a forwarding proxy.
+    forward_auth: Option<HeaderValue>,
+}
+
+impl HttpClient {
+    /// The client for requests to `endpoint` (any path of its host), its proxy
+    /// chosen by the environment's `*_PROXY` variables. Errors
+    /// ([`ModelError::Config`]): a `ca_cert` that cannot be read or holds no
+    /// certificate, a proxy that is not `http://`.
+    pub(crate) fn new(
+        endpoint: &Uri,
+        ca_cert: Option<&Path>,
+        provider: &str,
+    ) -> Result<HttpClient, ModelError> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let route = Route::for_endpoint(endpoint, &Matcher::from_env(), &http, provider)?;
+        let forward_auth = match &route {
+            Route::Forward { auth, .. } => auth.clone(),
+            _ => None,
+        };
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca_cert, provider)?)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(Connector { http, route });
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .build(https);
+        Ok(HttpClient {
+            client,
+            forward_auth,
+        })
+    }
+
+    /// Send `request`; the answer's head, its body still to read.
+    pub(crate) async fn send(
+        &self,
+        mut request: Request<RequestBody>,
+    ) -> Result<Response<Incoming>, HttpError> {
+        if let Some(auth) = &self.forward_auth {
+            request
+                .headers_mut()
+                .insert(PROXY_AUTHORIZATION, auth.clone());
+        }
+        self.client.request(request).await
+    }
+}
+
+/// The TLS settings: rustls on *ring*, the webpki roots (Mozilla's, as reqwest's
+/// `rustls-tls` trusted before) plus the provider's `ca_cert`; verification stays on.
+fn tls_config(ca_cert: Option<&Path>, provider: &str) -> Result<rustls::ClientConfig, ModelError> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(path) = ca_cert {
+        for cert in read_ca_certs(path, provider)? {
+            roots.add(cert).map_err(|e| {
+                ModelError::Config(format!(
+                    "ca_cert '{}' of provider '{provider}': a certificate cannot be used: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+    }
+    let crypto = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(crypto)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ModelError::Config(format!("TLS set-up failed: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// The certificates of a `ca_cert` PEM file, or an error naming the file and the
+/// provider.
+fn read_ca_certs(path: &Path, provider: &str) -> Result<Vec<CertificateDer<'static>>, ModelError> {
+    let bad = |detail: String| {
+        ModelError::Config(format!(
+            "ca_cert '{}' of provider '{provider}': {detail}",
+            path.display()
+        ))
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(format!("not a PEM certificate bundle: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad(
+            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+        ));
+    }
+    Ok(certs)
+}
+
+/// How the endpoint's host is reached.
+#[derive(Clone, Debug)]
+enum Route {
+    /// Straight to it.
+    Direct,
+    /// Through a `CONNECT` tunnel opened by an HTTP proxy (an `https://` endpoint).
+    Tunnel(Tunnel<HttpConnector>),
+    /// To an HTTP proxy that forwards the request (an `http://` endpoint).
+    Forward {
+        proxy: Uri,
+        auth: Option<HeaderValue>,
+    },
+}
+
+impl Route {
+    /// The route `proxies` give `endpoint` (`NO_PROXY` included); `tcp` opens the
+    /// connection to the proxy.
+    fn for_endpoint(
+        endpoint: &Uri,
+        proxies: &Matcher,
+        tcp: &HttpConnector,
+        provider: &str,
+    ) -> Result<Route, ModelError> {
+        let Some(intercept) = proxies.intercept(endpoint) else {
+            return Ok(Route::Direct);
+        };
+        let proxy = intercept.uri().clone();
+        if proxy.scheme_str() != Some("http") {
+            return Err(ModelError::Config(format!(
+                "the proxy set for provider '{provider}' by HTTPS_PROXY, HTTP_PROXY or \
+                 ALL_PROXY is a {}:// proxy at {}: brood reaches a model endpoint only \
+                 through an http:// proxy; set an http:// one, or name the endpoint's host \
+                 in NO_PROXY",
+                proxy.scheme_str().unwrap_or("schemeless"),
+                proxy.host().unwrap_or("?"),
+            )));
+        }
+        let auth = intercept.basic_auth().cloned();
+        if endpoint.scheme_str() != Some("https") {
+            return Ok(Route::Forward { proxy, auth });
+        }
+        let tunnel = Tunnel::new(proxy, tcp.clone());
+        Ok(Route::Tunnel(match auth {
+            Some(auth) => tunnel.with_auth(auth),
+            None => tunnel,
+        }))
+    }
+}
+
+/// Opens the TCP connection a request goes over, by its [`Route`] (TLS, when the
+/// endpoint is `https://`, is layered on it by hyper-rustls).
+#[derive(Clone, Debug)]
+pub(crate) struct Connector {
+    http: HttpConnector,
+    route: Route,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = Tcp;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Tcp, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // `HttpConnector` and `Tunnel` over it are always ready.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        match &mut self.route {
+            Route::Direct => {
+                let connecting = self.http.call(dst);
+                Box::pin(async move { Ok(Tcp::new(connecting.await?, false)) })
+            }
+            Route::Tunnel(tunnel) => {
+                let connecting = tunnel.call(dst);
+                Box::pin(async move { Ok(Tcp::new(connecting.await?, false)) })
+            }
+            Route::Forward { proxy, .. } => {
+                let connecting = self.http.call(proxy.clone());
+                Box::pin(async move { Ok(Tcp::new(connecting.await?, true)) })
+            }
+        }
+    }
+}
+
+/// A TCP connection, and whether it goes to a forwarding proxy (then hyper-util
+/// sends each request's URI in absolute form).
+#[derive(Debug)]
+pub(crate) struct Tcp {
+    io: TokioIo<TcpStream>,
+    forwarding: bool,
+}
+
+impl Tcp {
+    fn new(io: TokioIo<TcpStream>, forwarding: bool) -> Tcp {
+        Tcp { io, forwarding }
+    }
+}
+
+impl Connection for Tcp {
+    fn connected(&self) -> Connected {
+        self.io.connected().proxy(self.forwarding)
+    }
+}
+
+impl Read for Tcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl Write for Tcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(endpoint: &str, proxies: Matcher) -> Result<Route, ModelError> {
+        Route::for_endpoint(
+            &endpoint.parse().unwrap(),
+            &proxies,
+            &HttpConnector::new(),
+            "vllm",
+        )
+    }
+
+    #[test]
+    fn the_proxy_route_follows_the_scheme_and_no_proxy() {
+        let proxies = || {
+            Matcher::builder()
+                .https("http://u:p@10.0.0.1:3128")
+                .http("http://10.0.0.2:3128")
+                .no("internal.example, 192.168.0.0/16")
+                .build()
+        };
+        assert!(matches!(
+            route("https://api.example.com/v1", proxies()),
+            Ok(Route::Tunnel(_))
+        ));
+        match route("http://api.example.com/v1", proxies()) {
+            Ok(Route::Forward { proxy, auth }) => {
+                assert_eq!(proxy.host(), Some("10.0.0.2"));
+                assert!(auth.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        for direct in [
+            "https://gpu.internal.example:8000/v1",
+            "http://192.168.1.9:8080/v1",
+        ] {
+            assert!(
+                matches!(route(direct, proxies()), Ok(Route::Direct)),
+                "{direct}"
+            );
+        }
+        assert!(matches!(
+            route("https://api.example.com/v1", Matcher::builder().build()),
+            Ok(Route::Direct)
+        ));
+    }
+
+    #[test]
+    fn a_proxy_that_is_not_http_is_refused_naming_it() {
+        for proxy in ["socks5://10.0.0.1:1080", "https://10.0.0.1:3128"] {
+            let e = route(
+                "https://api.example.com/v1",
+                Matcher::builder().all(proxy).build(),
+            )
+            .unwrap_err()
+            .to_string();
+            let scheme = proxy.split(':').next().unwrap();
+            assert!(
+                e.contains(&format!("{scheme}://")) && e.contains("vllm") && e.contains("NO_PROXY"),
+                "{e}"
+            );
+        }
+    }
+}

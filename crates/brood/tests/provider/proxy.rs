@@ -1,0 +1,208 @@
+//! The provider honours the environment's proxies, as curl does: `HTTPS_PROXY` for
+//! an `https://` endpoint (a `CONNECT` tunnel, TLS to the endpoint inside it),
+//! `HTTP_PROXY` for an `http://` one (the request sent to the proxy in absolute
+//! form), the proxy's `user:password` as `Proxy-Authorization`, and `NO_PROXY`
+//! exempting a host. The proxy is a tiny one in the test, on loopback, counting what
+//! goes through it. The environment is the process's, read when the provider is
+//! made, so each case runs one step in a child process (this test binary again,
+//! running [`proxied_step`]) with the variables set for it alone.
+
+use brood::model::openai::{OpenAiProvider, ProviderConfig};
+use brood::model::{Message, ModelRequest, Sampling};
+use brood_mock::{Alpn, MockReply, MockServer};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Every proxy variable a child could inherit.
+const PROXY_VARS: [&str; 8] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+/// What went through the proxy: each connection's first request line, and its
+/// `Proxy-Authorization` if any.
+#[derive(Default)]
+struct Seen(Mutex<Vec<(String, Option<String>)>>);
+
+impl Seen {
+    fn take(&self) -> Vec<(String, Option<String>)> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+/// A minimal HTTP proxy on loopback: `CONNECT host:port` opens a tunnel; any other
+/// request (absolute form, `http://host:port/…`) is passed on to that host as it
+/// came. Each connection then relays bytes both ways until either end closes.
+async fn start_proxy() -> (SocketAddr, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(relay(conn, record.clone()));
+        }
+    });
+    (addr, seen)
+}
+
+async fn relay(mut client: TcpStream, seen: Arc<Seen>) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match client.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let line = text.lines().next().unwrap_or("").to_string();
+    let auth = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("proxy-authorization: ")
+                .or_else(|| l.strip_prefix("Proxy-Authorization: "))
+        })
+        .map(str::to_string);
+    seen.0.lock().unwrap().push((line.clone(), auth));
+    let target = line.split(' ').nth(1).unwrap_or("");
+    let connect = line.starts_with("CONNECT ");
+    let host = if connect {
+        target.to_string()
+    } else {
+        let rest = target.strip_prefix("http://").unwrap_or(target);
+        rest.split('/').next().unwrap_or("").to_string()
+    };
+    let Ok(mut upstream) = TcpStream::connect(&host).await else {
+        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+        return;
+    };
+    if connect {
+        let _ = client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await;
+    } else if upstream.write_all(&head).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// Run [`proxied_step`] in a child process against `url`, with `env` as its only
+/// proxy variables; whether it succeeded, and its output.
+async fn step_in_child(
+    url: &str,
+    ca: Option<&std::path::Path>,
+    env: &[(&str, String)],
+) -> (bool, String) {
+    let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["proxy::proxied_step", "--exact", "--ignored", "--nocapture"])
+        .env("BROOD_PROXY_TEST_URL", url);
+    for var in PROXY_VARS {
+        cmd.env_remove(var);
+    }
+    if let Some(ca) = ca {
+        cmd.env("BROOD_PROXY_TEST_CA", ca);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The child's half: one step against `$BROOD_PROXY_TEST_URL` (its CA in
+/// `$BROOD_PROXY_TEST_CA`), with whatever proxy the environment sets.
+#[tokio::test]
+#[ignore = "run by the proxy tests in a child process, with the proxy's environment"]
+async fn proxied_step() {
+    let url = std::env::var("BROOD_PROXY_TEST_URL").expect("BROOD_PROXY_TEST_URL");
+    let mut cfg = ProviderConfig::new("proxied", url);
+    cfg.ca_cert = std::env::var_os("BROOD_PROXY_TEST_CA").map(Into::into);
+    cfg.api_timeout_secs = 20;
+    cfg.max_attempts = 1;
+    let provider = OpenAiProvider::new(cfg).unwrap();
+    let req = ModelRequest {
+        model: "mock-model".into(),
+        system: "s".into(),
+        messages: vec![Message::user("through the proxy?")],
+        tools: vec![],
+        tool_choice: None,
+        sampling: Sampling::default(),
+    };
+    let (answer, _) = crate::step(&provider, &req).await;
+    assert_eq!(answer.unwrap().message.content, "through");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_endpoint_is_reached_through_the_proxys_tunnel_unless_no_proxy_names_it() {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("through"));
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    let (proxy, seen) = start_proxy().await;
+    let url = server.base_url();
+
+    let with_auth = format!("http://brood:s3cret@{proxy}");
+    let (ok, out) = step_in_child(&url, Some(&ca), &[("HTTPS_PROXY", with_auth.clone())]).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        seen.take(),
+        [(
+            format!("CONNECT {} HTTP/1.1", server.addr()),
+            // base64("brood:s3cret")
+            Some("Basic YnJvb2Q6czNjcmV0".to_string())
+        )]
+    );
+    assert_eq!(server.request_count(), 1);
+
+    // ALL_PROXY serves too; NO_PROXY naming the host sends it straight there.
+    let plain = format!("http://{proxy}");
+    let (ok, out) = step_in_child(&url, Some(&ca), &[("ALL_PROXY", plain.clone())]).await;
+    assert!(ok, "{out}");
+    assert_eq!(seen.take().len(), 1);
+    let exempt = [
+        ("HTTPS_PROXY", plain),
+        ("NO_PROXY", "127.0.0.1".to_string()),
+    ];
+    let (ok, out) = step_in_child(&url, Some(&ca), &exempt).await;
+    assert!(ok, "{out}");
+    assert_eq!(seen.take(), []);
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_endpoint_is_sent_to_the_proxy_in_absolute_form() {
+    let server = MockServer::start(|_| MockReply::text("through"));
+    let (proxy, seen) = start_proxy().await;
+    let url = server.base_url();
+    // HTTPS_PROXY does not apply to an http:// endpoint.
+    let only_https = [("HTTPS_PROXY", format!("http://{proxy}"))];
+    let (ok, out) = step_in_child(&url, None, &only_https).await;
+    assert!(ok, "{out}");
+    assert_eq!(seen.take(), []);
+
+    let (ok, out) =
+        step_in_child(&url, None, &[("HTTP_PROXY", format!("http://u:p@{proxy}"))]).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        seen.take(),
+        [(
+            format!("POST {url}/chat/completions HTTP/1.1"),
+            Some("Basic dTpw".to_string())
+        )]
+    );
+    assert_eq!(server.request_count(), 2);
+}
