@@ -15,7 +15,6 @@ use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
 use super::gate::{Hold, Settled as Gate, SpawnGate};
-use super::granted::RecordedGrant;
 use super::hooks::{hooks_for, record_message};
 use super::inbox::{Claim, RunInbox};
 use super::prompt::first_context;
@@ -109,11 +108,7 @@ pub(crate) fn record_spawn(
         provider: &ctx.provider_name,
         workspace: sup.env().workspace.root(),
         unpriced: ctx.budgets.price().is_none(),
-        grant: RecordedGrant {
-            fork_messages: plan.fork_from.as_ref().map(|f| f.messages.len()),
-            ..RecordedGrant::of(sup, ctx)
-        }
-        .to_json(),
+        grant: sup.recorded_grant(ctx, plan.fork_from.as_ref().map(|f| f.messages.len())),
     });
     async move { durable.await.map_err(SpawnError::Ledger) }
 }

@@ -14,11 +14,11 @@
 //! guessed ([`super::ResumeError::NoRecordedGrant`]).
 
 use super::ctx::RunCtx;
-use super::supervisor::Supervisor;
 use crate::ledger::{EventKind, EventRecord, JsonText};
-use crate::tool::{Permissions, RuleKind, RuleSet};
+use crate::tool::{CallGate, Permissions, RuleKind, RuleSet};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 /// What is kept of a run's grant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,33 +49,14 @@ pub(crate) struct RecordedRule {
 
 impl RecordedGrant {
     /// The record of a run holding `tools` under `permissions` and `rules`.
+    #[cfg(test)]
     pub fn new(tools: &[String], permissions: &Permissions, rules: &RuleSet) -> Self {
         RecordedGrant {
             tools: tools.iter().cloned().collect(),
             permissions: permissions.clone(),
-            rules: rules
-                .rules()
-                .iter()
-                .filter(|r| matches!(r.kind, RuleKind::Deny | RuleKind::Ask))
-                .map(|r| RecordedRule {
-                    kind: r.kind.as_str().to_string(),
-                    rule: r.rule.text().to_string(),
-                    source: r.source.clone(),
-                })
-                .collect(),
+            rules: recorded_rules(rules),
             fork_messages: None,
         }
-    }
-
-    /// The record of run `ctx` now: its tools (its toolbox is built), its
-    /// permissions, the session's rules and its definitions'.
-    pub fn of(sup: &Supervisor, ctx: &RunCtx) -> Self {
-        let mut rules = sup
-            .call_gate()
-            .map(|g| g.session_rules())
-            .unwrap_or_default();
-        rules.extend(&ctx.rules);
-        RecordedGrant::new(&ctx.tool_names(), &ctx.permissions, &rules)
     }
 
     /// As stored in the `spawned` event: encoded once, here, and written as it is
@@ -129,6 +110,97 @@ impl RecordedGrant {
             }
         }
         Ok(out)
+    }
+}
+
+/// The `deny` and `ask` rules of `rules`, as recorded.
+fn recorded_rules(rules: &RuleSet) -> Vec<RecordedRule> {
+    rules
+        .rules()
+        .iter()
+        .filter(|r| matches!(r.kind, RuleKind::Deny | RuleKind::Ask))
+        .map(|r| RecordedRule {
+            kind: r.kind.as_str().to_string(),
+            rule: r.rule.text().to_string(),
+            source: r.source.clone(),
+        })
+        .collect()
+}
+
+/// What a grant record is made of.
+struct GrantInputs<'a> {
+    tools: &'a [String],
+    permissions: &'a Arc<Permissions>,
+    rules: Vec<RecordedRule>,
+    fork_messages: Option<usize>,
+}
+
+/// The last grant record encoded, with what it was made of, one per session:
+/// the children of one `task` (and the opens of one step of one kind) hold the
+/// same grant, and share its text instead of each collecting its tool names into
+/// a set and encoding the record again (issue 17.1: ~18 k instructions of a
+/// child's ~63 k open, BENCHMARKS.md section 9, "the fifth start round"). A
+/// record made of anything else — another tool list, permissions, rules or fork
+/// — is built and encoded, and kept as the last one.
+#[derive(Default)]
+pub(crate) struct GrantTexts(Mutex<Option<LastGrant>>);
+
+struct LastGrant {
+    tools: Vec<String>,
+    permissions: Arc<Permissions>,
+    rules: Vec<RecordedRule>,
+    fork_messages: Option<usize>,
+    text: Option<JsonText>,
+}
+
+impl GrantTexts {
+    /// The grant record of run `ctx` now, encoded (see [`RecordedGrant::to_json`]):
+    /// its tools (its toolbox is built), its permissions, the session's rules
+    /// (`gate`'s) and its definitions'; `fork_messages` for a fork.
+    pub fn text_for(
+        &self,
+        gate: Option<&Arc<dyn CallGate>>,
+        ctx: &RunCtx,
+        fork_messages: Option<usize>,
+    ) -> Option<JsonText> {
+        let mut rules = gate.map(|g| g.session_rules()).unwrap_or_default();
+        rules.extend(&ctx.rules);
+        let tools = ctx.tool_names.get().map(Vec::as_slice).unwrap_or_default();
+        self.text_of(GrantInputs {
+            tools,
+            permissions: &ctx.permissions,
+            rules: recorded_rules(&rules),
+            fork_messages,
+        })
+    }
+
+    fn text_of(&self, made_of: GrantInputs<'_>) -> Option<JsonText> {
+        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = &*last {
+            let same = l.fork_messages == made_of.fork_messages
+                && l.tools == made_of.tools
+                && (Arc::ptr_eq(&l.permissions, made_of.permissions)
+                    || *l.permissions == **made_of.permissions)
+                && l.rules == made_of.rules;
+            if same {
+                return l.text.clone();
+            }
+        }
+        let text = RecordedGrant {
+            tools: made_of.tools.iter().cloned().collect(),
+            permissions: (**made_of.permissions).clone(),
+            rules: made_of.rules.clone(),
+            fork_messages: made_of.fork_messages,
+        }
+        .to_json();
+        *last = Some(LastGrant {
+            tools: made_of.tools.to_vec(),
+            permissions: made_of.permissions.clone(),
+            rules: made_of.rules,
+            fork_messages: made_of.fork_messages,
+            text: text.clone(),
+        });
+        text
     }
 }
 

@@ -8,7 +8,6 @@
 use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
-use super::granted::RecordedGrant;
 use super::open::root_ctx;
 use super::record::SpawnRecord;
 use super::result::{ChildResult, Settled};
@@ -56,7 +55,7 @@ impl Supervisor {
                 provider: &ctx.provider_name,
                 workspace: env.workspace.root(),
                 unpriced: ctx.budgets.price().is_none(),
-                grant: RecordedGrant::of(self, &ctx).to_json(),
+                grant: self.recorded_grant(&ctx, None),
             })
             .await
             .map_err(SpawnError::Ledger)?;

@@ -5,7 +5,6 @@
 use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::error::SpawnError;
-use super::granted::RecordedGrant;
 use super::hooks::{hooks_for, record_message};
 use super::prompt::{root_system_prompt, with_project_instructions};
 use super::record::SpawnRecord;
@@ -40,7 +39,7 @@ pub(crate) async fn run(
             provider: &ctx.provider_name,
             workspace: env.workspace.root(),
             unpriced: ctx.budgets.price().is_none(),
-            grant: RecordedGrant::of(sup, &ctx).to_json(),
+            grant: sup.recorded_grant(&ctx, None),
         })
         .await
         .map_err(SpawnError::Ledger)?;

@@ -83,6 +83,8 @@ struct Inner {
     env: SupervisorEnv,
     /// Tool specs derived once per session.
     specs: SpecCache,
+    /// The last grant record encoded (siblings share it).
+    grant_texts: super::granted::GrantTexts,
     /// The agent types delegating runs are told about (made on first use).
     directory: OnceLock<Arc<Directory>>,
     board: Board,
@@ -124,6 +126,7 @@ impl Supervisor {
             inner: Arc::new(Inner {
                 env,
                 specs: SpecCache::default(),
+                grant_texts: Default::default(),
                 directory: Default::default(),
                 board,
                 recorder,
@@ -187,6 +190,18 @@ impl Supervisor {
     /// Tool specs, derived once per session.
     pub(crate) fn specs(&self) -> &SpecCache {
         &self.inner.specs
+    }
+
+    /// Run `ctx`'s grant record now, encoded (siblings of one grant share it;
+    /// `fork_messages` for a fork).
+    pub(crate) fn recorded_grant(
+        &self,
+        ctx: &RunCtx,
+        fork_messages: Option<usize>,
+    ) -> Option<crate::ledger::JsonText> {
+        self.inner
+            .grant_texts
+            .text_for(self.call_gate(), ctx, fork_messages)
     }
 
     /// Put every tool call of every run (after its grant checks) to `gate`: the

@@ -539,3 +539,65 @@ async fn each_spawn_records_the_branch_head_names_at_that_spawn() {
     );
     sup.shutdown().await;
 }
+
+/// The opens of one step, of different kinds in turn, each record the grant of
+/// its own kind (siblings of one grant share its encoded text; one of another
+/// kind between them must not get theirs).
+#[tokio::test]
+async fn each_spawn_records_its_own_grant_when_kinds_alternate() {
+    let ws = workspace("");
+    let calls = [
+        json!({"prompt": "e1", "agent_type": "explore"}),
+        json!({"prompt": "g1", "agent_type": "general"}),
+        json!({"prompt": "e2", "agent_type": "explore"}),
+        json!({"prompt": "c1", "agent_type": "custom", "allowed_tools": ["read_file"]}),
+        json!({"prompt": "g2", "agent_type": "general"}),
+        json!({"prompt": "c2", "agent_type": "custom", "allowed_tools": ["read_file", "grep"]}),
+    ];
+    let mut parent = vec![ScriptStep::tool_calls(
+        calls.iter().map(|a| ("agent_open", a.clone())),
+    )];
+    parent.extend((0..=calls.len()).map(|_| ScriptStep::text("parent fine")));
+    let model = ScriptedModel::new()
+        .on("parent:", parent)
+        .otherwise(vec![ScriptStep::text(report("child fine"))]);
+    let sup = supervisor(ws.path(), Arc::new(model), builtin_plus(Vec::new));
+    let (_, outcome) = run_root(&sup, "parent: open six").await;
+    assert_eq!(outcome.final_text, "parent fine", "{outcome:?}");
+    let mut grants = std::collections::HashMap::new();
+    for child in sup.snapshot() {
+        let detail = sup
+            .env()
+            .ledger
+            .get_run(&RunId::from_string(&child.agent_id))
+            .await
+            .unwrap();
+        let spawned = detail
+            .events
+            .iter()
+            .find(|e| e.kind == EventKind::Spawned)
+            .expect("a spawn record");
+        let prompt = detail.run.objective.clone();
+        grants.insert(prompt, spawned.payload["grant"].clone());
+    }
+    assert_eq!(grants.len(), 6, "{grants:?}");
+    let tools =
+        |p: &str| -> Vec<String> { serde_json::from_value(grants[p]["tools"].clone()).unwrap() };
+    assert_eq!(grants["e1"], grants["e2"], "one kind, one grant");
+    assert_eq!(grants["g1"], grants["g2"], "one kind, one grant");
+    assert!(
+        tools("g1").contains(&"write_file".to_string()),
+        "{:?}",
+        tools("g1")
+    );
+    assert!(
+        !tools("e1").contains(&"write_file".to_string()),
+        "{:?}",
+        tools("e1")
+    );
+    assert_eq!(grants["e1"]["permissions"]["holder"], "explore");
+    assert_eq!(grants["g1"]["permissions"]["holder"], "general");
+    assert_eq!(tools("c1"), ["read_file"]);
+    assert_eq!(tools("c2"), ["grep", "read_file"]);
+    sup.shutdown().await;
+}
