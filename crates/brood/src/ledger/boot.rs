@@ -15,15 +15,15 @@
 //! delete `.brood/state/boots/` while brood is running.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::db::{args, query_vec, Db, Dialect, RowExt, Tuning};
 use super::error::{LedgerError, SqlContext};
-use super::liveness::{DeadBoot, Liveness};
+use super::liveness::{BootLock, DeadBoot, Liveness};
 use super::ops::{self, NON_TERMINAL_SQL};
 use super::paths::LedgerPaths;
 use super::store::now_ms;
-use super::types::RecoveryReport;
+use super::types::{RecoveryReport, RunId};
 
 /// The reason written on runs of a boot found dead.
 pub(crate) const DEAD_BOOT_REASON: &str = "process exited";
@@ -31,28 +31,83 @@ pub(crate) const DEAD_BOOT_REASON: &str = "process exited";
 /// Temporary lock files older than this are leftovers of a crash during open.
 const STALE_TEMP: Duration = Duration::from_secs(600);
 
-/// Record this boot.
-pub(crate) fn register(
+/// A dead boot's recovery whose COMMIT was sent but not answered: (boot, its runs).
+type Pending = Option<(String, Vec<RunId>)>;
+
+/// Start this boot at `Ledger::open`: take its liveness (lock file or advisory lock),
+/// record it and recover the dead boots. On a PostgreSQL ledger whose connection is
+/// lost on the way (the database restarting) the whole of it is tried again on a new
+/// connection ([`Db::reconnect`]) for up to `reconnect_for`, and nothing is done twice:
+/// the boot's row is inserted only when missing (the insert of a lost try may have
+/// committed), a dead boot recovered in a try is no longer a candidate (its runs are
+/// `interrupted`, it is marked ended), and a recovery whose COMMIT's answer was lost
+/// is counted by that transaction's fate — committed, reported; not, made again.
+pub(crate) fn start(
     db: &dyn Db,
+    paths: &LedgerPaths,
     boot_id: &str,
     session_id: &str,
-    at: i64,
-) -> Result<(), LedgerError> {
+    reconnect_for: Duration,
+) -> Result<(Option<BootLock>, RecoveryReport), LedgerError> {
+    let deadline = Instant::now() + reconnect_for;
+    let at = now_ms();
+    let mut held: Option<Option<BootLock>> = None;
+    let mut report = RecoveryReport::default();
+    loop {
+        let mut pending: Pending = None;
+        let tried = (|| {
+            if held.is_none() {
+                held = Some(db.hold_boot(boot_id)?);
+            }
+            // The boot row and the recovery commit without folding the WAL into the
+            // database (after a crash the WAL can hold thousands of pages): the
+            // writer thread checkpoints first thing, off the caller's path.
+            db.tune(Tuning::SuspendCheckpoints)
+                .ctx("suspending the automatic checkpoint")?;
+            register(db, boot_id, session_id, at)?;
+            recover(db, paths, boot_id, &mut report, &mut pending)?;
+            db.tune(Tuning::ResumeCheckpoints)
+                .ctx("resuming the automatic checkpoint")
+        })();
+        match tried {
+            Ok(()) => return Ok((held.flatten(), report)),
+            Err(_) if db.connection_lost() && Instant::now() < deadline => {
+                // `reconnect` takes the boot's advisory lock again once held, and says
+                // whether the transaction last begun — a pending recovery's — committed.
+                if db.reconnect()? {
+                    if let Some((boot, runs)) = pending.take() {
+                        report.interrupted.extend(runs);
+                        report.dead_boots.push(boot);
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Record this boot (once: a row already there is its own, from a try whose answer
+/// was lost).
+fn register(db: &dyn Db, boot_id: &str, session_id: &str, at: i64) -> Result<(), LedgerError> {
     let host = hostname();
     db.execute(
-        "INSERT INTO boots (boot_id, session_id, pid, started_at, host) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO boots (boot_id, session_id, pid, started_at, host) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (boot_id) DO NOTHING",
         args![boot_id, session_id, std::process::id(), at, &host],
     )
     .ctx("registering this boot")?;
     Ok(())
 }
 
-/// Probe every other boot that might need recovery and recover the dead ones.
-pub(crate) fn recover(
+/// Probe every other boot that might need recovery and recover the dead ones, into
+/// `report`; `pending` holds a recovery while its COMMIT is unanswered.
+fn recover(
     db: &dyn Db,
     paths: &LedgerPaths,
     own_boot: &str,
-) -> Result<RecoveryReport, LedgerError> {
+    report: &mut RecoveryReport,
+    pending: &mut Pending,
+) -> Result<(), LedgerError> {
     let mut candidates: Vec<String> = query_vec(
         db,
         &format!(
@@ -70,7 +125,8 @@ pub(crate) fn recover(
     candidates.dedup();
     candidates.retain(|b| b != own_boot);
 
-    let mut report = RecoveryReport::default();
+    // Live boots are probed again by each try.
+    report.live_boots.clear();
     for boot in candidates {
         // Only a well-formed id names a lock file or a lock (the database is
         // untrusted); no live boot has another.
@@ -83,7 +139,7 @@ pub(crate) fn recover(
             Liveness::Dead(guard) => {
                 db.tune(Tuning::RecoveryCache)
                     .ctx("raising cache_size for recovery")?;
-                let runs = interrupt_dead(db, &boot);
+                let runs = interrupt_dead(db, &boot, pending);
                 let restored = db
                     .tune(Tuning::NormalCache)
                     .ctx("restoring cache_size after recovery");
@@ -96,14 +152,22 @@ pub(crate) fn recover(
         }
     }
     sweep_stale_temps(&paths.boots);
-    Ok(report)
+    Ok(())
 }
 
-/// Mark a dead boot's unfinished runs interrupted, in one transaction.
-fn interrupt_dead(db: &dyn Db, boot: &str) -> Result<Vec<super::types::RunId>, LedgerError> {
+/// Mark a dead boot's unfinished runs interrupted, in one transaction; `pending`
+/// holds them while its COMMIT is unanswered.
+fn interrupt_dead(
+    db: &dyn Db,
+    boot: &str,
+    pending: &mut Pending,
+) -> Result<Vec<RunId>, LedgerError> {
     db.begin().ctx("starting recovery")?;
-    let marked = ops::interrupt_boot(db, boot, DEAD_BOOT_REASON, now_ms())
-        .and_then(|runs| db.commit().ctx("committing recovery").map(|()| runs));
+    let marked = ops::interrupt_boot(db, boot, DEAD_BOOT_REASON, now_ms()).and_then(|runs| {
+        *pending = Some((boot.to_string(), runs));
+        db.commit().ctx("committing recovery")?;
+        Ok(pending.take().map(|(_, runs)| runs).unwrap_or_default())
+    });
     if marked.is_err() {
         let _ = db.rollback();
     }

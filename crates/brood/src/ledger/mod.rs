@@ -77,8 +77,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use db::{Db, Tuning};
-use error::SqlContext;
+use db::Db;
 use op::Op;
 use paths::LedgerPaths;
 use queue::Gauge;
@@ -133,16 +132,8 @@ impl Ledger {
                 pg::open_writer(url, &paths, options.durability, options.reconnect_for)?
             }
         };
-        let lock = db.hold_boot(&boot_id)?;
-        // The boot row and the recovery commit without folding the WAL into the
-        // database (after a crash the WAL can hold thousands of pages): the writer
-        // thread checkpoints first thing, off the caller's path.
-        db.tune(Tuning::SuspendCheckpoints)
-            .ctx("suspending the automatic checkpoint")?;
-        boot::register(&*db, &boot_id, &session_id, now_ms())?;
-        let recovery = boot::recover(&*db, &paths, &boot_id)?;
-        db.tune(Tuning::ResumeCheckpoints)
-            .ctx("resuming the automatic checkpoint")?;
+        let (lock, recovery) =
+            boot::start(&*db, &paths, &boot_id, &session_id, options.reconnect_for)?;
 
         let counters = Arc::new(Counters::default());
         let gauge = Arc::new(Gauge::new(options.max_queued));

@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -123,11 +123,12 @@ async fn backends_ended_mid_run_lose_no_record_and_write_none_twice() {
 }
 
 /// A TCP proxy to the test server's Unix socket that, once armed, forwards the next
-/// COMMIT and then drops the connection instead of its answer: the server commits,
-/// the client never hears.
+/// COMMIT (after letting `pass` more through) and then drops the connection instead
+/// of its answer: the server commits, the client never hears.
 struct CommitEater {
     port: u16,
     armed: Arc<AtomicBool>,
+    pass: Arc<AtomicUsize>,
     ate: Arc<AtomicBool>,
 }
 
@@ -136,20 +137,32 @@ impl CommitEater {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let armed = Arc::new(AtomicBool::new(false));
+        let pass = Arc::new(AtomicUsize::new(0));
         let ate = Arc::new(AtomicBool::new(false));
-        let (a, e) = (armed.clone(), ate.clone());
+        let (a, p, e) = (armed.clone(), pass.clone(), ate.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 let server = UnixStream::connect(&socket).unwrap();
-                pump(client, server, a.clone(), e.clone());
+                pump(client, server, a.clone(), p.clone(), e.clone());
             }
         });
-        CommitEater { port, armed, ate }
+        CommitEater {
+            port,
+            armed,
+            pass,
+            ate,
+        }
     }
 }
 
-fn pump(client: TcpStream, server: UnixStream, armed: Arc<AtomicBool>, ate: Arc<AtomicBool>) {
+fn pump(
+    client: TcpStream,
+    server: UnixStream,
+    armed: Arc<AtomicBool>,
+    pass: Arc<AtomicUsize>,
+    ate: Arc<AtomicBool>,
+) {
     let drop_answer = Arc::new(AtomicBool::new(false));
     let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
     let flag = drop_answer.clone();
@@ -162,8 +175,13 @@ fn pump(client: TcpStream, server: UnixStream, armed: Arc<AtomicBool>, ate: Arc<
             };
             let chunk = &buf[..n];
             // A simple-protocol query ('Q') of exactly "COMMIT".
-            if chunk.windows(7).any(|w| w == b"COMMIT\0") && armed.swap(false, Ordering::SeqCst) {
-                flag.store(true, Ordering::SeqCst);
+            if chunk.windows(7).any(|w| w == b"COMMIT\0") && armed.load(Ordering::SeqCst) {
+                let let_through = pass
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                if !let_through && armed.swap(false, Ordering::SeqCst) {
+                    flag.store(true, Ordering::SeqCst);
+                }
             }
             if s_out.write_all(chunk).is_err() {
                 break;
@@ -373,6 +391,7 @@ impl Stall {
                     server,
                     Arc::new(AtomicBool::new(false)),
                     Arc::default(),
+                    Arc::default(),
                 );
             }
         });
@@ -512,4 +531,85 @@ async fn opening_while_the_database_restarts_waits_for_it() {
         "{:?}",
         asked.elapsed()
     );
+}
+
+/// `Ledger::open`'s boot registration and recovery are tried again when the
+/// connection is lost on the way (the database restarting), and nothing is done
+/// twice: the answer to the recovery's COMMIT is lost — the server committed it — and
+/// the open goes on on a new connection; the dead boot's run is interrupted once and
+/// reported, and the new boot is registered once.
+#[tokio::test]
+async fn an_open_whose_recovery_commit_went_unanswered_recovers_and_registers_once() {
+    let Some(ws) = Store::postgres("an_open_whose_recovery_commit_went_unanswered") else {
+        return;
+    };
+    let url = ws.url().unwrap().to_string();
+    // A run left running by a boot that died (its advisory lock is free).
+    let first = ws.open_with(ws.options());
+    let run = first.create_run(named("orphan")).await.unwrap();
+    first.mark_running(&run).await.unwrap();
+    sql(
+        &url,
+        &[
+            "INSERT INTO boots (boot_id, session_id, pid, started_at) VALUES ('dead-boot', 's', 1, 0)",
+            &format!("UPDATE runs SET session_boot_id = 'dead-boot' WHERE id = '{run}'"),
+        ],
+    );
+    first.close().await.unwrap();
+
+    let (socket, db) = socket_and_db(&url);
+    let eater = CommitEater::start(socket);
+    // The schema check's COMMIT goes through; the recovery's answer is eaten.
+    eater.pass.store(1, Ordering::SeqCst);
+    eater.armed.store(true, Ordering::SeqCst);
+    let proxied = format!("postgresql://brood@127.0.0.1:{}/{db}", eater.port);
+    let path = ws.path().to_path_buf();
+    let ledger = tokio::task::spawn_blocking(move || {
+        Ledger::open(
+            &path,
+            LedgerOptions {
+                url: Some(proxied),
+                ..LedgerOptions::default()
+            },
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        eater.ate.load(Ordering::SeqCst),
+        "the proxy never ate the recovery's COMMIT answer"
+    );
+    let report = ledger.recovery();
+    assert_eq!(report.interrupted, std::slice::from_ref(&run), "{report:?}");
+    assert_eq!(report.dead_boots, ["dead-boot"], "{report:?}");
+    let kinds: Vec<EventKind> = ws
+        .reader()
+        .events(&run)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::Spawned,
+            EventKind::Started,
+            EventKind::Interrupted
+        ],
+        "recovered once"
+    );
+    let mine = sql(
+        &url,
+        &[&format!(
+            "SELECT count(*) FROM boots WHERE boot_id = '{}'",
+            ledger.boot_id()
+        )],
+    );
+    assert_eq!(mine, [["1"]], "registered once");
+    // And the ledger goes on.
+    let next = ledger.create_run(named("after")).await.unwrap();
+    ledger.mark_running(&next).await.unwrap();
+    ledger.complete(&next, json!("done")).await.unwrap();
+    ledger.close().await.unwrap();
 }
