@@ -21,14 +21,13 @@
 use super::ModelError;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
 use hyper::rt::{Read, ReadBufCursor, Write};
-use hyper::{Request, Response, Uri};
+use hyper::{Request, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::pem::PemObject;
@@ -43,6 +42,10 @@ use tokio::net::TcpStream;
 
 /// How long a TCP connect (to the endpoint or to its proxy) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTP/1.1 read buffer, per read (BENCHMARKS.md section 3, fifth round: 8 KiB
+/// by default, resident in every connection waiting for its answer).
+const HTTP1_READ_BUF: usize = 2048;
 
 /// What a request's body is: one buffer of known length, sent as `Content-Length`
 /// and dropped once written.
@@ -84,28 +87,35 @@ impl HttpClient {
             .https_or_http()
             .enable_http1()
             .enable_http2()
-            .wrap_connector(Connector { http, route });
-        let client = Client::builder(TokioExecutor::new())
+            .wrap_connector(Connector {
+                http,
+                route: Arc::new(route),
+            });
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
             .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .build(https);
+            .pool_timer(TokioTimer::new());
+        // A waiting HTTP/1.1 connection has its read buffer allocated (hyper's
+        // default: 8 KiB, as soon as it polls for the answer's head); 2 KiB holds
+        // a head and an SSE chunk or several, and grows by reads as a body needs.
+        builder.http1_read_buf_exact_size(HTTP1_READ_BUF);
+        let client = builder.build(https);
         Ok(HttpClient {
             client,
             forward_auth,
         })
     }
 
-    /// Send `request`; the answer's head, its body still to read.
-    pub(crate) async fn send(
-        &self,
-        mut request: Request<RequestBody>,
-    ) -> Result<Response<Incoming>, HttpError> {
+    /// Send `request`: a future of the answer's head, its body still to read. Not
+    /// an `async fn`, whose future would keep a slot for the request beside
+    /// hyper-util's (boxed) one for as long as the answer is awaited.
+    pub(crate) fn send(&self, mut request: Request<RequestBody>) -> ResponseFuture {
         if let Some(auth) = &self.forward_auth {
             request
                 .headers_mut()
                 .insert(PROXY_AUTHORIZATION, auth.clone());
         }
-        self.client.request(request).await
+        self.client.request(request)
     }
 }
 
@@ -208,7 +218,8 @@ impl Route {
 #[derive(Clone, Debug)]
 pub(crate) struct Connector {
     http: HttpConnector,
-    route: Route,
+    /// Shared: the client clones its connector into every request's future.
+    route: Arc<Route>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -224,13 +235,13 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, dst: Uri) -> Self::Future {
-        match &mut self.route {
+        match &*self.route {
             Route::Direct => {
                 let connecting = self.http.call(dst);
                 Box::pin(async move { Ok(Tcp::new(connecting.await?, false)) })
             }
             Route::Tunnel(tunnel) => {
-                let connecting = tunnel.call(dst);
+                let connecting = tunnel.clone().call(dst);
                 Box::pin(async move { Ok(Tcp::new(connecting.await?, false)) })
             }
             Route::Forward { proxy, .. } => {

@@ -359,20 +359,22 @@ impl OpenAiProvider {
     /// (`Content-Length`, not chunked), which hyper drops once written: a child
     /// waiting for its answer holds no copy of its request.
     async fn send(&self, request: &ModelRequest) -> Result<Response<Incoming>, ModelError> {
-        let build = |body: bytes::Bytes| {
-            let mut req = Request::new(RequestBody::new(body));
-            *req.method_mut() = Method::POST;
-            *req.uri_mut() = self.endpoint.clone();
-            *req.headers_mut() = self.post_headers.clone();
-            req
-        };
-        match self.client.send(build(self.encode(request)?)).await {
+        match self.client.send(self.post(self.encode(request)?)).await {
             Err(e) if closed_before_answer(&e) => {
-                self.client.send(build(self.encode(request)?)).await
+                self.client.send(self.post(self.encode(request)?)).await
             }
             r => r,
         }
         .map_err(|e| self.send_error(&self.endpoint_text, e))
+    }
+
+    /// The chat-completions request carrying `body`.
+    fn post(&self, body: bytes::Bytes) -> Request<RequestBody> {
+        let mut req = Request::new(RequestBody::new(body));
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = self.endpoint.clone();
+        *req.headers_mut() = self.post_headers.clone();
+        req
     }
 
     /// One attempt: send, then read the answer.
