@@ -178,6 +178,19 @@ pub enum LedgerError {
         /// Why it cannot be used.
         detail: String,
     },
+    /// The client certificate (`sslcert`) or its key (`sslkey`) of a ledger URL
+    /// cannot be used.
+    #[error("ledger URL {url}: cannot use {param}={path} ({detail}); sslcert names a PEM file with the client's certificate (and its chain), sslkey a PEM file with its private key, readable by this user only (docs/LEDGER.md \"TLS\")")]
+    TlsClientCert {
+        /// The ledger's URL, its password hidden.
+        url: String,
+        /// `sslcert` or `sslkey`.
+        param: String,
+        /// The file named.
+        path: PathBuf,
+        /// Why it cannot be used.
+        detail: String,
+    },
     /// Lifecycle event kinds are written by status transitions, not appended directly.
     #[error("event kind '{kind}' is written by the matching status transition; call Ledger::transition instead")]
     ReservedEventKind {

@@ -47,8 +47,55 @@ impl Authority {
         path
     }
 
+    /// A client certificate this authority signed, and its key, as PEM files in
+    /// `dir` (what `sslcert` and `sslkey` name); the key readable by its owner only.
+    fn client_files(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "brood");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let (cert_file, key_file) = (dir.join("client.pem"), dir.join("client.key"));
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        (cert_file, key_file)
+    }
+
+    /// [`Authority::server`] that asks every client for a certificate signed by
+    /// `clients` and refuses a client without one.
+    fn server_requiring_clients(
+        &self,
+        host: &str,
+        clients: &Authority,
+    ) -> Arc<rustls::ServerConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(clients.cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        self.server_with(host, verifier)
+    }
+
     /// A server configuration with a certificate for `host` this authority signed.
     fn server(&self, host: &str) -> Arc<rustls::ServerConfig> {
+        self.server_with(
+            host,
+            Arc::new(rustls::server::NoClientAuth)
+                as Arc<dyn rustls::server::danger::ClientCertVerifier>,
+        )
+    }
+
+    fn server_with(
+        &self,
+        host: &str,
+        clients: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    ) -> Arc<rustls::ServerConfig> {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(vec![host.to_string()]).unwrap();
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
@@ -61,7 +108,7 @@ impl Authority {
             rustls::ServerConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
                 .unwrap()
-                .with_no_client_auth()
+                .with_client_cert_verifier(clients)
                 .with_single_cert(vec![cert.der().clone()], private)
                 .unwrap(),
         )
@@ -418,4 +465,101 @@ fn a_bad_sslmode_or_an_unreadable_root_certificate_is_refused_before_connecting(
         open(&ws, &url),
         Err(LedgerError::TlsRootCert { .. })
     ));
+}
+
+/// A server that asks for a client certificate (`sslcert`, `sslkey`, as libpq):
+/// given, records are written and read back over TLS; without one, the server's
+/// refusal says to name one and nothing is written; a key file others may read, or
+/// `sslcert` without `sslkey`, is refused before connecting.
+#[tokio::test]
+async fn a_client_certificate_is_presented_when_the_url_names_one() {
+    let Some(ws) = Store::postgres("tls_client_certificate") else {
+        return;
+    };
+    let (socket, db) = socket_and_db(ws.url().unwrap());
+    let ca = Authority::new("brood test CA");
+    let clients = Authority::new("brood test client CA");
+    let dir = tempfile::tempdir().unwrap();
+    let root = ca.pem_file(dir.path());
+    let (cert, key) = clients.client_files(dir.path());
+    let front = Front::start(
+        socket,
+        Some(ca.server_requiring_clients("localhost", &clients)),
+    );
+    let verified = format!("sslmode=verify-full&sslrootcert={}", root.display());
+
+    // Without a certificate: refused by the server, and the message says what to do.
+    let bare = through(&front, &db, &verified);
+    let err = open(&ws, &bare).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Tls { .. }), "{err:?}");
+    assert!(
+        text.contains("sslcert=PATH") && !text.contains("hunter2"),
+        "{text}"
+    );
+    nothing_written(&ws);
+
+    // With one: written and read back over TLS.
+    let url = through(
+        &front,
+        &db,
+        &format!(
+            "{verified}&sslcert={}&sslkey={}",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let ledger = open(&ws, &url).unwrap();
+    let run = ledger.create_run(named("r")).await.unwrap();
+    ledger.mark_running(&run).await.unwrap();
+    ledger
+        .complete(&run, json!({"by": "certificate"}))
+        .await
+        .unwrap();
+    let read = Ledger::open_reader_at(ws.path(), Some(&url)).unwrap();
+    assert_eq!(
+        read.run(&run).unwrap().result,
+        Some(json!({"by": "certificate"}))
+    );
+    ledger.close().await.unwrap();
+    let shown = Ledger::tls_at(Some(&url)).unwrap().unwrap();
+    assert!(
+        shown.contains(&format!(
+            "presenting the client certificate {}",
+            cert.display()
+        )),
+        "{shown}"
+    );
+    let (tls, clear) = front.counts();
+    assert_eq!(clear, 0);
+    assert!(tls >= 2, "the writer and the reader: {tls}");
+
+    // A key file others may read is refused before connecting (libpq's rule).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let err = Ledger::open_reader_at(ws.path(), Some(&url)).err().unwrap();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, LedgerError::TlsClientCert { param, .. } if param == "sslkey"),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("group or world access") && !text.contains("hunter2"),
+        "{text}"
+    );
+    assert_eq!(front.counts().0, tls, "it did not connect");
+
+    // One without the other is a bad URL.
+    let half = through(
+        &front,
+        &db,
+        &format!("{verified}&sslcert={}", cert.display()),
+    );
+    let err = Ledger::open_reader_at(ws.path(), Some(&half))
+        .err()
+        .unwrap();
+    assert!(matches!(err, LedgerError::BadUrl { .. }), "{err:?}");
+    assert!(err.to_string().contains("sslkey"), "{err}");
 }

@@ -20,7 +20,7 @@ use super::super::error::LedgerError;
 use super::super::pg_url::redact;
 use super::client::{Conn, ConnectFailure};
 use super::reconnect::is_lost;
-use super::tls::{client_config, tls_failure, Roots, SslMode};
+use super::tls::{client_config, tls_failure, BadTls, ClientCert, Roots, SslMode};
 use super::{describe, off_runtime};
 
 /// How long connecting (to each host the URL names) may take without
@@ -51,6 +51,8 @@ pub(crate) struct PgTarget {
     implied: Option<&'static str>,
     roots: Roots,
     roots_given: bool,
+    /// The client certificate file presented (`sslcert`), for messages.
+    client_cert: Option<PathBuf>,
     /// `None` when `mode` is `Disable`.
     tls: Option<MakeRustlsConnect>,
     /// The (first) host, for messages.
@@ -85,6 +87,7 @@ impl PgTarget {
         let mut kept = Vec::new();
         let mut mode = None;
         let mut rootcert = None;
+        let (mut sslcert, mut sslkey) = (None, None);
         let mut connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
         let mut keepalives_count = None;
         let mut tcp_user_timeout = Some(TCP_USER_TIMEOUT);
@@ -107,6 +110,8 @@ impl PgTarget {
             match key {
                 "sslmode" => mode = Some(SslMode::parse(&decoded()?).map_err(bad)?),
                 "sslrootcert" => rootcert = Some(decoded()?),
+                "sslcert" => sslcert = Some(PathBuf::from(decoded()?)),
+                "sslkey" => sslkey = Some(PathBuf::from(decoded()?)),
                 // As libpq: seconds; zero or less waits indefinitely; 1 means 2.
                 "connect_timeout" => {
                     connect_timeout = match seconds(key, decoded()?)? {
@@ -180,13 +185,33 @@ impl PgTarget {
             None | Some("system") => Roots::Platform,
             Some(path) => Roots::File(PathBuf::from(path)),
         };
+        // As libpq, both or neither (libpq's default files under ~/.postgresql/ are
+        // not read: the URL says it).
+        let client = match (sslcert, sslkey) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(ClientCert { cert, key }),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(bad("sslcert and sslkey go together: name the client \
+                     certificate's file and its key's"
+                    .into()))
+            }
+        };
+        let client_cert = client.as_ref().map(|c| c.cert.clone());
         let tls = match mode {
             SslMode::Disable => None,
             _ => Some(MakeRustlsConnect::new(
-                client_config(mode, &roots, roots_given).map_err(|b| LedgerError::TlsRootCert {
-                    url: redact(url),
-                    path: b.path,
-                    detail: b.detail,
+                client_config(mode, &roots, roots_given, client.as_ref()).map_err(|b| match b {
+                    BadTls::Roots(b) => LedgerError::TlsRootCert {
+                        url: redact(url),
+                        path: b.path,
+                        detail: b.detail,
+                    },
+                    BadTls::ClientCert(b) => LedgerError::TlsClientCert {
+                        url: redact(url),
+                        param: b.param.to_string(),
+                        path: b.path,
+                        detail: b.detail,
+                    },
                 })?,
             )),
         };
@@ -203,6 +228,7 @@ impl PgTarget {
             implied,
             roots,
             roots_given,
+            client_cert,
             tls,
             host,
         })
@@ -294,6 +320,15 @@ impl PgTarget {
             SslMode::VerifyFull => {
                 format!("TLS, its authority and host name checked against {against}")
             }
+        };
+        let what = match &self.client_cert {
+            Some(cert) if self.mode != SslMode::Disable => {
+                format!(
+                    "{what}, presenting the client certificate {}",
+                    cert.display()
+                )
+            }
+            _ => what,
         };
         match self.implied {
             Some(why) => format!("{what} (sslmode={}: {why})", self.mode.name()),

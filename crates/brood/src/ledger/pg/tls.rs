@@ -14,7 +14,9 @@
 //! safe choice, and a server without TLS is refused, never silently spoken to in
 //! clear) and a loopback host libpq's `prefer`; a Unix socket never uses TLS (as
 //! libpq). The trusted authorities are the PEM file `sslrootcert` names, or the
-//! platform's (`rustls-platform-verifier`) when it is absent or `system`.
+//! platform's (`rustls-platform-verifier`) when it is absent or `system`. A client
+//! certificate is presented when the URL names one (`sslcert` and `sslkey`, PEM; the
+//! key file readable by its owner only, as libpq requires).
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -22,7 +24,8 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 
 /// How a connection uses TLS: libpq's `sslmode` values (`allow` is not offered).
@@ -83,14 +86,96 @@ pub(crate) struct BadRoots {
     pub detail: String,
 }
 
+/// The client's certificate (its chain) and private key, from `sslcert` and `sslkey`.
+pub(crate) struct ClientCert {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Why a client certificate cannot be used (the caller names the URL).
+pub(crate) struct BadClientCert {
+    /// `sslcert` or `sslkey`.
+    pub param: &'static str,
+    pub path: PathBuf,
+    pub detail: String,
+}
+
+type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+impl ClientCert {
+    /// Read the certificate chain and the key. The key file must not be readable by
+    /// group or others (libpq's rule: `0600` or less, or `0640` or less when owned
+    /// by root), since it is what proves who this client is.
+    fn load(&self) -> Result<Identity, BadClientCert> {
+        let bad = |param, path: &PathBuf, detail: String| BadClientCert {
+            param,
+            path: path.clone(),
+            detail,
+        };
+        let pem =
+            std::fs::read(&self.cert).map_err(|e| bad("sslcert", &self.cert, e.to_string()))?;
+        let chain = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                bad(
+                    "sslcert",
+                    &self.cert,
+                    format!("not a PEM certificate file: {e}"),
+                )
+            })?;
+        if chain.is_empty() {
+            return Err(bad(
+                "sslcert",
+                &self.cert,
+                "it holds no PEM certificate".into(),
+            ));
+        }
+        key_file_private(&self.key).map_err(|why| bad("sslkey", &self.key, why))?;
+        let pem = std::fs::read(&self.key).map_err(|e| bad("sslkey", &self.key, e.to_string()))?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+            bad(
+                "sslkey",
+                &self.key,
+                format!("no PEM private key (PKCS#8, RSA or EC) in it: {e}"),
+            )
+        })?;
+        Ok((chain, key))
+    }
+}
+
+/// libpq's check of a private key file's permissions.
+fn key_file_private(path: &PathBuf) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let mode = meta.mode() & 0o777;
+    let allowed = if meta.uid() == 0 { 0o640 } else { 0o600 };
+    if mode & !allowed != 0 {
+        return Err(format!(
+            "it has group or world access (mode {mode:o}); make it readable by its owner only (chmod 600)"
+        ));
+    }
+    Ok(())
+}
+
+/// What [`client_config`] could not use.
+pub(crate) enum BadTls {
+    Roots(BadRoots),
+    ClientCert(BadClientCert),
+}
+
 /// The rustls client configuration for `mode` (not `Disable`) and `roots`.
 /// `roots_given` is whether `sslrootcert` was in the URL: then `prefer` and
 /// `require` check the authority too, as libpq does when it has a root file.
+/// With `client`, the client certificate is presented when the server asks.
 pub(crate) fn client_config(
     mode: SslMode,
     roots: &Roots,
     roots_given: bool,
-) -> Result<rustls::ClientConfig, BadRoots> {
+    client: Option<&ClientCert>,
+) -> Result<rustls::ClientConfig, BadTls> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let check = match mode {
         SslMode::Disable | SslMode::Prefer | SslMode::Require if !roots_given => None,
@@ -100,7 +185,7 @@ pub(crate) fn client_config(
     let verifier: Arc<dyn ServerCertVerifier> = match check {
         None => Arc::new(Unchecked(provider.clone())),
         Some(name_too) => {
-            let full = trusted(roots, &provider)?;
+            let full = trusted(roots, &provider).map_err(BadTls::Roots)?;
             if name_too {
                 full
             } else {
@@ -108,16 +193,33 @@ pub(crate) fn client_config(
             }
         }
     };
-    let tls_err = |e: rustls::Error| BadRoots {
-        path: PathBuf::new(),
-        detail: format!("TLS set-up failed: {e}"),
+    let tls_err = |e: rustls::Error| {
+        BadTls::Roots(BadRoots {
+            path: PathBuf::new(),
+            detail: format!("TLS set-up failed: {e}"),
+        })
     };
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(tls_err)?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth())
+        .with_custom_certificate_verifier(verifier);
+    match client {
+        None => Ok(builder.with_no_client_auth()),
+        Some(c) => {
+            let (chain, key) = c.load().map_err(BadTls::ClientCert)?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                BadTls::ClientCert(BadClientCert {
+                    param: "sslkey",
+                    path: c.key.clone(),
+                    detail: format!(
+                        "it does not go with the certificate in {}: {e}",
+                        c.cert.display()
+                    ),
+                })
+            })
+        }
+    }
 }
 
 /// A verifier of the chain and the host name against `roots`.
@@ -284,6 +386,21 @@ pub(crate) fn tls_failure(e: &tokio_postgres::Error, mode: SslMode, host: &str) 
                 rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
                     "the server's certificate is not signed by a trusted authority ({r}): give \
                      the authority that signed it with sslrootcert=PATH (a PEM file)"
+                ),
+                rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired) => {
+                    format!(
+                        "the server asks for a client certificate ({r}): name one with \
+                         sslcert=PATH and its key with sslkey=PATH (PEM files)"
+                    )
+                }
+                rustls::Error::AlertReceived(
+                    rustls::AlertDescription::BadCertificate
+                    | rustls::AlertDescription::UnknownCA
+                    | rustls::AlertDescription::CertificateUnknown
+                    | rustls::AlertDescription::AccessDenied,
+                ) => format!(
+                    "the server refused the client certificate ({r}): it must be signed by an \
+                     authority the server trusts (its ssl_ca_file) and allowed for this user"
                 ),
                 _ => format!("the TLS handshake failed: {r}"),
             });
