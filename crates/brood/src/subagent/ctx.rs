@@ -83,9 +83,10 @@ impl RunCtx {
         }
     }
 
-    /// Names of the tools in this run's toolbox.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.tool_names.get().cloned().unwrap_or_default()
+    /// Names of the tools in this run's toolbox (borrowed: every open of a
+    /// child reads its parent's).
+    pub fn tool_names(&self) -> &[String] {
+        self.tool_names.get().map(Vec::as_slice).unwrap_or_default()
     }
 
     /// The request this run sent last (what a forked child continues from).

@@ -165,9 +165,8 @@ impl GrantTexts {
     ) -> Option<JsonText> {
         let mut rules = gate.map(|g| g.session_rules()).unwrap_or_default();
         rules.extend(&ctx.rules);
-        let tools = ctx.tool_names.get().map(Vec::as_slice).unwrap_or_default();
         self.text_of(GrantInputs {
-            tools,
+            tools: ctx.tool_names(),
             permissions: &ctx.permissions,
             rules: recorded_rules(&rules),
             fork_messages,

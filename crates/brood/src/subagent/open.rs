@@ -162,7 +162,7 @@ impl Spawner for Supervisor {
             &SpawnSpec {
                 kind: &kind,
                 parent: &parent.permissions,
-                parent_tools: &parent_tools,
+                parent_tools,
                 allowed_tools: req.allowed_tools.as_deref(),
                 model: req.model.as_deref(),
                 fork_context: Some(req.fork_from.is_some()).filter(|f| *f),

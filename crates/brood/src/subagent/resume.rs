@@ -451,7 +451,7 @@ impl Supervisor {
                 &SpawnSpec {
                     kind: &kind,
                     parent: &permissions,
-                    parent_tools: &parent_tools,
+                    parent_tools,
                     allowed_tools: None,
                     model: None,
                     fork_context: None,
