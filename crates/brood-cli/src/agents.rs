@@ -576,12 +576,23 @@ fn render_transcript(
         }
         out.push('\n');
         if e.truncated && !full {
-            if let Some(p) = &e.spill_path {
-                let _ = writeln!(
-                    out,
-                    "[capped: {} bytes in all; --full prints it, or see {p}]",
-                    e.full_bytes
-                );
+            match &e.spill_path {
+                // Kept in the (PostgreSQL) ledger: no file to point at.
+                Some(p) if p.starts_with("ledger:") => {
+                    let _ = writeln!(
+                        out,
+                        "[capped: {} bytes in all; --full prints it]",
+                        e.full_bytes
+                    );
+                }
+                Some(p) => {
+                    let _ = writeln!(
+                        out,
+                        "[capped: {} bytes in all; --full prints it, or see {p}]",
+                        e.full_bytes
+                    );
+                }
+                None => {}
             }
         }
     }

@@ -312,6 +312,26 @@ fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
         "the resumed run did not get its task whole ({} bytes)",
         resumed.len()
     );
+    // `brood agents transcript` shows it capped (no file to point at) and `--full`
+    // prints it whole from the database.
+    let transcript = |full: bool| {
+        let mut cmd = f.command();
+        cmd.env("BROOD_LEDGER_URL", &url)
+            .args(["agents", "transcript", id]);
+        if full {
+            cmd.arg("--full");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+        text(&out).0
+    };
+    let capped = transcript(false);
+    assert!(
+        capped.contains("--full prints it]") && !capped.contains("END OF TASK"),
+        "{}",
+        &capped[capped.len().saturating_sub(400)..]
+    );
+    assert!(transcript(true).contains("END OF TASK"));
 }
 
 /// The server ends every brood connection (the parent's writer and listener, the
