@@ -302,6 +302,59 @@ fn a_child_killed_while_it_waits_on_its_model_resumes_under_its_id() {
     );
 }
 
+/// A child whose recorded tool result was spilled (over the transcript cap) and
+/// whose spill file is gone — deleted, or on another machine — still resumes: from
+/// the result's capped text, under its id, instead of failing on the missing file.
+#[test]
+fn a_child_whose_spill_file_is_gone_resumes_from_the_capped_text() {
+    // alpha, beta, then ~100 KB: the read's result is over the 64 KiB cap.
+    let filler: String = (0..100)
+        .map(|i| format!("{i:04}{}\n", "x".repeat(1000)))
+        .collect();
+    let f = Fixture::with_notes(&format!("alpha\nbeta\n{filler}"));
+    let resumed = Arc::new(AtomicBool::new(false));
+    let server = server(resumed.clone(), false);
+    let (kid, _) = run_and_kill(&f, &server);
+    let spill = f.ws.path().join(".brood/state/spill");
+    let files: Vec<_> = std::fs::read_dir(&spill)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(!files.is_empty(), "the read's result was spilled");
+    for file in &files {
+        std::fs::remove_file(file).unwrap();
+    }
+    let before = server.request_count();
+
+    resumed.store(true, Ordering::SeqCst);
+    let p = local_flags(&server);
+    let (code, out, err) = brood(&f, &with(&["agents", "resume", &kid, "--json"], &p));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["run_id"], kid.as_str(), "{report}");
+    let captured = server.captured();
+    assert_eq!(
+        captured.len(),
+        before + 1,
+        "one request for the resumed child"
+    );
+    let messages = captured.last().unwrap().messages();
+    let tool = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("no tool result in {messages:?}"));
+    let content = tool["content"].as_str().unwrap();
+    assert!(
+        content.contains("beta"),
+        "the capped text's start: {content:.200}"
+    );
+    assert!(
+        content.len() < 90 * 1024,
+        "the capped text, not the whole file: {} bytes",
+        content.len()
+    );
+    assert_eq!(show(&f, &kid)["status"], "completed");
+}
+
 /// A child opened by `agent_open` with `allowed_tools` (no `write_file`) resumes with exactly
 /// those tools — the grant recorded at its spawn, not its role's full one — and a
 /// `write_file` its model asks for after the resume is refused.

@@ -473,12 +473,21 @@ fn read_conversation(
     Ok((session, roots, unfinished, all))
 }
 
-/// A run's transcript as `(seq, content)`, each spilled entry read in full.
+/// A run's transcript as `(seq, content)`, each spilled entry read in full. A
+/// spilled entry whose full text cannot be read (its spill file deleted, or written
+/// on another machine by a ledger from before spills were kept in the database) is
+/// resumed from its capped text rather than leaving the run unresumable; a spill path
+/// pointing outside the spill directory (a tampered ledger) still refuses the resume.
 fn full_transcript(r: &LedgerReader, id: &RunId) -> Result<Vec<(u64, Value)>, LedgerError> {
     let slice = r.transcript(id, 0, usize::MAX)?;
     let mut transcript = Vec::with_capacity(slice.entries.len());
     for entry in &slice.entries {
-        let content = match r.read_spill(entry)? {
+        let full = match r.read_spill(entry) {
+            Ok(full) => full,
+            Err(e @ LedgerError::UntrustedPath { .. }) => return Err(e),
+            Err(_) => None,
+        };
+        let content = match full {
             Some(full) if entry.truncated => {
                 serde_json::from_str(&full).unwrap_or(Value::String(full))
             }

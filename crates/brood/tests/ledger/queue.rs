@@ -200,6 +200,14 @@ async fn the_writer_runs_at_its_nice_value_and_still_commits() {
     let reader = ws.reader();
     assert_eq!(reader.run(&a).unwrap().status, RunStatus::Pending);
     drop(ledger);
+    // The drop joined the writer thread; the kernel reaps a joined thread's task a
+    // moment after the join returns (the join wakes when the thread clears its tid,
+    // before it leaves /proc/self/task), and nothing signals that reaping: look again
+    // until it is gone, for at most 10 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while writer_nice_values().contains(&7) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     assert!(
         !writer_nice_values().contains(&7),
         "the writer ended with its ledger"
