@@ -85,21 +85,30 @@ fn a_killed_sessions_runs_are_listed_interrupted_at_once() {
     let server = hanging_child_server();
     let mut child = spawn_local(&f, &server, &["--json", "delegate"]);
     wait_for_requests(&server, 2);
-    // Still alive: the listing reads the runs as they are recorded.
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "list", "--json"],
-        &[],
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let runs: Value = serde_json::from_str(&stdout).unwrap();
-    let runs = runs.as_array().unwrap();
+    // Still alive: the listing reads the runs as they are recorded. The child's
+    // request can reach the mock before its spawn record commits (the first request
+    // leaves while the spawn commits, docs/ARCHITECTURE.md "What a spawn waits
+    // for"): look again, for at most 30 s, until both runs are on disk.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let runs = loop {
+        let out = brood(
+            f.home.path(),
+            f.ws.path(),
+            &["agents", "list", "--json"],
+            &[],
+        );
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let runs: Value = serde_json::from_str(&stdout).unwrap();
+        let runs = runs.as_array().cloned().unwrap_or_default();
+        if runs.len() == 2 || std::time::Instant::now() > deadline {
+            break runs;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(runs.len(), 2, "{runs:?}");
-    // The child's request can reach the mock before its `started` record is
-    // committed (the ledger writes in batches): live runs read pending or running,
-    // never interrupted.
+    // Live runs read pending or running (the `started` record is committed in a
+    // later batch), never interrupted.
     assert!(
         runs.iter()
             .all(|r| r["status"] == "running" || r["status"] == "pending"),

@@ -52,6 +52,10 @@ async fn cancel_request_from_outside_cancels_a_live_child() {
             .find(|r| r.name == "sleeper")
             .expect("child registered")
             .agent_id;
+        // The child's first request can leave while its spawn record commits
+        // (docs/ARCHITECTURE.md "What a spawn waits for"); another process finds
+        // the run only once it is on disk.
+        session.ledger().flush().await.unwrap();
         // Another process: no boot, just the maintenance handle.
         let root = dir.path().to_path_buf();
         let id = child.clone();
