@@ -43,10 +43,6 @@ use tokio::net::TcpStream;
 /// How long a TCP connect (to the endpoint or to its proxy) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The HTTP/1.1 read buffer, per read (BENCHMARKS.md section 3, fifth round: 8 KiB
-/// by default, resident in every connection waiting for its answer).
-const HTTP1_READ_BUF: usize = 2048;
-
 /// What a request's body is: one buffer of known length, sent as `Content-Length`
 /// and dropped once written.
 pub(crate) type RequestBody = Full<Bytes>;
@@ -95,10 +91,10 @@ impl HttpClient {
         builder
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new());
-        // A waiting HTTP/1.1 connection has its read buffer allocated (hyper's
-        // default: 8 KiB, as soon as it polls for the answer's head); 2 KiB holds
-        // a head and an SSE chunk or several, and grows by reads as a body needs.
-        builder.http1_read_buf_exact_size(HTTP1_READ_BUF);
+        // The HTTP/1.1 read buffer stays hyper's adaptive one (8 KiB at the first
+        // read, grown up to ~400 KiB for a head): an exact size would also be the
+        // largest answer head read — a fixed 2 KiB failed real answers whose CDN
+        // headers and cookies run past it ("message head is too large").
         let client = builder.build(https);
         Ok(HttpClient {
             client,

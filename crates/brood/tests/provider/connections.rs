@@ -179,3 +179,93 @@ fn a_ca_cert_that_cannot_be_used_is_named_with_its_provider() {
         );
     }
 }
+
+/// An HTTP/1.1 server on loopback that answers every request with a complete
+/// completion whose head carries `extra` bytes of headers (a CDN's cookies and
+/// tracing headers, as real providers send), then closes the connection.
+async fn large_head_server(extra: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let body = json!({
+        "id": "c", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "big head"}}],
+    })
+    .to_string();
+    let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n");
+    let mut i = 0;
+    while head.len() < extra {
+        head.push_str(&format!(
+            "set-cookie: __cdn_{i}={}; Path=/; Secure\r\n",
+            "x".repeat(180)
+        ));
+        i += 1;
+    }
+    let answer = format!(
+        "{head}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                // Read the request's head and its Content-Length bytes of body.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..p]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
+                        if buf.len() >= p + 4 + len {
+                            break;
+                        }
+                    }
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = sock.write_all(answer.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// An HTTP/1.1 answer whose head is larger than the connection's first read (here
+/// 6 KiB of headers; real providers behind a CDN send 1.5–3 KiB, an error page of a
+/// gateway more) is read whole: the read buffer grows for the head as it does for a
+/// body. A read buffer of a fixed 2 KiB failed this step with "message head is too
+/// large" before the answer's first byte reached brood.
+#[tokio::test]
+async fn an_answer_with_a_large_head_is_read_over_http1() {
+    use brood::model::openai::{OpenAiProvider, ProviderConfig};
+    use brood::model::{Message, ModelRequest, Sampling};
+    for extra in [3 * 1024, 6 * 1024] {
+        let url = large_head_server(extra).await;
+        let mut cfg = ProviderConfig::new("cdn", url);
+        cfg.stream = false;
+        cfg.max_attempts = 1;
+        let provider = OpenAiProvider::new(cfg).unwrap();
+        let req = ModelRequest {
+            model: "m".into(),
+            system: "s".into(),
+            messages: vec![Message::user("hello")],
+            tools: vec![],
+            tool_choice: None,
+            sampling: Sampling::default(),
+        };
+        let (answer, _) = crate::step(&provider, &req).await;
+        assert_eq!(
+            answer.map(|a| a.message.content),
+            Ok("big head".to_string()),
+            "a {extra}-byte head"
+        );
+    }
+}

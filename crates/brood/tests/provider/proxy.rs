@@ -167,6 +167,14 @@ async fn an_https_endpoint_is_reached_through_the_proxys_tunnel_unless_no_proxy_
         )]
     );
     assert_eq!(server.request_count(), 1);
+    // The proxy's credentials went in the CONNECT only, never inside the tunnel to
+    // the endpoint.
+    let inside = server.captured();
+    assert!(
+        inside[0].header("proxy-authorization").is_none(),
+        "{:?}",
+        inside[0].header("proxy-authorization")
+    );
 
     // ALL_PROXY serves too; NO_PROXY naming the host sends it straight there.
     let plain = format!("http://{proxy}");
