@@ -72,7 +72,7 @@ impl std::fmt::Display for ReadFailure {
 }
 
 /// The full text a `spill_path` names: its row in the ledger's `spills` table, or
-/// its file under the spill directory (and nowhere else).
+/// its file under the spill directory (and nowhere else: not a symlink there).
 pub(crate) fn read(db: &dyn Db, paths: &LedgerPaths, path: &str) -> Result<String, ReadFailure> {
     if let Some((run, seq)) = in_ledger(path) {
         let text = query_row(
@@ -93,7 +93,32 @@ pub(crate) fn read(db: &dyn Db, paths: &LedgerPaths, path: &str) -> Result<Strin
     let file = paths
         .resolve_relative(path)
         .map_err(ReadFailure::Untrusted)?;
-    std::fs::read_to_string(&file).map_err(|e| ReadFailure::Unreadable(LedgerError::io(&file, e)))
+    read_file(&file).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return ReadFailure::Untrusted(format!(
+                "spill path {path:?} is a symbolic link (a shipped or planted one points \
+                 anywhere); not followed"
+            ));
+        }
+        ReadFailure::Unreadable(LedgerError::io(&file, e))
+    })
+}
+
+/// A spill file's text, its last component not followed when it is a symlink
+/// (`O_NOFOLLOW`: the open fails with `ELOOP`); brood writes plain files only.
+fn read_file(file: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    }
+    let mut text = String::new();
+    opts.open(file)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// A content ready to store (borrowed when it was within the cap).

@@ -245,8 +245,9 @@ async fn closing_interrupts_each_unfinished_run_with_the_event_a_transition_writ
 }
 
 /// The ledger file is untrusted input: a repository can ship a crafted
-/// `.brood/state/brood.db` whose spill paths point anywhere. Prune must not delete a
-/// file outside `.brood/state/spill/`, and a reader must not read one.
+/// `.brood/state/brood.db` whose spill paths point anywhere, and files under
+/// `.brood/state/spill/` that are symlinks. Prune must not delete a file outside
+/// `.brood/state/spill/`, and a reader must not read one, nor follow a symlink there.
 #[tokio::test]
 async fn prune_and_read_spill_refuse_spill_paths_outside_the_spill_directory() {
     let ws = TempDir::new().unwrap();
@@ -258,18 +259,23 @@ async fn prune_and_read_spill_refuse_spill_paths_outside_the_spill_directory() {
 
     let ledger = open(&ws);
     let id = ledger.create_run(named("crafted")).await.unwrap();
-    for text in ["a", "b", "c"] {
+    for text in ["a", "b", "c", "d"] {
         ledger.append_message(&id, "tool", json!(text)).unwrap();
     }
     ledger.mark_running(&id).await.unwrap();
     ledger.complete(&id, json!("ok")).await.unwrap();
     ledger.flush().await.unwrap();
 
+    // A plain name under the spill directory that the repository shipped as a
+    // symlink (git keeps symlinks) to a file outside it.
+    let link = ws.path().join(".brood/state/spill/shipped.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
     let conn = rusqlite::Connection::open(ws.path().join(".brood/state/brood.db")).unwrap();
     let crafted = [
         victim.to_str().unwrap().to_string(),
         ".brood/state/spill/../../../precious.txt".to_string(),
         "precious.txt".to_string(),
+        ".brood/state/spill/shipped.txt".to_string(),
     ];
     for (seq, path) in crafted.iter().enumerate() {
         conn.execute(
@@ -293,7 +299,9 @@ async fn prune_and_read_spill_refuse_spill_paths_outside_the_spill_directory() {
 
     let report = ledger.prune(Duration::ZERO).await.unwrap();
     assert_eq!(report.runs, 1);
-    assert_eq!(report.spill_files, 0);
+    // The symlink itself is removed (never what it points to).
+    assert_eq!(report.spill_files, 1);
+    assert!(std::fs::symlink_metadata(&link).is_err());
     assert_eq!(report.refused_spill_paths.len(), 3, "{report:?}");
     assert!(report.refused_spill_paths[0].contains(id.as_str()));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
