@@ -105,3 +105,31 @@ fn a_connect_timeout_that_is_not_a_whole_number_is_refused() {
     assert!(text.contains("connect_timeout=soon"), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+/// A huge `connect_timeout` (the URL is outside input) bounds nothing, rather than
+/// overflowing: the bound is per host the URL names, and multiplying `i64::MAX`
+/// seconds by three hosts panicked the reader (a worker, `brood doctor`). Every host
+/// refuses at once here, so the error is the refusal.
+#[test]
+fn a_huge_connect_timeout_over_several_hosts_is_not_a_panic() {
+    // Three: two times `i64::MAX` seconds still fits a `Duration`.
+    let ws = tempfile::tempdir().unwrap();
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = refused.local_addr().unwrap().port();
+    drop(refused);
+    let url = format!(
+        "postgres://brood:hunter2@127.0.0.1:{port},127.0.0.1:{port},127.0.0.1:{port}/brood\
+         ?sslmode=disable&connect_timeout={}",
+        i64::MAX
+    );
+    let Err(err) = Ledger::open_reader_at(ws.path(), Some(&url)) else {
+        panic!("a reader opened on a closed port");
+    };
+    let text = err.to_string();
+    assert!(
+        !matches!(err, LedgerError::ConnectTimeout { .. }),
+        "{err:?}"
+    );
+    assert!(text.contains("127.0.0.1"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}

@@ -251,7 +251,8 @@ impl PgTarget {
     /// authentication, no such database).
     pub(super) fn try_connect(&self) -> Result<Conn, (LedgerError, bool)> {
         let hosts = self.config.get_hosts().len().max(1) as u32;
-        let within = self.connect_timeout.map(|t| t * hosts);
+        // Saturating: the URL's `connect_timeout` may be up to `i64::MAX` seconds.
+        let within = self.connect_timeout.map(|t| t.saturating_mul(hosts));
         let done = off_runtime(|| match &self.tls {
             None => Conn::connect(&self.config, NoTls, within),
             Some(tls) => Conn::connect(&self.config, tls.clone(), within),
