@@ -75,6 +75,20 @@ fn sigterm_cancels_the_run_and_its_children_and_records_why() {
     }
 }
 
+/// The runs `brood agents list --json` lists in `f`.
+fn listed(f: &Fixture) -> Vec<Value> {
+    let out = brood(
+        f.home.path(),
+        f.ws.path(),
+        &["agents", "list", "--json"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let runs: Value = serde_json::from_str(&stdout).unwrap();
+    runs.as_array().cloned().unwrap_or_default()
+}
+
 /// A brood killed outright (SIGKILL: no chance to record anything) leaves its runs
 /// `running` in the ledger; `brood agents list` and `show` probe the session's boot
 /// lock themselves and show them `interrupted` at once, before any later session
@@ -91,16 +105,7 @@ fn a_killed_sessions_runs_are_listed_interrupted_at_once() {
     // for"): look again, for at most 30 s, until both runs are on disk.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let runs = loop {
-        let out = brood(
-            f.home.path(),
-            f.ws.path(),
-            &["agents", "list", "--json"],
-            &[],
-        );
-        let (stdout, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{stderr}");
-        let runs: Value = serde_json::from_str(&stdout).unwrap();
-        let runs = runs.as_array().cloned().unwrap_or_default();
+        let runs = listed(&f);
         if runs.len() == 2 || std::time::Instant::now() > deadline {
             break runs;
         }
@@ -117,18 +122,9 @@ fn a_killed_sessions_runs_are_listed_interrupted_at_once() {
 
     child.kill().expect("SIGKILL brood");
     child.wait().expect("reap brood");
-    let out = brood(
-        f.home.path(),
-        f.ws.path(),
-        &["agents", "list", "--json"],
-        &[],
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let runs: Value = serde_json::from_str(&stdout).unwrap();
-    let runs = runs.as_array().unwrap();
+    let runs = listed(&f);
     assert_eq!(runs.len(), 2, "{runs:?}");
-    for r in runs {
+    for r in &runs {
         assert_eq!(r["status"], "interrupted", "{r}");
         assert!(
             r["status_reason"]
