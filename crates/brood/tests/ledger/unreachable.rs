@@ -133,3 +133,35 @@ fn a_huge_connect_timeout_over_several_hosts_is_not_a_panic() {
     assert!(text.contains("127.0.0.1"), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+/// The password is hidden in a connect's error whatever it holds: tokio-postgres
+/// takes everything up to the first `@` as the credentials, so an unencoded `/` (a
+/// generated or base64 password) is part of the password — and was shown whole,
+/// the redaction having stopped the user info at that `/`. A `password` parameter
+/// whose key is percent-encoded is hidden too.
+#[test]
+fn a_password_with_a_slash_or_an_encoded_key_is_hidden_in_errors() {
+    let ws = tempfile::tempdir().unwrap();
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = refused.local_addr().unwrap().port();
+    drop(refused);
+    for (url, secret) in [
+        (
+            format!("postgres://brood:Zx9/kq+T4w==@127.0.0.1:{port}/brood?sslmode=disable"),
+            "Zx9/kq+T4w",
+        ),
+        (
+            format!("postgres://brood@127.0.0.1:{port}/brood?sslmode=disable&passw%6Frd=hunter2"),
+            "hunter2",
+        ),
+    ] {
+        let Err(err) = Ledger::open_reader_at(ws.path(), Some(&url)) else {
+            panic!("a reader opened on a closed port");
+        };
+        let text = err.to_string();
+        assert!(text.contains("127.0.0.1"), "{text}");
+        assert!(!text.contains(secret), "{text}");
+        let text = format!("{err:?}");
+        assert!(!text.contains(secret), "{text}");
+    }
+}
