@@ -74,6 +74,9 @@ impl HttpClient {
         http.set_nodelay(true);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let route = Route::for_endpoint(endpoint, &Matcher::from_env(), &http, provider)?;
+        if matches!(route, Route::Direct) {
+            refuse_unusable_proxy(endpoint, provider)?;
+        }
         let forward_auth = match &route {
             Route::Forward { auth, .. } => auth.clone(),
             _ => None,
@@ -207,6 +210,54 @@ impl Route {
             None => tunnel,
         }))
     }
+}
+
+/// The error when the environment sets a proxy for `endpoint` (its scheme's
+/// variable or `ALL_PROXY`, not exempted by `NO_PROXY`) that hyper-util's matcher
+/// could not use — not a URL (a stray space), or a scheme it does not know — and so
+/// left the route direct: the request would go straight to the endpoint, past the
+/// proxy the environment asked for. The value is not shown (it may hold the proxy's
+/// password). Under CGI (`REQUEST_METHOD` set) the matcher ignores every proxy
+/// variable on purpose (httpoxy), and so does this.
+fn refuse_unusable_proxy(endpoint: &Uri, provider: &str) -> Result<(), ModelError> {
+    if std::env::var_os("REQUEST_METHOD").is_some() {
+        return Ok(());
+    }
+    let first = |names: [&'static str; 2]| {
+        names
+            .into_iter()
+            .find_map(|n| std::env::var(n).ok().map(|v| (n, v)))
+    };
+    let scheme = match endpoint.scheme_str() {
+        Some("https") => ["HTTPS_PROXY", "https_proxy"],
+        _ => ["HTTP_PROXY", "http_proxy"],
+    };
+    let set: Vec<&str> = [first(scheme), first(["ALL_PROXY", "all_proxy"])]
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(n, _)| n)
+        .collect();
+    if set.is_empty() {
+        return Ok(());
+    }
+    let no_proxy = first(["NO_PROXY", "no_proxy"]).map_or(String::new(), |(_, v)| v);
+    let exempt = Matcher::builder()
+        .all("http://127.0.0.1:9")
+        .no(no_proxy)
+        .build()
+        .intercept(endpoint)
+        .is_none();
+    if exempt {
+        return Ok(());
+    }
+    Err(ModelError::Config(format!(
+        "{} is set for provider '{provider}' but is not a proxy brood can use (an \
+         http:// URL such as http://user:password@proxy.example:3128, without spaces): \
+         fix or unset it, or name the endpoint's host in NO_PROXY; brood does not go \
+         around a proxy the environment asks for",
+        set.join(" / ")
+    )))
 }
 
 /// Opens the TCP connection a request goes over, by its [`Route`] (TLS, when the

@@ -214,3 +214,35 @@ async fn an_http_endpoint_is_sent_to_the_proxy_in_absolute_form() {
     );
     assert_eq!(server.request_count(), 2);
 }
+
+/// A proxy variable whose value is not a proxy brood can use — not a URL (here a
+/// stray space), or a scheme it does not know — is an error naming the variable, not a silent direct connection
+/// past the proxy the environment asked for; the value (credentials) is not shown.
+/// `NO_PROXY` naming the host still exempts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_variable_that_cannot_be_used_is_an_error_not_a_direct_connection() {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("through"));
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    let (proxy, seen) = start_proxy().await;
+    let url = server.base_url();
+    for (var, value) in [
+        ("HTTPS_PROXY", format!("http://brood:s3cret@{proxy} ")),
+        ("ALL_PROXY", format!("ftp://brood:s3cret@{proxy}")),
+    ] {
+        let (ok, out) = step_in_child(&url, Some(&ca), &[(var, value)]).await;
+        assert!(!ok, "{var}: went straight to the endpoint: {out}");
+        assert!(out.contains(var) && out.contains("NO_PROXY"), "{out}");
+        assert!(!out.contains("s3cret"), "{out}");
+    }
+    assert_eq!(seen.take(), []);
+    assert_eq!(server.request_count(), 0);
+    let exempt = [
+        ("HTTPS_PROXY", format!("http://brood:s3cret@{proxy} ")),
+        ("NO_PROXY", "127.0.0.1".to_string()),
+    ];
+    let (ok, out) = step_in_child(&url, Some(&ca), &exempt).await;
+    assert!(ok, "{out}");
+    assert_eq!(server.request_count(), 1);
+}
