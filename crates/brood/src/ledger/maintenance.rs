@@ -126,8 +126,16 @@ pub(crate) fn prune(
                 if spill::in_ledger(&rel).is_some() {
                     continue;
                 }
+                // Only the file this entry's own spill is written to: a row naming
+                // another run's file (crafted, or another machine's on a shared
+                // ledger) must not delete that run's only full copy.
+                let own = u64::try_from(seq).map(|seq| paths.spill_file(run, seq).1);
                 match paths.resolve_relative(&rel) {
-                    Ok(path) => files.push(path),
+                    Ok(path) if own.as_deref() == Ok(rel.as_str()) => files.push(path),
+                    Ok(_) => report.refused_spill_paths.push(format!(
+                        "transcript entry {seq} of run {run}: spill path {rel:?} is not \
+                         this entry's own spill file; not removed"
+                    )),
                     Err(reason) => report.refused_spill_paths.push(format!(
                         "transcript entry {seq} of run {run}: {reason}; not removed"
                     )),

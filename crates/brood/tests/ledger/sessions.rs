@@ -299,13 +299,56 @@ async fn prune_and_read_spill_refuse_spill_paths_outside_the_spill_directory() {
 
     let report = ledger.prune(Duration::ZERO).await.unwrap();
     assert_eq!(report.runs, 1);
-    // The symlink itself is removed (never what it points to).
-    assert_eq!(report.spill_files, 1);
-    assert!(std::fs::symlink_metadata(&link).is_err());
-    assert_eq!(report.refused_spill_paths.len(), 3, "{report:?}");
+    // The shipped name is not the entry's own spill file: left alone too.
+    assert_eq!(report.spill_files, 0);
+    assert_eq!(report.refused_spill_paths.len(), 4, "{report:?}");
     assert!(report.refused_spill_paths[0].contains(id.as_str()));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
     assert_eq!(std::fs::read_to_string(&inside_victim).unwrap(), "keep");
+}
+
+/// Prune removes a run's own spill files only: a row of a pruned run naming another
+/// run's file (a crafted ledger, or on a shared PostgreSQL ledger a row another
+/// machine wrote, whose runs' ids it can read) must not delete that run's only full
+/// copy of its message — here a live run's.
+#[tokio::test]
+async fn prune_does_not_remove_another_runs_spill_file() {
+    let ws = TempDir::new().unwrap();
+    let opts = LedgerOptions {
+        transcript_cap_bytes: 64,
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::open(ws.path(), opts).unwrap();
+    let live = ledger.create_run(named("live")).await.unwrap();
+    ledger.mark_running(&live).await.unwrap();
+    let long = "the live run's only full copy ".repeat(20);
+    ledger.append_message(&live, "tool", json!(long)).unwrap();
+    let old = ledger.create_run(named("old")).await.unwrap();
+    ledger.append_message(&old, "tool", json!("x")).unwrap();
+    ledger.mark_running(&old).await.unwrap();
+    ledger.complete(&old, json!("ok")).await.unwrap();
+    ledger.flush().await.unwrap();
+
+    let reader = ledger.reader().unwrap();
+    let entry = reader.transcript(&live, 0, 1).unwrap().entries.remove(0);
+    let victim = entry
+        .spill_path
+        .clone()
+        .expect("the live run's message spilled");
+    let conn = rusqlite::Connection::open(ws.path().join(".brood/state/brood.db")).unwrap();
+    conn.execute(
+        "UPDATE transcripts SET spill_path = ?1, truncated = 1 WHERE run_id = ?2 AND seq = 0",
+        rusqlite::params![victim, old.as_str()],
+    )
+    .unwrap();
+    drop(conn);
+
+    let report = ledger.prune(Duration::ZERO).await.unwrap();
+    assert_eq!(report.runs, 1, "{report:?}");
+    assert_eq!(report.spill_files, 0, "{report:?}");
+    assert_eq!(report.refused_spill_paths.len(), 1, "{report:?}");
+    assert!(report.refused_spill_paths[0].contains(old.as_str()));
+    assert_eq!(reader.read_spill(&entry).unwrap(), Some(long));
 }
 
 /// 21.3: a result whose long strings are already in the run's spill file (its final
