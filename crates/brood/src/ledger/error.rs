@@ -220,6 +220,14 @@ pub enum LedgerError {
         /// What went wrong.
         detail: String,
     },
+    /// A spilled message's full text is not there: its spill file was deleted or is
+    /// on another machine (a ledger from before spills were kept in PostgreSQL), or
+    /// the ledger holds no row for it. Its capped text is still in the transcript.
+    #[error("{path}: the spilled text is not there (deleted, or kept on another machine); the transcript holds its capped text")]
+    SpillMissing {
+        /// The spill file's path or the ledger's name for the text.
+        path: String,
+    },
     /// A file-system operation failed.
     #[error("{path}: {detail}")]
     Io {

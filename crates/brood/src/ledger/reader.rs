@@ -333,6 +333,7 @@ impl LedgerReader {
                 row: format!("transcript entry {} of run {}", entry.seq, entry.run_id),
                 reason,
             }),
+            Err(spill::ReadFailure::Missing(path)) => Err(LedgerError::SpillMissing { path }),
             Err(spill::ReadFailure::Unreadable(e)) => Err(e),
         }
     }

@@ -58,6 +58,9 @@ pub(crate) enum ReadFailure {
     /// The path is not one brood writes (the database is untrusted input): not
     /// followed.
     Untrusted(String),
+    /// The file or the row is not there (deleted, or written on another machine):
+    /// the named text, its path or name.
+    Missing(String),
     /// The file or the row cannot be read.
     Unreadable(LedgerError),
 }
@@ -66,6 +69,7 @@ impl std::fmt::Display for ReadFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadFailure::Untrusted(why) => f.write_str(why),
+            ReadFailure::Missing(what) => write!(f, "{what}: not found"),
             ReadFailure::Unreadable(e) => write!(f, "{e}"),
         }
     }
@@ -83,12 +87,7 @@ pub(crate) fn read(db: &dyn Db, paths: &LedgerPaths, path: &str) -> Result<Strin
         )
         .ctx("reading a spilled message from the ledger")
         .map_err(ReadFailure::Unreadable)?;
-        return text.ok_or_else(|| {
-            ReadFailure::Unreadable(LedgerError::Sqlite {
-                context: "reading a spilled message from the ledger".into(),
-                detail: format!("the ledger holds no text for {path}"),
-            })
-        });
+        return text.ok_or_else(|| ReadFailure::Missing(path.to_string()));
     }
     let file = paths
         .resolve_relative(path)
@@ -100,6 +99,9 @@ pub(crate) fn read(db: &dyn Db, paths: &LedgerPaths, path: &str) -> Result<Strin
                 "spill path {path:?} is a symbolic link (a shipped or planted one points \
                  anywhere); not followed"
             ));
+        }
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return ReadFailure::Missing(file.display().to_string());
         }
         ReadFailure::Unreadable(LedgerError::io(&file, e))
     })

@@ -474,18 +474,19 @@ fn read_conversation(
 }
 
 /// A run's transcript as `(seq, content)`, each spilled entry read in full. A
-/// spilled entry whose full text cannot be read (its spill file deleted, or written
+/// spilled entry whose full text is not there (its spill file deleted, or written
 /// on another machine by a ledger from before spills were kept in the database) is
-/// resumed from its capped text rather than leaving the run unresumable; a spill path
-/// pointing outside the spill directory (a tampered ledger) still refuses the resume.
+/// resumed from its capped text rather than leaving the run unresumable; any other
+/// failure to read it (a lost database connection, a spill path outside the spill
+/// directory or a symlink — a tampered ledger) still fails the resume.
 fn full_transcript(r: &LedgerReader, id: &RunId) -> Result<Vec<(u64, Value)>, LedgerError> {
     let slice = r.transcript(id, 0, usize::MAX)?;
     let mut transcript = Vec::with_capacity(slice.entries.len());
     for entry in &slice.entries {
         let full = match r.read_spill(entry) {
             Ok(full) => full,
-            Err(e @ LedgerError::UntrustedPath { .. }) => return Err(e),
-            Err(_) => None,
+            Err(LedgerError::SpillMissing { .. }) => None,
+            Err(e) => return Err(e),
         };
         let content = match full {
             Some(full) if entry.truncated => {
