@@ -19,6 +19,8 @@ const LAYERS: &[&[&str]] = &[
     // `tool` speaks the model's wire types (`ToolSpec`, `ToolCall`), nothing more.
     &["tool"],
     &["events", "model", "ledger"],
+    // Certificate files, read alike by the provider's and the ledger's TLS.
+    &["certs"],
 ];
 
 /// A module path below the crate root (`["subagent", "drive"]`).

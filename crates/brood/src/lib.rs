@@ -29,6 +29,7 @@
 )]
 
 pub mod agent;
+mod certs;
 pub mod events;
 #[cfg(test)]
 mod import_graph;

@@ -30,7 +30,6 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::future::Future;
 use std::path::Path;
@@ -145,22 +144,12 @@ fn tls_config(ca_cert: Option<&Path>, provider: &str) -> Result<rustls::ClientCo
 /// The certificates of a `ca_cert` PEM file, or an error naming the file and the
 /// provider.
 fn read_ca_certs(path: &Path, provider: &str) -> Result<Vec<CertificateDer<'static>>, ModelError> {
-    let bad = |detail: String| {
+    crate::certs::read_pem_certificates(path).map_err(|detail| {
         ModelError::Config(format!(
             "ca_cert '{}' of provider '{provider}': {detail}",
             path.display()
         ))
-    };
-    let pem = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(format!("not a PEM certificate bundle: {e}")))?;
-    if certs.is_empty() {
-        return Err(bad(
-            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
-        ));
-    }
-    Ok(certs)
+    })
 }
 
 /// How the endpoint's host is reached.

@@ -112,24 +112,8 @@ impl ClientCert {
             path: path.clone(),
             detail,
         };
-        let pem =
-            std::fs::read(&self.cert).map_err(|e| bad("sslcert", &self.cert, e.to_string()))?;
-        let chain = CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| {
-                bad(
-                    "sslcert",
-                    &self.cert,
-                    format!("not a PEM certificate file: {e}"),
-                )
-            })?;
-        if chain.is_empty() {
-            return Err(bad(
-                "sslcert",
-                &self.cert,
-                "it holds no PEM certificate".into(),
-            ));
-        }
+        let chain = crate::certs::read_pem_certificates(&self.cert)
+            .map_err(|why| bad("sslcert", &self.cert, why))?;
         key_file_private(&self.key).map_err(|why| bad("sslkey", &self.key, why))?;
         let pem = std::fs::read(&self.key).map_err(|e| bad("sslkey", &self.key, e.to_string()))?;
         let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
@@ -239,19 +223,11 @@ fn trusted(
                 path: path.clone(),
                 detail,
             };
-            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
             let mut store = rustls::RootCertStore::empty();
-            let mut found = 0;
-            for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
-                let cert: CertificateDer<'static> =
-                    cert.map_err(|e| bad(format!("not a PEM certificate file: {e}")))?;
+            for cert in crate::certs::read_pem_certificates(path).map_err(bad)? {
                 store
                     .add(cert)
                     .map_err(|e| bad(format!("a certificate in it cannot be used: {e}")))?;
-                found += 1;
-            }
-            if found == 0 {
-                return Err(bad("it holds no PEM certificate".into()));
             }
             rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(store),
