@@ -114,9 +114,7 @@ fn a_connect_timeout_that_is_not_a_whole_number_is_refused() {
 fn a_huge_connect_timeout_over_several_hosts_is_not_a_panic() {
     // Three: two times `i64::MAX` seconds still fits a `Duration`.
     let ws = tempfile::tempdir().unwrap();
-    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = refused.local_addr().unwrap().port();
-    drop(refused);
+    let port = closed_port();
     let url = format!(
         "postgres://brood:hunter2@127.0.0.1:{port},127.0.0.1:{port},127.0.0.1:{port}/brood\
          ?sslmode=disable&connect_timeout={}",
@@ -142,9 +140,7 @@ fn a_huge_connect_timeout_over_several_hosts_is_not_a_panic() {
 #[test]
 fn a_password_with_a_slash_or_an_encoded_key_is_hidden_in_errors() {
     let ws = tempfile::tempdir().unwrap();
-    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = refused.local_addr().unwrap().port();
-    drop(refused);
+    let port = closed_port();
     for (url, secret) in [
         (
             format!("postgres://brood:Zx9/kq+T4w==@127.0.0.1:{port}/brood?sslmode=disable"),
@@ -164,4 +160,10 @@ fn a_password_with_a_slash_or_an_encoded_key_is_hidden_in_errors() {
         let text = format!("{err:?}");
         assert!(!text.contains(secret), "{text}");
     }
+}
+
+/// A loopback port nothing listens on (bound, then let go): a connect is refused.
+fn closed_port() -> u16 {
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
+    refused.local_addr().unwrap().port()
 }

@@ -148,10 +148,7 @@ async fn proxied_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_endpoint_is_reached_through_the_proxys_tunnel_unless_no_proxy_names_it() {
-    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("through"));
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    let (server, _dir, ca) = tls_endpoint();
     let (proxy, seen) = start_proxy().await;
     let url = server.base_url();
 
@@ -221,10 +218,7 @@ async fn an_http_endpoint_is_sent_to_the_proxy_in_absolute_form() {
 /// `NO_PROXY` naming the host still exempts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_variable_that_cannot_be_used_is_an_error_not_a_direct_connection() {
-    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("through"));
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    let (server, _dir, ca) = tls_endpoint();
     let (proxy, seen) = start_proxy().await;
     let url = server.base_url();
     for (var, value) in [
@@ -245,4 +239,14 @@ async fn a_proxy_variable_that_cannot_be_used_is_an_error_not_a_direct_connectio
     let (ok, out) = step_in_child(&url, Some(&ca), &exempt).await;
     assert!(ok, "{out}");
     assert_eq!(server.request_count(), 1);
+}
+
+/// A TLS endpoint (HTTP/2) answering "through", its CA written to a file in the
+/// returned directory (kept alive by the caller) for `ca_cert`.
+fn tls_endpoint() -> (MockServer, tempfile::TempDir, std::path::PathBuf) {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("through"));
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    (server, dir, ca)
 }
