@@ -174,17 +174,20 @@ impl GrantTexts {
     }
 
     fn text_of(&self, made_of: GrantInputs<'_>) -> Option<JsonText> {
-        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(l) = &*last {
-            let same = l.fork_messages == made_of.fork_messages
-                && l.tools == made_of.tools
-                && (Arc::ptr_eq(&l.permissions, made_of.permissions)
-                    || *l.permissions == **made_of.permissions)
-                && l.rules == made_of.rules;
-            if same {
-                return l.text.clone();
+        {
+            let last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(l) = &*last {
+                let same = l.fork_messages == made_of.fork_messages
+                    && l.tools == made_of.tools
+                    && (Arc::ptr_eq(&l.permissions, made_of.permissions)
+                        || *l.permissions == **made_of.permissions)
+                    && l.rules == made_of.rules;
+                if same {
+                    return l.text.clone();
+                }
             }
         }
+        // Encoded outside the lock: spawns of other parents compare meanwhile.
         let text = RecordedGrant {
             tools: made_of.tools.iter().cloned().collect(),
             permissions: (**made_of.permissions).clone(),
@@ -192,7 +195,7 @@ impl GrantTexts {
             fork_messages: made_of.fork_messages,
         }
         .to_json();
-        *last = Some(LastGrant {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(LastGrant {
             tools: made_of.tools.to_vec(),
             permissions: made_of.permissions.clone(),
             rules: made_of.rules,
