@@ -178,6 +178,18 @@ impl<R: Row + ?Sized> RowExt for R {
 pub(crate) struct DbError {
     pub kind: DbErrorKind,
     pub detail: String,
+    /// A statement the server did not answer in time (PostgreSQL's
+    /// `query_timeout`): reported as [`LedgerError::QueryTimeout`].
+    pub unanswered: Option<Box<Unanswered>>,
+}
+
+/// Where and within what a statement went unanswered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unanswered {
+    /// The ledger's URL, its password hidden.
+    pub url: String,
+    pub host: String,
+    pub secs: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +207,7 @@ impl DbError {
         DbError {
             kind: DbErrorKind::Other,
             detail: detail.into(),
+            unanswered: None,
         }
     }
     pub fn column(i: usize, detail: String) -> Self {
@@ -354,9 +367,17 @@ pub(crate) fn query_one<T>(
 
 impl<T> SqlContext<T> for Result<T, DbError> {
     fn ctx(self, context: &str) -> Result<T, LedgerError> {
-        self.map_err(|e| LedgerError::Sqlite {
-            context: context.to_string(),
-            detail: e.detail,
+        self.map_err(|e| match e.unanswered {
+            Some(u) => LedgerError::QueryTimeout {
+                url: u.url,
+                host: u.host,
+                secs: u.secs,
+                context: context.to_string(),
+            },
+            None => LedgerError::Sqlite {
+                context: context.to_string(),
+                detail: e.detail,
+            },
         })
     }
 }

@@ -156,6 +156,21 @@ pub enum LedgerError {
         /// The bound that passed, in seconds.
         secs: u64,
     },
+    /// A PostgreSQL ledger's server answered the connect and then did not answer a
+    /// statement within the URL's `query_timeout` (default 60 s): a wedged or
+    /// stopped backend, a server out of memory or I/O, a firewall that started
+    /// dropping the traffic. The connection is dropped (the writer connects again).
+    #[error("the PostgreSQL ledger at {url}: {host} did not answer a statement within {secs} s (query_timeout) while {context} — check that the server is up and not stuck (a stopped or wedged backend, a full disk, a lock held by a stuck session: pg_stat_activity shows them) and that no firewall drops the traffic; a statement that is legitimately this slow needs a larger query_timeout in the URL (docs/FLEET.md \"Unreachable servers\")")]
+    QueryTimeout {
+        /// The ledger's URL, its password hidden.
+        url: String,
+        /// The host (the first the URL names).
+        host: String,
+        /// The bound that passed, in seconds.
+        secs: u64,
+        /// What the ledger was doing.
+        context: String,
+    },
     /// A PostgreSQL ledger's server could not be reached the way the URL's `sslmode`
     /// asks (no TLS offered where it is required, a certificate that is not trusted
     /// or not for that host): nothing was sent but the TLS request.

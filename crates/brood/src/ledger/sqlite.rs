@@ -200,6 +200,7 @@ pub(crate) fn from_sqlite(e: rusqlite::Error) -> DbError {
     DbError {
         kind,
         detail: e.to_string(),
+        unanswered: None,
     }
 }
 

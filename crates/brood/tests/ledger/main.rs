@@ -14,6 +14,7 @@ mod reconnect;
 mod reopen;
 mod runs;
 mod sessions;
+mod silent;
 mod store;
 mod summaries;
 mod tls;

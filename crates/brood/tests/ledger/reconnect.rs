@@ -5,10 +5,9 @@
 //! `reconnect_for` fails the writes with an error naming the URL without its
 //! password, and the next write goes through once it is back.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use brood::ledger::{
 use serde_json::json;
 
 use crate::common::pg::{brood_backends, listening, socket_and_db, sql, terminate};
+use crate::common::proxy::{forward, Proxy};
 use crate::common::{named, Place, Store};
 
 /// The `i` of every `warning` event of `run` (the test's progress records), in order.
@@ -122,94 +122,6 @@ async fn backends_ended_mid_run_lose_no_record_and_write_none_twice() {
     Arc::into_inner(ledger).unwrap().close().await.unwrap();
 }
 
-/// A TCP proxy to the test server's Unix socket that, once armed, forwards the next
-/// COMMIT (after letting `pass` more through) and then drops the connection instead
-/// of its answer: the server commits, the client never hears.
-struct CommitEater {
-    port: u16,
-    armed: Arc<AtomicBool>,
-    pass: Arc<AtomicUsize>,
-    ate: Arc<AtomicBool>,
-}
-
-impl CommitEater {
-    fn start(socket: std::path::PathBuf) -> CommitEater {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let armed = Arc::new(AtomicBool::new(false));
-        let pass = Arc::new(AtomicUsize::new(0));
-        let ate = Arc::new(AtomicBool::new(false));
-        let (a, p, e) = (armed.clone(), pass.clone(), ate.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let server = UnixStream::connect(&socket).unwrap();
-                pump(client, server, a.clone(), p.clone(), e.clone());
-            }
-        });
-        CommitEater {
-            port,
-            armed,
-            pass,
-            ate,
-        }
-    }
-}
-
-fn pump(
-    client: TcpStream,
-    server: UnixStream,
-    armed: Arc<AtomicBool>,
-    pass: Arc<AtomicUsize>,
-    ate: Arc<AtomicBool>,
-) {
-    let drop_answer = Arc::new(AtomicBool::new(false));
-    let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-    let flag = drop_answer.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        loop {
-            let n = match c_in.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            let chunk = &buf[..n];
-            // A simple-protocol query ('Q') of exactly "COMMIT".
-            if chunk.windows(7).any(|w| w == b"COMMIT\0") && armed.load(Ordering::SeqCst) {
-                let let_through = pass
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                    .is_ok();
-                if !let_through && armed.swap(false, Ordering::SeqCst) {
-                    flag.store(true, Ordering::SeqCst);
-                }
-            }
-            if s_out.write_all(chunk).is_err() {
-                break;
-            }
-        }
-        let _ = s_out.shutdown(Shutdown::Both);
-    });
-    let (mut s_in, mut c_out) = (server, client);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        loop {
-            let n = match s_in.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if drop_answer.load(Ordering::SeqCst) {
-                ate.store(true, Ordering::SeqCst);
-                break;
-            }
-            if c_out.write_all(&buf[..n]).is_err() {
-                break;
-            }
-        }
-        let _ = c_out.shutdown(Shutdown::Both);
-        let _ = s_in.shutdown(Shutdown::Both);
-    });
-}
-
 #[tokio::test]
 async fn a_commit_whose_answer_was_lost_is_not_written_again() {
     let Some(ws) = Store::postgres("a_commit_whose_answer_was_lost") else {
@@ -217,7 +129,7 @@ async fn a_commit_whose_answer_was_lost_is_not_written_again() {
     };
     let url = ws.url().unwrap().to_string();
     let (socket, db) = socket_and_db(&url);
-    let eater = CommitEater::start(socket);
+    let eater = Proxy::start(socket);
     let proxied = format!("postgresql://brood@127.0.0.1:{}/{db}", eater.port);
     let ledger = Ledger::open(
         ws.path(),
@@ -386,13 +298,7 @@ impl Stall {
                     continue;
                 }
                 let server = UnixStream::connect(&socket).unwrap();
-                pump(
-                    client,
-                    server,
-                    Arc::new(AtomicBool::new(false)),
-                    Arc::default(),
-                    Arc::default(),
-                );
+                forward(client, server);
             }
         });
         Stall {
@@ -558,7 +464,7 @@ async fn an_open_whose_recovery_commit_went_unanswered_recovers_and_registers_on
     first.close().await.unwrap();
 
     let (socket, db) = socket_and_db(&url);
-    let eater = CommitEater::start(socket);
+    let eater = Proxy::start(socket);
     // The schema check's COMMIT goes through; the recovery's answer is eaten.
     eater.pass.store(1, Ordering::SeqCst);
     eater.armed.store(true, Ordering::SeqCst);

@@ -8,11 +8,21 @@
 //! that blackholes after the handshake, a wedged server, a full backlog) held the
 //! connect, and the worker, parent or `brood doctor` behind it, forever.
 //!
+//! And **every statement is bounded** by the URL's `query_timeout` (default 60 s): a
+//! server that answered the connect and then stops answering (a wedged or stopped
+//! backend, a firewall that starts dropping the traffic — the kernel still
+//! acknowledges, so keepalives and `tcp_user_timeout` never fire) no longer holds a
+//! statement forever. A statement that timed out leaves the connection mid-protocol:
+//! it is marked broken and never used again (it counts as lost, and the writer's
+//! reconnection takes over).
+//!
 //! The connection itself runs as a task on that runtime; it makes progress only
 //! inside a call (every call is a `block_on`), and hands the notifications it reads
-//! (`LISTEN`) to [`Conn::notifications`].
+//! (`LISTEN`) to [`Conn::notifications`] — a wait that is not a statement, so not
+//! bounded.
 
-use std::future::poll_fn;
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
 use std::time::Duration;
 
 use tokio::runtime::{Builder, Runtime};
@@ -36,6 +46,17 @@ pub(super) enum ConnectFailure {
     Runtime(std::io::Error),
 }
 
+/// Why a statement failed.
+pub(super) enum StatementFailure {
+    /// The client's error (the server's answer, or the connection failing).
+    Pg(Error),
+    /// No answer within the connection's `query_timeout`: the connection is broken
+    /// now.
+    TimedOut(Duration),
+    /// The connection broke before (a statement timed out on it): not used again.
+    Broken,
+}
+
 /// What ended a wait for notifications without any.
 pub(super) enum NotesFailure {
     /// The connection is gone; the client's error when it gave one.
@@ -49,16 +70,23 @@ pub(super) struct Conn {
     client: Option<Client>,
     driver: Option<tokio::task::JoinHandle<()>>,
     notes: UnboundedReceiver<Result<(String, String), Error>>,
+    /// Each statement's bound (`None`: unbounded, `query_timeout=0`).
+    query_timeout: Option<Duration>,
+    /// A statement timed out: the protocol is at an unknown point, so the
+    /// connection is never used again.
+    broken: Cell<bool>,
 }
 
 impl Conn {
     /// Connect with `config` and `tls`, the whole of it (every host and address the
     /// configuration names, TLS and authentication included) within `within` when
-    /// given. Blocking; call it outside any Tokio runtime (`off_runtime`).
+    /// given; each statement on the connection then bounded by `query_timeout`.
+    /// Blocking; call it outside any Tokio runtime (`off_runtime`).
     pub(super) fn connect<T>(
         config: &Config,
         tls: T,
         within: Option<Duration>,
+        query_timeout: Option<Duration>,
     ) -> Result<Conn, ConnectFailure>
     where
         T: MakeTlsConnect<Socket> + Send + 'static,
@@ -99,46 +127,70 @@ impl Conn {
             client: Some(client),
             driver: Some(driver),
             notes,
+            query_timeout,
+            broken: Cell::new(false),
         })
     }
 
+    /// Run one statement's exchange, bounded by `query_timeout`; on a timeout the
+    /// connection is broken for good.
+    fn bounded<T>(
+        &self,
+        statement: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, StatementFailure> {
+        if self.broken.get() {
+            return Err(StatementFailure::Broken);
+        }
+        let Some(limit) = self.query_timeout else {
+            return self.rt.block_on(statement).map_err(StatementFailure::Pg);
+        };
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(limit, statement).await })
+        {
+            Ok(answer) => answer.map_err(StatementFailure::Pg),
+            Err(_elapsed) => {
+                self.broken.set(true);
+                Err(StatementFailure::TimedOut(limit))
+            }
+        }
+    }
+
     /// Statements without arguments, by the simple protocol.
-    pub(super) fn batch_execute(&self, sql: &str) -> Result<(), Error> {
-        let client = live(&self.client);
-        self.rt.block_on(client.batch_execute(sql))
+    pub(super) fn batch_execute(&self, sql: &str) -> Result<(), StatementFailure> {
+        self.bounded(live(&self.client).batch_execute(sql))
     }
 
-    pub(super) fn simple_query(&self, sql: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
-        let client = live(&self.client);
-        self.rt.block_on(client.simple_query(sql))
+    pub(super) fn simple_query(
+        &self,
+        sql: &str,
+    ) -> Result<Vec<SimpleQueryMessage>, StatementFailure> {
+        self.bounded(live(&self.client).simple_query(sql))
     }
 
-    pub(super) fn prepare(&self, sql: &str) -> Result<Statement, Error> {
-        let client = live(&self.client);
-        self.rt.block_on(client.prepare(sql))
+    pub(super) fn prepare(&self, sql: &str) -> Result<Statement, StatementFailure> {
+        self.bounded(live(&self.client).prepare(sql))
     }
 
     pub(super) fn execute(
         &self,
         st: &Statement,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, Error> {
-        let client = live(&self.client);
-        self.rt.block_on(client.execute(st, params))
+    ) -> Result<u64, StatementFailure> {
+        self.bounded(live(&self.client).execute(st, params))
     }
 
     pub(super) fn query(
         &self,
         st: &Statement,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, Error> {
-        let client = live(&self.client);
-        self.rt.block_on(client.query(st, params))
+    ) -> Result<Vec<Row>, StatementFailure> {
+        self.bounded(live(&self.client).query(st, params))
     }
 
-    /// Whether the connection is gone.
+    /// Whether the connection is gone (or broken by a statement that timed out).
     pub(super) fn is_closed(&self) -> bool {
-        live(&self.client).is_closed()
+        self.broken.get() || live(&self.client).is_closed()
     }
 
     /// The `(channel, payload)` of the notifications that arrive within `timeout`
@@ -174,8 +226,13 @@ impl Drop for Conn {
     fn drop(&mut self) {
         // Dropping the client makes the connection say goodbye and end; give it a
         // moment to, on its runtime (the caller is outside any other: `off_runtime`).
+        // A broken connection's server is not answering: no goodbye is waited for.
         drop(self.client.take());
         if let Some(driver) = self.driver.take() {
+            if self.broken.get() {
+                driver.abort();
+                return;
+            }
             let _ = self
                 .rt
                 .block_on(async { tokio::time::timeout(CLOSE_WITHIN, driver).await });

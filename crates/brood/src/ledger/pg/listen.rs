@@ -1,13 +1,17 @@
 //! The fleet's listener connection (docs/FLEET.md): `LISTEN` on its channels, hand
 //! over what was notified, and when the connection is lost make it again and listen
 //! again, saying so (what was notified meanwhile is lost: callers read the ledger).
+//! Waiting for a notification is not a statement and is not bounded; but a
+//! connection that heard nothing for the URL's `keepalives_idle` sends an empty
+//! statement, bounded by `query_timeout`, so a server that went silent (a stopped
+//! backend: the kernel still answers TCP's keepalives) is noticed as lost.
 //! The connection is made by the first [`PgListener::wait`], never by [`listen`]:
 //! `wait` runs on the caller's blocking thread, `listen` is called from async code
 //! (a parent's first fleet child, a session's start), whose runtime a connect to a
 //! slow or unreachable server would stall.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::super::db::Db;
 use super::super::error::{LedgerError, SqlContext};
@@ -22,6 +26,9 @@ pub(crate) struct PgListener {
     target: Arc<PgTarget>,
     channels: Vec<String>,
     reconnect_for: Duration,
+    /// When the connection last showed it was alive (connected, notified, or
+    /// answered a check).
+    heard_at: Instant,
 }
 
 /// What one [`PgListener::wait`] heard.
@@ -44,6 +51,7 @@ pub(crate) fn listen(
         target: target.clone(),
         channels: channels.iter().map(|c| c.to_string()).collect(),
         reconnect_for,
+        heard_at: Instant::now(),
     }
 }
 
@@ -66,7 +74,7 @@ impl PgListener {
         if self.db.is_none() {
             return self.reconnect();
         }
-        match self.listen_once(timeout) {
+        match self.listen_checked(timeout) {
             Ok(notes) => Ok(Heard {
                 notes,
                 reconnected: false,
@@ -79,6 +87,33 @@ impl PgListener {
         }
     }
 
+    /// The notifications within `timeout`; the connection checked with an empty
+    /// statement whenever it was quiet for `keepalives_idle`.
+    fn listen_checked(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
+        let deadline = Instant::now() + timeout;
+        // At least a second apart, whatever the URL says.
+        let every = self.target.listen_check().max(Duration::from_secs(1));
+        loop {
+            let now = Instant::now();
+            let check_at = self.heard_at + every;
+            if now >= check_at {
+                let db = self.db.as_ref().ok_or_else(closed).ctx("listening")?;
+                db.simple("")
+                    .ctx("checking the fleet's listening connection")?;
+                self.heard_at = Instant::now();
+                continue;
+            }
+            let notes = self.listen_once(deadline.min(check_at).saturating_duration_since(now))?;
+            if !notes.is_empty() {
+                self.heard_at = Instant::now();
+                return Ok(notes);
+            }
+            if Instant::now() >= deadline {
+                return Ok(notes);
+            }
+        }
+    }
+
     fn listen_once(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
         let db = self.db.as_ref().ok_or_else(closed).ctx("listening")?;
         let mut guard = db.client.borrow_mut();
@@ -87,7 +122,7 @@ impl PgListener {
             .map_err(|NotesFailure::Lost(e)| {
                 db.lost.set(true);
                 match e {
-                    Some(e) => db.fail(e),
+                    Some(e) => db.fail_pg(e),
                     None => closed(),
                 }
             })
@@ -97,6 +132,7 @@ impl PgListener {
     fn reconnect(&mut self) -> Result<Heard, LedgerError> {
         let db = with_backoff(&self.target.shown(), self.reconnect_for, |_| self.connect())?;
         self.db = Some(db);
+        self.heard_at = Instant::now();
         Ok(Heard {
             notes: Vec::new(),
             reconnected: true,

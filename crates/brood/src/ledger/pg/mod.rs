@@ -29,6 +29,11 @@
 //!   committed, not written again), and takes this boot's advisory lock again.
 //!   A [`PgListener`] listens again and says so (notifications sent meanwhile are
 //!   lost; its callers read the ledger).
+//! - **Silent servers.** Every statement is bounded by the URL's `query_timeout`
+//!   (`client.rs`); one that timed out loses its connection (never used again
+//!   mid-protocol), so the writer connects again as above, and a reader fails with
+//!   [`LedgerError::QueryTimeout`]. A listener checks its quiet connection with a
+//!   statement every `keepalives_idle` (`listen.rs`).
 //! - **Statements in one transaction.** A failed statement aborts a PostgreSQL
 //!   transaction, so every op of a group commit runs in its own savepoint
 //!   ([`Db::statement_atomic`] is false).
@@ -48,7 +53,9 @@ use bytes::BytesMut;
 use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use tokio_postgres::Statement;
 
-use super::db::{args, query_one, Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, RowExt};
+use super::db::{
+    args, query_one, Arg, Cell, Db, DbError, DbErrorKind, Dialect, Row, RowExt, Unanswered,
+};
 use super::error::{LedgerError, SqlContext};
 use super::liveness::{BootLock, DeadBoot, Liveness};
 use super::paths::LedgerPaths;
@@ -61,7 +68,7 @@ mod reconnect;
 mod target;
 mod tls;
 
-use client::Conn;
+use client::{Conn, StatementFailure};
 pub(crate) use listen::{listen, PgListener};
 use reconnect::{is_lost, Track};
 pub(crate) use target::PgTarget;
@@ -192,6 +199,9 @@ pub(crate) struct PgDb {
     target: Arc<PgTarget>,
     /// Set by an error that lost the connection.
     lost: StdCell<bool>,
+    /// Why, when a statement went unanswered (`query_timeout`): said when
+    /// connecting again fails.
+    lost_to: RefCell<Option<String>>,
     /// What [`Db::reconnect`] needs; `None` for the short-lived connections
     /// (readers, maintenance), which are opened afresh for each use.
     track: Option<Track>,
@@ -390,16 +400,43 @@ impl PgDb {
             in_tx: StdCell::new(false),
             target: target.clone(),
             lost: StdCell::new(false),
+            lost_to: RefCell::new(None),
             track: None,
         }
     }
 
     /// A DbError from the client's, noting whether the connection went with it.
-    fn fail(&self, e: tokio_postgres::Error) -> DbError {
+    fn fail_pg(&self, e: tokio_postgres::Error) -> DbError {
         if is_lost(&e) {
             self.lost.set(true);
         }
         from_pg(e)
+    }
+
+    /// A DbError from a statement's failure: one that went unanswered, or found the
+    /// connection broken by one before, lost the connection.
+    fn fail(&self, f: StatementFailure) -> DbError {
+        let secs = match f {
+            StatementFailure::Pg(e) => return self.fail_pg(e),
+            StatementFailure::Broken => {
+                self.lost.set(true);
+                return closed();
+            }
+            StatementFailure::TimedOut(limit) => limit.as_secs(),
+        };
+        self.lost.set(true);
+        let host = self.target.host().to_string();
+        let detail = format!("{host} did not answer a statement within {secs} s (query_timeout)");
+        *self.lost_to.borrow_mut() = Some(detail.clone());
+        DbError {
+            kind: DbErrorKind::Other,
+            detail,
+            unanswered: Some(Box::new(Unanswered {
+                url: self.target.shown(),
+                host,
+                secs,
+            })),
+        }
     }
 
     /// Statements without arguments, by the simple protocol (one round trip).
@@ -519,6 +556,7 @@ fn from_pg(e: tokio_postgres::Error) -> DbError {
     DbError {
         kind,
         detail: describe(&e),
+        unanswered: None,
     }
 }
 

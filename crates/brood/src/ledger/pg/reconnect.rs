@@ -49,6 +49,7 @@ impl PgDb {
         let client = self.target.connect()?;
         *self.client.borrow_mut() = Some(client);
         self.lost.set(false);
+        self.lost_to.borrow_mut().take();
         for sql in t.settings.borrow().iter() {
             self.simple(sql).ctx("restoring the session's settings")?;
         }
@@ -116,8 +117,25 @@ pub(super) fn reconnect(db: &PgDb) -> Result<bool, LedgerError> {
     };
     let xid = t.xid.take();
     let old = t.backend.borrow_mut().take();
+    let lost_to = db.lost_to.borrow().clone();
     let done = with_backoff(&db.target.shown(), t.reconnect_for, |deadline| {
         db.reconnect_once(t, old.as_ref(), xid, deadline)
+    })
+    .map_err(|e| match (e, lost_to) {
+        // Say why the connection was dropped: the server went silent.
+        (
+            LedgerError::Disconnected {
+                url,
+                tried_secs,
+                detail,
+            },
+            Some(why),
+        ) => LedgerError::Disconnected {
+            url,
+            tried_secs,
+            detail: format!("{why}; connecting again: {detail}"),
+        },
+        (e, _) => e,
     });
     if done.is_err() {
         // The old backend may still have to be ended by the next try.

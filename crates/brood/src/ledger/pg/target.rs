@@ -5,7 +5,9 @@
 //! The connection-time parameters get libpq's meanings too: `connect_timeout` bounds
 //! the whole connect (default 10 s), and TCP keepalives (`keepalives`,
 //! `keepalives_idle`, `keepalives_interval`, `keepalives_count`) and
-//! `tcp_user_timeout` notice a server that vanished without closing the connection.
+//! `tcp_user_timeout` notice a server that vanished without closing the connection,
+//! and `query_timeout` (brood's, seconds, default 60 s) bounds every statement, so a
+//! server that answered the connect and then went silent is noticed too.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -37,6 +39,11 @@ const KEEPALIVES_COUNT: u32 = 3;
 /// that vanished fails in 30 s rather than after the kernel's ~15 minutes of
 /// retransmissions.
 const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a statement may wait for its answer without the URL's `query_timeout`:
+/// far above any statement of brood's (a group commit, a claim, a listing of a large
+/// ledger take milliseconds to seconds), so only a server that stopped answering
+/// reaches it.
+pub(crate) const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A PostgreSQL ledger's address and connection settings.
 pub(crate) struct PgTarget {
@@ -46,6 +53,8 @@ pub(crate) struct PgTarget {
     /// The whole connect's bound (`connect_timeout`; `None`: wait indefinitely, as
     /// libpq with `connect_timeout=0`), per host the URL names.
     connect_timeout: Option<Duration>,
+    /// Each statement's bound (`query_timeout`; `None`: unbounded).
+    query_timeout: Option<Duration>,
     mode: SslMode,
     /// Why `mode` is what it is, when the URL did not say.
     implied: Option<&'static str>,
@@ -91,6 +100,7 @@ impl PgTarget {
         let mut connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
         let mut keepalives_count = None;
         let mut tcp_user_timeout = Some(TCP_USER_TIMEOUT);
+        let mut query_timeout = Some(DEFAULT_QUERY_TIMEOUT);
         let said = |key: &str| query.split('&').any(|p| p.split('=').next() == Some(key));
         let seconds = |key: &str, value: String| {
             value.trim().parse::<i64>().map_err(|_| {
@@ -117,6 +127,14 @@ impl PgTarget {
                     connect_timeout = match seconds(key, decoded()?)? {
                         n if n <= 0 => None,
                         n => Some(Duration::from_secs(n.max(2) as u64)),
+                    }
+                }
+                // Brood's (libpq has none): seconds, as connect_timeout; zero or
+                // less: unbounded.
+                "query_timeout" => {
+                    query_timeout = match seconds(key, decoded()?)? {
+                        n if n <= 0 => None,
+                        n => Some(Duration::from_secs(n as u64)),
                     }
                 }
                 // libpq's name for what tokio-postgres calls keepalives_retries.
@@ -224,6 +242,7 @@ impl PgTarget {
             url: url.to_string(),
             config,
             connect_timeout,
+            query_timeout,
             mode,
             implied,
             roots,
@@ -237,6 +256,18 @@ impl PgTarget {
     /// The URL with its password hidden.
     pub(crate) fn shown(&self) -> String {
         redact(&self.url)
+    }
+
+    /// The (first) host the URL names, for messages.
+    pub(super) fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// How long a `LISTEN` connection may hear nothing before it checks that its
+    /// server still answers (a statement, bounded by `query_timeout`): the URL's
+    /// `keepalives_idle` (default 10 s), the same "idle before a probe" as TCP's.
+    pub(super) fn listen_check(&self) -> Duration {
+        self.config.get_keepalives_idle()
     }
 
     /// A new client, with this target's TLS. A failure that TLS explains is
@@ -254,8 +285,8 @@ impl PgTarget {
         // Saturating: the URL's `connect_timeout` may be up to `i64::MAX` seconds.
         let within = self.connect_timeout.map(|t| t.saturating_mul(hosts));
         let done = off_runtime(|| match &self.tls {
-            None => Conn::connect(&self.config, NoTls, within),
-            Some(tls) => Conn::connect(&self.config, tls.clone(), within),
+            None => Conn::connect(&self.config, NoTls, within, self.query_timeout),
+            Some(tls) => Conn::connect(&self.config, tls.clone(), within, self.query_timeout),
         });
         done.map_err(|failure| match failure {
             ConnectFailure::TimedOut => (
@@ -354,10 +385,11 @@ mod tests {
         );
         assert_eq!(t.config.get_keepalives_retries(), Some(KEEPALIVES_COUNT));
         assert_eq!(t.config.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT));
+        assert_eq!(t.query_timeout, Some(DEFAULT_QUERY_TIMEOUT));
 
         let t = PgTarget::parse(
             "postgres://me@db.example/brood?connect_timeout=1&keepalives_idle=42\
-             &keepalives_interval=7&keepalives_count=9&tcp_user_timeout=1500",
+             &keepalives_interval=7&keepalives_count=9&tcp_user_timeout=1500&query_timeout=1",
         )
         .unwrap();
         assert_eq!(t.connect_timeout, Some(Duration::from_secs(2)), "1 means 2");
@@ -372,14 +404,22 @@ mod tests {
             Some(&Duration::from_millis(1500)),
             "milliseconds, as libpq"
         );
+        assert_eq!(t.query_timeout, Some(Duration::from_secs(1)), "seconds");
+        assert_eq!(t.listen_check(), Duration::from_secs(42));
 
         let t = PgTarget::parse(
-            "postgres://me@db.example/brood?connect_timeout=0&keepalives=0&tcp_user_timeout=0",
+            "postgres://me@db.example/brood?connect_timeout=0&keepalives=0&tcp_user_timeout=0\
+             &query_timeout=0",
         )
         .unwrap();
         assert_eq!(t.connect_timeout, None, "0 waits indefinitely, as libpq");
         assert!(!t.config.get_keepalives());
         assert_eq!(t.config.get_tcp_user_timeout(), None);
+        assert_eq!(t.query_timeout, None, "0: unbounded");
+        assert!(matches!(
+            PgTarget::parse("postgres://me@db.example/brood?query_timeout=1m"),
+            Err(LedgerError::BadUrl { .. })
+        ));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod pg;
+pub mod proxy;
 
 use std::path::Path;
 
