@@ -39,7 +39,12 @@
 //! [`MockServer::start_tls`] serves the same over TLS (`https://127.0.0.1:PORT/v1`)
 //! with a certificate signed by a CA made at start ([`MockServer::ca_cert_pem`]),
 //! offering HTTP/2 and HTTP/1.1 through ALPN, or HTTP/1.1 alone ([`Alpn`]).
-//! [`MockServer::connections`] counts the connections accepted (either mode).
+//! [`MockServer::connections`] counts the connections accepted (either mode),
+//! [`MockServer::h2_connections`] those that settled on HTTP/2.
+//! [`MockServer::go_away`] closes the open connections gracefully (an HTTP/2
+//! `GOAWAY`), [`MockServer::drop_connections`] at once, requests in progress or not;
+//! [`MockServer::open_connections`] counts those still open.
+//! [`MockServer::refuse_next`] refuses requests unprocessed (HTTP/2 `REFUSED_STREAM`).
 //!
 //! [`MockServer::set_idle_close`] makes the server close each kept-alive connection
 //! under its second request, without answering (an idle-closing proxy).

@@ -48,6 +48,61 @@ struct Inner {
     idle_closed: AtomicUsize,
     /// Connections accepted (TCP; a TLS handshake follows on each in TLS mode).
     connections: AtomicUsize,
+    /// Of those, the ones whose TLS handshake settled on `h2`.
+    h2_connections: AtomicUsize,
+    /// Bumped by [`MockServer::go_away`] and [`MockServer::drop_connections`]: every
+    /// connection open at that moment closes.
+    closing: watch::Sender<Closing>,
+    /// Connections open now.
+    open: watch::Sender<usize>,
+    /// Requests still to refuse unprocessed ([`MockServer::refuse_next`]), and those
+    /// refused so far.
+    refuse: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+/// Why a request got no answer (the service's error: hyper drops an HTTP/1.1
+/// connection, and resets an HTTP/2 stream with the h2 reason in the error's source).
+#[derive(Debug)]
+enum NoAnswer {
+    IdleClosed,
+    Refused(h2::Error),
+}
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoAnswer::IdleClosed => {
+                f.write_str("brood-mock: idle connection closed under a request")
+            }
+            NoAnswer::Refused(_) => f.write_str("brood-mock: request refused unprocessed"),
+        }
+    }
+}
+
+impl std::error::Error for NoAnswer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NoAnswer::IdleClosed => None,
+            NoAnswer::Refused(e) => Some(e),
+        }
+    }
+}
+
+/// Counts a connection as open until dropped.
+struct OpenGuard(Arc<Inner>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// How many times the test closed the open connections, each way.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Closing {
+    go_away: u64,
+    dropped: u64,
 }
 
 /// Poisoning only means a handler panicked mid-request; the data is still usable.
@@ -168,6 +223,11 @@ impl MockServer {
             idle_close: AtomicBool::new(false),
             idle_closed: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
+            h2_connections: AtomicUsize::new(0),
+            closing: watch::channel(Closing::default()).0,
+            open: watch::channel(0).0,
+            refuse: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
         });
         let ca_pem = tls.as_ref().map(|t| t.ca_pem.clone());
         let ca_der = tls.as_ref().map(|t| t.ca_der.clone());
@@ -230,6 +290,50 @@ impl MockServer {
     /// mode): how well a client reuses its connections.
     pub fn connections(&self) -> usize {
         self.inner.connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections that settled on HTTP/2 through ALPN (TLS mode).
+    pub fn h2_connections(&self) -> usize {
+        self.inner.h2_connections.load(Ordering::SeqCst)
+    }
+
+    /// Close every connection open now, gracefully: over HTTP/2 a `GOAWAY` (the
+    /// requests already received are still answered, then the connection closes),
+    /// over HTTP/1.1 once the request in progress is answered. What a server
+    /// restarting or rotating its connections does.
+    pub fn go_away(&self) {
+        self.inner.closing.send_modify(|c| c.go_away += 1);
+    }
+
+    /// Close every connection open now at once, without a `GOAWAY` nor an answer to
+    /// the requests in progress on it (their handlers are left to finish unseen):
+    /// a server crashing, a proxy hanging up.
+    pub fn drop_connections(&self) {
+        self.inner.closing.send_modify(|c| c.dropped += 1);
+    }
+
+    /// Connections open now (accepted and not yet closed by either end).
+    pub fn open_connections(&self) -> usize {
+        *self.inner.open.borrow()
+    }
+
+    /// Wait until at most `n` connections are open.
+    pub async fn wait_for_open_connections_at_most(&self, n: usize) {
+        let mut rx = self.inner.open.subscribe();
+        let _ = rx.wait_for(|c| *c <= n).await;
+    }
+
+    /// Refuse the next `n` requests unprocessed: over HTTP/2 each stream is reset
+    /// with `REFUSED_STREAM` (the request was not handled, a client may send it
+    /// again), over HTTP/1.1 the connection is closed without an answer. A refused
+    /// request is neither captured nor counted.
+    pub fn refuse_next(&self, n: usize) {
+        self.inner.refuse.store(n, Ordering::SeqCst);
+    }
+
+    /// How many requests were refused ([`MockServer::refuse_next`]).
+    pub fn refused(&self) -> usize {
+        self.inner.refused.load(Ordering::SeqCst)
     }
 
     /// The bound address.
@@ -395,6 +499,38 @@ async fn chat(
     respond(reply, &request, arrived, &inner.clock, guard).await
 }
 
+/// Serve the hyper connection `conn` (HTTP/1.1 or HTTP/2) until it ends, or until
+/// the test closes it through `closing` ([`MockServer::go_away`]: a graceful
+/// shutdown, [`MockServer::drop_connections`]: dropped where it stands).
+macro_rules! serve_until_closed {
+    ($conn:expr, $closing:expr) => {{
+        let conn = $conn;
+        tokio::pin!(conn);
+        let mut closing: watch::Receiver<Closing> = $closing;
+        let start = *closing.borrow();
+        let mut graceful = false;
+        loop {
+            tokio::select! {
+                _ = conn.as_mut() => break,
+                changed = closing.changed() => {
+                    if changed.is_err() {
+                        let _ = conn.as_mut().await;
+                        break;
+                    }
+                    let now = *closing.borrow_and_update();
+                    if now.dropped != start.dropped {
+                        break;
+                    }
+                    if now.go_away != start.go_away && !graceful {
+                        graceful = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }
+    }};
+}
+
 /// Accept connections and serve each with HTTP/1.1 — or, with `tls`, HTTP/2 or
 /// HTTP/1.1 as the handshake's ALPN settled — one task per connection. Not
 /// `axum::serve`: that rebuilds the router's state for every connection and sniffs
@@ -418,33 +554,48 @@ async fn serve(
         let _ = stream.set_nodelay(true);
         inner.connections.fetch_add(1, Ordering::SeqCst);
         let router = hyper_util::service::TowerToHyperService::new(app.clone());
-        let inner = inner.clone();
         let served = AtomicUsize::new(0);
+        let by = inner.clone();
         // A second request on an idle-closing connection gets no answer: the service
-        // fails, and hyper drops the connection without writing a byte.
+        // fails, and hyper drops the connection without writing a byte. A refused
+        // request fails the same way over HTTP/1.1; over HTTP/2 hyper resets its
+        // stream with the reason the error carries (`REFUSED_STREAM`).
         let service = hyper::service::service_fn(move |req| {
             let reused = served.fetch_add(1, Ordering::SeqCst) > 0;
-            let close = reused && inner.idle_close.load(Ordering::SeqCst);
+            let close = reused && by.idle_close.load(Ordering::SeqCst);
             if close {
-                inner.idle_closed.fetch_add(1, Ordering::SeqCst);
+                by.idle_closed.fetch_add(1, Ordering::SeqCst);
             }
-            let answer = (!close).then(|| hyper::service::Service::call(&router, req));
+            let refuse = !close
+                && by
+                    .refuse
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+            if refuse {
+                by.refused.fetch_add(1, Ordering::SeqCst);
+            }
+            let answer = (!close && !refuse).then(|| hyper::service::Service::call(&router, req));
             async move {
                 match answer {
                     Some(answer) => answer.await.map_err(|never| match never {}),
-                    None => Err(std::io::Error::other(
-                        "brood-mock: idle connection closed under a request",
-                    )),
+                    None if refuse => Err(NoAnswer::Refused(h2::Error::from(
+                        h2::Reason::REFUSED_STREAM,
+                    ))),
+                    None => Err(NoAnswer::IdleClosed),
                 }
             }
         });
         let tls = tls.clone();
+        let inner = inner.clone();
+        let mut closing = inner.closing.subscribe();
+        closing.borrow_and_update();
         tokio::spawn(async move {
+            inner.open.send_modify(|n| *n += 1);
+            let _open = OpenGuard(inner.clone());
             let Some(acceptor) = tls else {
                 let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
+                let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+                serve_until_closed!(conn, closing);
                 return;
             };
             // A failed handshake (a client that does not trust the CA) just ends.
@@ -454,17 +605,17 @@ async fn serve(
             let h2 = conn.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
             let io = hyper_util::rt::TokioIo::new(conn);
             if h2 {
+                inner.h2_connections.fetch_add(1, Ordering::SeqCst);
                 // Room for a whole tree's requests on the one connection (hyper's
                 // default is 200 streams; a client past it waits for a free one).
-                let _ =
+                let conn =
                     hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
                         .max_concurrent_streams(MAX_STREAMS)
-                        .serve_connection(io, service)
-                        .await;
+                        .serve_connection(io, service);
+                serve_until_closed!(conn, closing);
             } else {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
+                let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+                serve_until_closed!(conn, closing);
             }
         });
     }
