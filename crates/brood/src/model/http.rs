@@ -1,11 +1,15 @@
-//! The HTTP client of an OpenAI-compatible provider: hyper-util's pooled client
-//! driven directly (docs/ARCHITECTURE.md "Decisions": the provider drives hyper).
+//! The HTTP client of an OpenAI-compatible provider: brood's own HTTP/2 connection
+//! ([`super::h2`]) for an `https://` endpoint that takes `h2`, hyper-util's pooled
+//! client driven directly for the rest (docs/ARCHITECTURE.md "Decisions": the
+//! provider drives hyper; brood's own HTTP/2 pool).
 //!
 //! One [`HttpClient`] per provider, shared by every run of the tree that talks to it:
 //! one pool. Over TLS (rustls on *ring*, the webpki roots plus the provider's
 //! `ca_cert`), ALPN offers HTTP/2 first, and a server that takes it carries every
 //! request of the tree as streams of one connection; otherwise HTTP/1.1 keeps its
-//! connections alive for reuse. TCP connects time out after 10 s, with `TCP_NODELAY`.
+//! connections alive for reuse (hyper-util's pool; `http://` endpoints always). TCP
+//! connects time out after 10 s, with `TCP_NODELAY`. Both clients open their
+//! connections with the one connector here.
 //!
 //! What a general client does for its caller and brood does here instead:
 //! - **proxies**, from `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (curl's
@@ -15,19 +19,22 @@
 //!   `Proxy-Authorization`. Only `http://` proxies are supported;
 //! - **redirects** are never followed (the caller types a 3xx as an error);
 //! - no retry layer, no copy of the request kept for one: the body is a one-shot
-//!   buffer, dropped once written. hyper-util sends a request again only when its
-//!   pooled connection was found closed before the request left.
+//!   buffer, dropped once written. A request is sent again by the client only when
+//!   its connection was found closed before the request left.
 
+use super::h2::{H2Pool, Sent};
 use super::ModelError;
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
 use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper::Response;
 use hyper::{Request, Uri};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::client::legacy::Client;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::CertificateDer;
@@ -48,14 +55,39 @@ pub(crate) type RequestBody = Full<Bytes>;
 
 /// The error of one exchange (its [`std::error::Error::source`] chain names the
 /// cause: a refused connect, a certificate, a closed connection).
-pub(crate) type HttpError = hyper_util::client::legacy::Error;
+pub(crate) type HttpError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A provider's pooled HTTP client.
-#[derive(Clone, Debug)]
+/// The connector both clients open connections with: TLS when the endpoint is
+/// `https://` over brood's [`Connector`].
+pub(crate) type HttpsConnector = hyper_rustls::HttpsConnector<Connector>;
+
+/// The future of an answer's head ([`HttpClient::send`]).
+pub(crate) type ResponseFuture =
+    Pin<Box<dyn Future<Output = Result<Response<Incoming>, HttpError>> + Send>>;
+
+/// A provider's HTTP client (clones share it).
+#[derive(Clone)]
 pub(crate) struct HttpClient {
-    client: Client<HttpsConnector<Connector>, RequestBody>,
+    inner: Arc<Clients>,
+}
+
+/// The clients of one provider.
+struct Clients {
+    /// HTTP/1.1 with keep-alive (and `http://` endpoints).
+    pooled: Client<HttpsConnector, RequestBody>,
+    /// An `https://` endpoint's HTTP/2 connection (which finds out whether the
+    /// endpoint takes `h2`).
+    h2: Option<H2Pool<HttpsConnector>>,
     /// `Proxy-Authorization` for a request sent to a forwarding proxy.
     forward_auth: Option<HeaderValue>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("h2", &self.inner.h2.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpClient {
@@ -97,23 +129,45 @@ impl HttpClient {
         // read, grown up to ~400 KiB for a head): an exact size would also be the
         // largest answer head read — a fixed 2 KiB failed real answers whose CDN
         // headers and cookies run past it ("message head is too large").
-        let client = builder.build(https);
+        let h2 =
+            (endpoint.scheme_str() == Some("https")).then(|| H2Pool::new(endpoint, https.clone()));
+        let pooled = builder.build(https);
         Ok(HttpClient {
-            client,
-            forward_auth,
+            inner: Arc::new(Clients {
+                pooled,
+                h2,
+                forward_auth,
+            }),
         })
     }
 
-    /// Send `request`: a future of the answer's head, its body still to read. Not
-    /// an `async fn`, whose future would keep a slot for the request beside
-    /// hyper-util's (boxed) one for as long as the answer is awaited.
-    pub(crate) fn send(&self, mut request: Request<RequestBody>) -> ResponseFuture {
+    /// Send `request`: a future of the answer's head, its body still to read. Over
+    /// HTTP/2 the future holds the client's handle and hyper's small one for the
+    /// stream (a oneshot receiver) while the answer is awaited; over HTTP/1.1,
+    /// hyper-util's.
+    pub(crate) fn send(&self, request: Request<RequestBody>) -> ResponseFuture {
+        let clients = self.inner.clone();
+        Box::pin(async move { clients.send(request).await })
+    }
+}
+
+impl Clients {
+    async fn send(
+        &self,
+        mut request: Request<RequestBody>,
+    ) -> Result<Response<Incoming>, HttpError> {
+        if let Some(h2) = &self.h2 {
+            match h2.send(request).await {
+                Sent::Done(answer) => return answer,
+                Sent::Http1(back) => request = back,
+            }
+        }
         if let Some(auth) = &self.forward_auth {
             request
                 .headers_mut()
                 .insert(PROXY_AUTHORIZATION, auth.clone());
         }
-        self.client.request(request)
+        Ok(self.pooled.request(request).await?)
     }
 }
 

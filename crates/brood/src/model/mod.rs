@@ -457,6 +457,7 @@ pub fn emit_response_events(response: &ModelResponse, on_event: EventFn<'_>) {
 mod assemble;
 mod body;
 mod chunk;
+mod h2;
 mod http;
 pub mod openai;
 pub mod preset;

@@ -327,11 +327,11 @@ impl OpenAiProvider {
     fn send_error(&self, url: &str, e: HttpError) -> ModelError {
         let detail = if closed_before_answer(&e) {
             format!(
-                "connection closed by the server before it answered ({})",
-                error_chain(&e)
+                "the server closed the connection or refused the request before it answered ({})",
+                error_chain(&*e)
             )
         } else {
-            error_chain(&e)
+            error_chain(&*e)
         };
         ModelError::Connect {
             url: url.to_string(),
@@ -630,14 +630,20 @@ async fn body_text(body: Incoming, cap: usize, what: &str) -> Result<String, Mod
 /// Whether sending failed because the connection was closed before any byte of the
 /// answer came (hyper's `IncompleteMessage`: "connection closed before message
 /// completed", or the connection reset under the request) — what a reused
-/// keep-alive connection the server dropped looks like.
+/// keep-alive connection the server dropped looks like — or, over HTTP/2, because
+/// the server refused the stream unprocessed: above the last stream of its `GOAWAY`
+/// (it is closing the connection), or reset with `REFUSED_STREAM`.
 fn closed_before_answer(e: &HttpError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&**e);
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
             if h.is_incomplete_message() {
                 return true;
             }
+        }
+        if let Some(h2) = s.downcast_ref::<h2::Error>() {
+            return (h2.is_go_away() && h2.is_remote())
+                || (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM));
         }
         // Closed with the request still unread in the server's buffers, the socket
         // resets instead (ECONNRESET), or the write meets the closed end (EPIPE).

@@ -1,7 +1,8 @@
 //! Model providers through the `Model` trait: the OpenAI-compatible provider against
 //! brood-mock (assembly, requests, retries, typed errors, the failures a broken
 //! endpoint shows), the quirks of a real llama.cpp server replayed byte for byte,
-//! the scripted model and record/replay, connection reuse across a tree, and the
+//! the scripted model and record/replay, connection reuse across a tree, the one
+//! HTTP/2 connection (opened once, opened again, refused streams), and the
 //! environment's proxies. One test
 //! binary (link time dominates a test build), one module per subject.
 //!
@@ -12,6 +13,7 @@
 mod common;
 
 mod connections;
+mod h2;
 mod openai;
 mod proxy;
 mod quirks;

@@ -124,7 +124,8 @@ async fn step_in_child(
 }
 
 /// The child's half: one step against `$BROOD_PROXY_TEST_URL` (its CA in
-/// `$BROOD_PROXY_TEST_CA`), with whatever proxy the environment sets.
+/// `$BROOD_PROXY_TEST_CA`), with whatever proxy the environment sets — or
+/// `$BROOD_PROXY_TEST_STEPS` steps at once.
 #[tokio::test]
 #[ignore = "run by the proxy tests in a child process, with the proxy's environment"]
 async fn proxied_step() {
@@ -142,8 +143,33 @@ async fn proxied_step() {
         tool_choice: None,
         sampling: Sampling::default(),
     };
-    let (answer, _) = crate::step(&provider, &req).await;
-    assert_eq!(answer.unwrap().message.content, "through");
+    let n: usize = std::env::var("BROOD_PROXY_TEST_STEPS").map_or(1, |v| v.parse().unwrap());
+    let answers = futures::future::join_all((0..n).map(|_| crate::step(&provider, &req))).await;
+    for (answer, _) in answers {
+        assert_eq!(answer.unwrap().message.content, "through");
+    }
+}
+
+/// Through the tunnel, an HTTP/2 endpoint carries requests that come together on
+/// one connection: one `CONNECT` for all of them (HTTP/1.1 would need a tunnel
+/// each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_endpoint_behind_the_proxy_takes_one_tunnel_for_requests_at_once() {
+    let (server, _dir, ca) = tls_endpoint();
+    let (proxy, seen) = start_proxy().await;
+    let env = [
+        ("HTTPS_PROXY", format!("http://{proxy}")),
+        ("BROOD_PROXY_TEST_STEPS", "8".to_string()),
+    ];
+    let (ok, out) = step_in_child(&server.base_url(), Some(&ca), &env).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        seen.take(),
+        [(format!("CONNECT {} HTTP/1.1", server.addr()), None)]
+    );
+    assert_eq!(server.request_count(), 8);
+    assert_eq!(server.connections(), 1);
+    assert_eq!(server.h2_connections(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,238 @@
+//! A provider's one HTTP/2 connection (docs/ARCHITECTURE.md "Decisions": brood's own
+//! HTTP/2 pool).
+//!
+//! An `https://` endpoint whose server takes `h2` through ALPN carries every request
+//! of the tree as a stream of one connection. Each request goes straight to that
+//! connection's [`hyper::client::conn::http2::SendRequest`], whose future holds little
+//! more than the receiving end of a oneshot channel while the answer is awaited —
+//! hyper-util's pooled client kept ~3.6 KiB per waiting request instead (its boxed
+//! future is sized by its whole connect path and holds a clone of the client, the
+//! request and its pool key; BENCHMARKS.md section 9, fifth and sixth rounds).
+//!
+//! The connection:
+//! - is opened with the provider's connector ([`super::http`]: the same TLS roots and
+//!   `ca_cert`, ALPN `h2` then `http/1.1`, the 10 s TCP connect, `TCP_NODELAY`, the
+//!   `HTTPS_PROXY` tunnel and `NO_PROXY`) and hyper's HTTP/2 handshake with the
+//!   settings hyper-util gave it (hyper's defaults, Tokio's timer), its task spawned
+//!   on Tokio; the task ends once the pool and every request let go of the
+//!   connection;
+//! - is opened once under a single flight: requests that find none open wait for the
+//!   one being opened (one at a time, never two), and all get its error if it fails;
+//! - is opened again by the first request that finds it closed (a `GOAWAY`, the
+//!   server hanging up, an error): the next request opens a new one;
+//! - is not HTTP/2 when the server's ALPN picks `http/1.1`: the pool remembers it and
+//!   every request of the provider goes to hyper-util's pooled client from then on
+//!   (keep-alive, a connection per request in flight). The probing connection is
+//!   dropped; the pooled client opens its own.
+//!
+//! A request the connection never took (it closed with the request still queued) is
+//! given back by hyper and sent once more on a fresh connection, as hyper-util does;
+//! a request refused by the server unprocessed (its stream above a `GOAWAY`'s last
+//! stream, or reset with `REFUSED_STREAM`) fails, and the provider retries it once
+//! (`openai::closed_before_answer`, one implementation for both protocols).
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http2::{Builder, SendRequest};
+use hyper::{Request, Response, Uri};
+use hyper_util::client::legacy::connect::Connection;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A request's body (`model::http`'s: one buffer of known length).
+type RequestBody = Full<Bytes>;
+
+/// The error of one exchange (`model::http`'s).
+type HttpError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a request gets from the pool: the connection to send on, or word that the
+/// endpoint speaks HTTP/1.1.
+type Opened = Result<Option<SendRequest<RequestBody>>, ConnectError>;
+
+/// The connection being opened, awaited by every request that needs it.
+type Opening = Shared<BoxFuture<'static, Opened>>;
+
+/// The pool's one connection.
+enum Slot {
+    /// None open: none opened yet, or the last one failed to open.
+    Empty,
+    /// Being opened (`generation` tells this opening from a later one).
+    Opening { generation: u64, opening: Opening },
+    /// Open (until [`SendRequest::is_closed`]).
+    Open(SendRequest<RequestBody>),
+    /// The server chose HTTP/1.1 through ALPN: hyper-util's pooled client serves.
+    Http1,
+}
+
+/// A provider's HTTP/2 connection to an `https://` endpoint, opened with the
+/// connector `C` (the provider's: `model::http`).
+pub(crate) struct H2Pool<C> {
+    connector: C,
+    builder: Builder<TokioExecutor>,
+    /// `https://host:port/`: where the connection goes.
+    origin: Uri,
+    slot: Mutex<Slot>,
+    /// Openings started, to tell them apart.
+    openings: AtomicU64,
+}
+
+/// What [`H2Pool::send`] did with a request.
+pub(crate) enum Sent {
+    /// Sent over HTTP/2: the answer's head, or why there is none.
+    Done(Result<Response<Incoming>, HttpError>),
+    /// Not sent: the endpoint speaks HTTP/1.1; the request comes back.
+    Http1(Request<RequestBody>),
+}
+
+impl<C> H2Pool<C>
+where
+    C: tower_service::Service<Uri> + Clone + Send + 'static,
+    C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<HttpError>,
+{
+    /// A pool for `endpoint`'s origin, connecting with `connector`. Nothing is
+    /// opened until the first request.
+    pub(crate) fn new(endpoint: &Uri, connector: C) -> H2Pool<C> {
+        let mut origin = Uri::builder().scheme("https").path_and_query("/");
+        if let Some(authority) = endpoint.authority() {
+            origin = origin.authority(authority.clone());
+        }
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder.timer(TokioTimer::new());
+        H2Pool {
+            connector,
+            builder,
+            // An https URL's scheme and authority always make an origin.
+            origin: origin.build().unwrap_or_else(|_| endpoint.clone()),
+            slot: Mutex::new(Slot::Empty),
+            openings: AtomicU64::new(0),
+        }
+    }
+
+    /// Send `request` on the connection (opened first if none is open), unless
+    /// the endpoint speaks HTTP/1.1. A request the connection closed under before
+    /// taking it is sent once more, on a new connection.
+    pub(crate) async fn send(&self, mut request: Request<RequestBody>) -> Sent {
+        let mut resent = false;
+        loop {
+            let mut sender = match self.connection().await {
+                Ok(Some(sender)) => sender,
+                Ok(None) => return Sent::Http1(request),
+                Err(e) => return Sent::Done(Err(Box::new(e))),
+            };
+            match sender.try_send_request(request).await {
+                Ok(answer) => return Sent::Done(Ok(answer)),
+                Err(mut e) => match e.take_message() {
+                    Some(back) if !resent => {
+                        resent = true;
+                        request = back;
+                    }
+                    _ => return Sent::Done(Err(Box::new(e.into_error()))),
+                },
+            }
+        }
+    }
+
+    /// The open connection, or the one being opened, or a new one — `None` when the
+    /// endpoint speaks HTTP/1.1.
+    async fn connection(&self) -> Opened {
+        let (generation, opening) = {
+            let mut slot = lock(&self.slot);
+            match &*slot {
+                Slot::Open(sender) if !sender.is_closed() => return Ok(Some(sender.clone())),
+                Slot::Http1 => return Ok(None),
+                Slot::Opening {
+                    generation,
+                    opening,
+                } => (*generation, opening.clone()),
+                Slot::Open(_) | Slot::Empty => {
+                    let generation = self.openings.fetch_add(1, Ordering::Relaxed);
+                    let opening = open(
+                        self.connector.clone(),
+                        self.builder.clone(),
+                        self.origin.clone(),
+                    )
+                    .boxed()
+                    .shared();
+                    *slot = Slot::Opening {
+                        generation,
+                        opening: opening.clone(),
+                    };
+                    (generation, opening)
+                }
+            }
+        };
+        let opened = opening.await;
+        let mut slot = lock(&self.slot);
+        if matches!(&*slot, Slot::Opening { generation: g, .. } if *g == generation) {
+            *slot = match &opened {
+                Ok(Some(sender)) => Slot::Open(sender.clone()),
+                Ok(None) => Slot::Http1,
+                Err(_) => Slot::Empty,
+            };
+        }
+        opened
+    }
+}
+
+/// Open a connection to `origin`: TCP (or the proxy's tunnel), TLS, and — when ALPN
+/// picked `h2` — hyper's HTTP/2 handshake, the connection's task spawned. `None`
+/// when ALPN picked HTTP/1.1 (the connection is dropped).
+async fn open<C>(mut connector: C, builder: Builder<TokioExecutor>, origin: Uri) -> Opened
+where
+    C: tower_service::Service<Uri>,
+    C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,
+    C::Error: Into<HttpError>,
+{
+    let io = connector
+        .call(origin)
+        .await
+        .map_err(|e| ConnectError(Arc::from(e.into())))?;
+    if !io.connected().is_negotiated_h2() {
+        return Ok(None);
+    }
+    let (mut sender, connection) = builder
+        .handshake(io)
+        .await
+        .map_err(|e| ConnectError(Arc::new(e)))?;
+    // Ends when the server closes the connection, or once every `SendRequest` is
+    // dropped (the pool's and the requests') and its streams are done.
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    sender
+        .ready()
+        .await
+        .map_err(|e| ConnectError(Arc::new(e)))?;
+    Ok(Some(sender))
+}
+
+/// Why the connection could not be opened (shared by every request that waited for
+/// it); its source chain names the cause (a refused connect, a certificate, the
+/// proxy's answer).
+#[derive(Clone, Debug)]
+pub(crate) struct ConnectError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // hyper-util's words for the same failure, so messages stay the same
+        // whichever client sent the request.
+        f.write_str("client error (Connect)")
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// Poisoning only means a thread panicked while holding the lock; the slot is
+/// still whole (every change to it is one assignment).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

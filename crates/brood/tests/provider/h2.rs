@@ -1,0 +1,226 @@
+//! The provider's one HTTP/2 connection (issue 17): opened once for requests that
+//! come together (a single flight), opened again — once — when the server closes
+//! it, a stream the server refused unprocessed sent once more, and HTTP/1.1 with
+//! kept-alive connections when the server's ALPN offers only that. Against
+//! brood-mock's TLS mode, its CA trusted through `ca_cert` (verification on).
+
+use crate::step;
+use brood::model::openai::{OpenAiProvider, ProviderConfig};
+use brood::model::{Message, ModelError, ModelRequest, Sampling};
+use brood_mock::{Alpn, Gate, MockReply, MockServer};
+use futures::future::join_all;
+use std::path::Path;
+
+/// A provider for `server`, its CA written into `dir`; `attempts` per step.
+fn provider(server: &MockServer, dir: &Path, attempts: u32) -> OpenAiProvider {
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, server.ca_cert_pem().expect("a TLS server")).unwrap();
+    let mut cfg = ProviderConfig::new("h2", server.base_url());
+    cfg.ca_cert = Some(ca);
+    cfg.max_attempts = attempts;
+    cfg.api_timeout_secs = 20;
+    cfg.backoff_base_ms = 10;
+    cfg.backoff_max_ms = 20;
+    OpenAiProvider::new(cfg).unwrap()
+}
+
+fn request(text: &str) -> ModelRequest {
+    ModelRequest {
+        model: "mock-model".into(),
+        system: "s".into(),
+        messages: vec![Message::user(text)],
+        tools: vec![],
+        tool_choice: None,
+        sampling: Sampling::default(),
+    }
+}
+
+/// `n` steps of `provider` started together; each one's answer text.
+async fn steps(provider: &OpenAiProvider, n: usize) -> Vec<Result<String, ModelError>> {
+    let reqs: Vec<ModelRequest> = (0..n).map(|i| request(&format!("request {i}"))).collect();
+    join_all(reqs.iter().map(|r| async move {
+        let (answer, _) = step(provider, r).await;
+        answer.map(|a| a.message.content)
+    }))
+    .await
+}
+
+/// The endpoint and detail of a step's `Connect` error (its one attempt's).
+fn connect_error(answer: &Result<String, ModelError>) -> (&str, &str) {
+    match answer {
+        Err(ModelError::RetriesExhausted { last, .. }) => match &**last {
+            ModelError::Connect { url, detail } => (url, detail),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+fn all_ok(answers: &[Result<String, ModelError>], text: &str) {
+    for a in answers {
+        assert_eq!(
+            a.as_deref().map_err(|e| e.to_string()),
+            Ok(text),
+            "{answers:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_first_requests_at_once_open_one_connection() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = MockServer::start_tls(Alpn::H2, move |_| MockReply::text("ok").until(&held));
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    // All fifty find no connection and wait for the one being opened: one TCP
+    // connect, one TLS handshake (a connect each would be fifty accepts, even if
+    // all but one were dropped once ALPN said h2). Held until all fifty are in.
+    let waiting = tokio::spawn({
+        let p = p.clone();
+        async move { steps(&p, 50).await }
+    });
+    server.wait_for_in_flight(50).await;
+    gate.open();
+    all_ok(&waiting.await.unwrap(), "ok");
+    assert_eq!(server.request_count(), 50);
+    assert_eq!(server.connections(), 1);
+    assert_eq!(server.h2_connections(), 1);
+    // And the next ones reuse it.
+    all_ok(&steps(&p, 20).await, "ok");
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_server_closed_between_requests_is_opened_again_once() {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
+    let dir = tempfile::tempdir().unwrap();
+    // One attempt: a request sent on the closed connection would fail the step.
+    let p = provider(&server, dir.path(), 1);
+    all_ok(&steps(&p, 1).await, "ok");
+    assert_eq!(server.connections(), 1);
+
+    // The server goes away (GOAWAY, then closes) between requests.
+    server.go_away();
+    server.wait_for_open_connections_at_most(0).await;
+    all_ok(&steps(&p, 1).await, "ok");
+    assert_eq!(server.connections(), 2);
+
+    // Again, with ten requests finding the connection closed together: one new one.
+    server.go_away();
+    server.wait_for_open_connections_at_most(0).await;
+    all_ok(&steps(&p, 10).await, "ok");
+    assert_eq!(server.connections(), 3);
+    assert_eq!(server.h2_connections(), 3);
+    assert_eq!(server.request_count(), 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_when_the_server_goes_away_are_answered_once() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = MockServer::start_tls(Alpn::H2, move |_| MockReply::text("late").until(&held));
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    let waiting = tokio::spawn({
+        let p = p.clone();
+        async move { steps(&p, 10).await }
+    });
+    server.wait_for_in_flight(10).await;
+    // A GOAWAY while ten streams wait: the server had them all, so they are
+    // answered on the closing connection, none sent twice.
+    server.go_away();
+    gate.open();
+    all_ok(&waiting.await.unwrap(), "late");
+    assert_eq!(server.request_count(), 10);
+    assert_eq!(server.connections(), 1);
+    server.wait_for_open_connections_at_most(0).await;
+    all_ok(&steps(&p, 3).await, "late");
+    assert_eq!(server.connections(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_refused_unprocessed_is_sent_once_more_then_typed() {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
+    let dir = tempfile::tempdir().unwrap();
+    // One attempt: the resend is not an attempt of the retry policy.
+    let p = provider(&server, dir.path(), 1);
+    server.refuse_next(1);
+    all_ok(&steps(&p, 1).await, "ok");
+    assert_eq!(server.refused(), 1);
+    assert_eq!(server.request_count(), 1);
+    // A reset stream leaves the connection as it was.
+    assert_eq!(server.connections(), 1);
+
+    // Refused twice: sent once more only, then a typed error naming the endpoint.
+    server.refuse_next(2);
+    let answers = steps(&p, 1).await;
+    let (url, detail) = connect_error(&answers[0]);
+    assert_eq!(url, p.endpoint());
+    assert!(
+        detail.contains("refused the request") && detail.contains("refused stream"),
+        "{detail}"
+    );
+    assert_eq!(server.refused(), 3);
+    assert_eq!(server.request_count(), 1);
+}
+
+/// The server drops the connection (no GOAWAY, no TLS close) under waiting
+/// requests it had received: they may have been processed, so none is sent again
+/// by the client — each step gets a typed `Connect` error (the step's retry policy
+/// decides, here one attempt), as with hyper-util's client before; the next request
+/// opens one new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_when_the_server_drops_the_connection_get_a_typed_error() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = MockServer::start_tls(Alpn::H2, move |req| {
+        if req.seq < 5 {
+            MockReply::text("late").until(&held)
+        } else {
+            MockReply::text("again")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    let waiting = tokio::spawn({
+        let p = p.clone();
+        async move { steps(&p, 5).await }
+    });
+    server.wait_for_in_flight(5).await;
+    server.drop_connections();
+    for answer in waiting.await.unwrap() {
+        let (url, detail) = connect_error(&answer);
+        assert_eq!(url, p.endpoint());
+        assert!(detail.contains("close_notify"), "{detail}");
+    }
+    assert_eq!(server.request_count(), 5);
+    all_ok(&steps(&p, 4).await, "again");
+    assert_eq!(server.connections(), 2);
+    gate.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_endpoint_offering_only_http11_keeps_its_connections_alive() {
+    let server = MockServer::start_tls(Alpn::Http11, |_| MockReply::text("ok"));
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    for _ in 0..20 {
+        all_ok(&steps(&p, 1).await, "ok");
+    }
+    // The probing connection (ALPN said http/1.1; dropped), then connections kept
+    // alive for the twenty requests one after another: one, and now and then one
+    // more when a request starts in the moment before hyper-util's pool takes the
+    // last one back (connections.rs); a connection per request would be 21.
+    assert_eq!(server.h2_connections(), 0);
+    let conns = server.connections();
+    assert!((2..=6).contains(&conns), "{conns}");
+    // Requests at once: a connection each, as HTTP/1.1 needs.
+    all_ok(&steps(&p, 4).await, "ok");
+    assert!(
+        server.connections() <= conns + 4,
+        "{}",
+        server.connections()
+    );
+    assert_eq!(server.request_count(), 24);
+}
