@@ -341,22 +341,18 @@ impl Supervisor {
         timeout: Option<Duration>,
         cancel: &CancellationToken,
     ) -> Option<ChildResult> {
-        let mut rx = self.inner.board.handles(id)?.result;
-        let settled = async {
-            loop {
-                if let Some(r) = rx.borrow_and_update().as_deref() {
-                    return Some(r.clone());
-                }
-                if rx.changed().await.is_err() {
-                    return rx.borrow().as_deref().cloned();
-                }
-            }
-        };
+        let mut rx = self.result_of(id)?;
         tokio::select! {
-            r = settled => r,
+            r = settled(&mut rx) => r,
             _ = cancel.cancelled() => None,
             _ = sleep_or_forever(timeout) => None,
         }
+    }
+
+    /// Run `id`'s result channel, to wait on with [`settled`] (a caller waiting
+    /// on many children keeps one channel each, not one [`Supervisor::wait`] each).
+    pub(crate) fn result_of(&self, id: &str) -> Option<ResultRx> {
+        Some(self.inner.board.handles(id)?.result)
     }
 
     /// `parent` took child `id`'s settled result itself (`agent_eval`,
@@ -473,6 +469,21 @@ impl SupervisorEnv {
             p.capabilities.remove(&crate::tool::Capability::Delegate);
         }
         p
+    }
+}
+
+/// Where a run's result is published once it settles.
+pub(crate) type ResultRx = watch::Receiver<Option<Box<ChildResult>>>;
+
+/// The run's result once it has settled (`None`: its channel closed unsettled).
+pub(crate) async fn settled(rx: &mut ResultRx) -> Option<ChildResult> {
+    loop {
+        if let Some(r) = rx.borrow_and_update().as_deref() {
+            return Some(r.clone());
+        }
+        if rx.changed().await.is_err() {
+            return rx.borrow().as_deref().cloned();
+        }
     }
 }
 

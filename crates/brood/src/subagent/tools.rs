@@ -12,7 +12,7 @@ use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::result::{render_result, ChildResult};
 use super::spawn::{SpawnMode, SpawnRequest, Spawner};
-use super::supervisor::Supervisor;
+use super::supervisor::{settled, Supervisor};
 use super::worktree::Isolation;
 use crate::tool::{parse_args, schema_of, Capability, Tool, ToolContext, ToolError};
 use async_trait::async_trait;
@@ -186,9 +186,10 @@ impl Tool for TaskTool {
         // Open all children at once: each open waits for its spawn record to be
         // durable, and concurrent opens share one group commit instead of paying
         // one commit each, one after another (admission still runs in prompt order).
-        let opens = prompts.iter().map(|prompt| {
+        // Each prompt moves into its spawn: the parent keeps no copy of it.
+        let opens = prompts.into_iter().map(|prompt| {
             let req = SpawnRequest {
-                prompt: prompt.clone(),
+                prompt,
                 agent_type: a.agent_type.clone(),
                 name: None,
                 model: None,
@@ -202,27 +203,40 @@ impl Tool for TaskTool {
             b.sup.open(&b.ctx, req)
         });
         let opened = futures::future::join_all(opens).await;
-        let sup = b.sup.clone();
-        let cancel = ctx.cancel.clone();
         let cap = b.cap();
-        // Each child's entry is rendered as soon as that child ends, while the others
+        // What the wait keeps per child is its result channel (or why it did not
+        // open), not what its open answered: a tree of a thousand waits is a
+        // thousand of these (BENCHMARKS.md, memory per running child). Each
+        // child's entry is rendered as soon as that child ends, while the others
         // still run, so only the last one's is left after the last end.
-        let waits = opened.iter().enumerate().map(|(i, o)| {
-            let sup = sup.clone();
-            let cancel = cancel.clone();
+        let waits = opened.into_iter().enumerate().map(|(i, o)| {
+            let rx = o
+                .map(|op| b.sup.result_of(&op.agent_id))
+                .map_err(|e| e.to_string());
             async move {
-                match o {
-                    Ok(op) => match sup.wait(&op.agent_id, None, &cancel).await {
+                match rx {
+                    Ok(Some(mut rx)) => match settled(&mut rx).await {
                         Some(res) => child_json(Some(i), &res, cap),
                         None => json!({"index": i, "status": "cancelled"}),
                     },
-                    Err(e) => json!({"index": i, "status": "failed", "error": e.to_string()}),
+                    Ok(None) => json!({"index": i, "status": "cancelled"}),
+                    Err(e) => json!({"index": i, "status": "failed", "error": e}),
                 }
             }
         });
+        let all = futures::future::join_all(waits);
+        let cancel = ctx.cancel.clone();
         let results = b
-            .yielding(&ctx.cancel, futures::future::join_all(waits))
+            .yielding(&ctx.cancel, async move {
+                tokio::select! {
+                    r = all => Some(r),
+                    _ = cancel.cancelled() => None,
+                }
+            })
             .await;
+        let Some(results) = results else {
+            return Err(ToolError::Cancelled);
+        };
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
