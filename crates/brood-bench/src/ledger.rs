@@ -14,6 +14,11 @@
 //!   runs as running and exits without closing its ledger; the figure is the time
 //!   `Ledger::open` takes to find the dead boot and mark its R runs interrupted.
 //!   Beside it, `Ledger::open` of the R-run ledger above, with nothing to recover.
+//!
+//! The same figures for a PostgreSQL ledger are scenario `ledger-pg` (group
+//! `ledger-pg`): the server [`crate::pg_server`] starts, or the empty database
+//! `--ledger-url` names; both parts use that one database (the dead boot records its
+//! runs in a session of its own, so its listing and recovery count only them).
 
 use crate::report::{ms, quantile, Figure, Goal};
 use brood::ledger::{EventKind, Ledger, LedgerOptions, ListFilter, NewRun, RunId};
@@ -21,6 +26,37 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
+
+/// Which ledger the scenario measures.
+pub enum Backend {
+    /// The workspace's SQLite file.
+    Sqlite,
+    /// This PostgreSQL database (empty at the start).
+    Postgres(String),
+}
+
+impl Backend {
+    fn url(&self) -> Option<&str> {
+        match self {
+            Backend::Sqlite => None,
+            Backend::Postgres(url) => Some(url),
+        }
+    }
+
+    fn group(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "ledger",
+            Backend::Postgres(_) => "ledger-pg",
+        }
+    }
+
+    fn options(&self) -> LedgerOptions {
+        LedgerOptions {
+            url: self.url().map(str::to_string),
+            ..LedgerOptions::default()
+        }
+    }
+}
 
 /// Sizes of one ledger run.
 pub struct Sizes {
@@ -69,10 +105,41 @@ RISKS: the env layer is parsed twice.\nBLOCKERS: None.\n";
     })
 }
 
-pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
-    let mut figures = Vec::new();
+/// Scenario `ledger-pg`: a server of its own unless `url` names one, whose database
+/// must hold no ledger yet. Fails (never skips) when there is none to be had.
+pub async fn scenario_pg(sizes: &Sizes, url: Option<&str>) -> Result<Vec<Figure>, String> {
+    let (server, url) = match url {
+        Some(u) => (None, u.to_string()),
+        None => {
+            let server = tokio::task::spawn_blocking(crate::pg_server::PgServer::start)
+                .await
+                .map_err(|e| format!("server task: {e}"))??;
+            let url = server.url();
+            (Some(server), url)
+        }
+    };
     let ws = crate::harness::workspace()?;
-    let ledger = open_blocking(ws.path()).await?;
+    let at = url.clone();
+    let root = ws.path().to_path_buf();
+    let found = tokio::task::spawn_blocking(move || Ledger::inspect_at(&root, Some(&at)))
+        .await
+        .map_err(|e| format!("inspect task: {e}"))?
+        .map_err(err("looking at the PostgreSQL database"))?;
+    if let (_, Some(version)) = found {
+        return Err(format!(
+            "the database at --ledger-url already holds a ledger (schema version {version});              the benchmark needs an empty database"
+        ));
+    }
+    let figures = scenario(sizes, &Backend::Postgres(url)).await;
+    drop(server);
+    figures
+}
+
+pub async fn scenario(sizes: &Sizes, backend: &Backend) -> Result<Vec<Figure>, String> {
+    let mut figures = Vec::new();
+    let group = backend.group();
+    let ws = crate::harness::workspace()?;
+    let ledger = open_blocking(ws.path(), backend).await?;
     let mut ids: Vec<RunId> = Vec::with_capacity(sizes.runs);
 
     // Progress events: fire-and-forget, then one flush.
@@ -116,7 +183,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         ms(elapsed)
     );
     figures.push(
-        Figure::new("ledger", "progress events durable per second", rate, "/s")
+        Figure::new(group, "progress events durable per second", rate, "/s")
             .goal(Goal::AtLeast(20_000.0))
             .detail(json!({"events": sizes.events, "ms": ms(elapsed), "group_commits": batches})),
     );
@@ -135,7 +202,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     let (c50, c99) = (quantile(&lat, 0.5), quantile(&lat, 0.99));
     eprintln!("  ledger: one awaited commit alone: p50 {c50:.2} ms, p99 {c99:.2} ms");
     figures.push(
-        Figure::new("ledger", "one awaited commit alone: p50", c50, "ms")
+        Figure::new(group, "one awaited commit alone: p50", c50, "ms")
             .detail(json!({"samples": lat.len(), "p99_ms": c99})),
     );
 
@@ -158,7 +225,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     );
     figures.push(
         Figure::new(
-            "ledger",
+            group,
             format!("awaited create_run per second ({k} at once)"),
             rate,
             "/s",
@@ -192,7 +259,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         ops as f64 / (finish_ms / 1000.0)
     );
     figures.push(Figure::new(
-        "ledger",
+        group,
         "awaited transitions per second (running, completed + result)",
         ops as f64 / (finish_ms / 1000.0),
         "/s",
@@ -201,7 +268,8 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     // Listing, as `brood agents list` does it.
     let listed = ids.len();
     let root = ws.path().to_path_buf();
-    let times = tokio::task::spawn_blocking(move || list_times(&root, listed))
+    let url = backend.url().map(str::to_string);
+    let times = tokio::task::spawn_blocking(move || list_times(&root, url.as_deref(), listed))
         .await
         .map_err(|e| format!("listing task: {e}"))??;
     let (cold50, warm50, full50) = (
@@ -214,7 +282,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     );
     figures.push(
         Figure::new(
-            "ledger",
+            group,
             format!("agents list over {listed} finished runs (open reader + list_summaries, p50)"),
             cold50,
             "ms",
@@ -224,7 +292,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     );
     figures.push(
         Figure::new(
-            "ledger",
+            group,
             format!("list_summaries over {listed} finished runs, warm reader (p50)"),
             warm50,
             "ms",
@@ -233,7 +301,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     );
     figures.push(
         Figure::new(
-            "ledger",
+            group,
             format!(
                 "list_runs (full records, --json) over {listed} finished runs, warm reader (p50)"
             ),
@@ -242,12 +310,12 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         )
         .detail(json!({"runs": listed, "samples_ms": times.full_warm})),
     );
-    if let Some(cmd) = command_times(ws.path(), listed)? {
+    if let Some(cmd) = command_times(ws.path(), backend.url(), listed)? {
         let p50 = quantile(&cmd, 0.5);
         eprintln!("  ledger: `brood agents list` command over {listed} runs: p50 {p50:.1} ms");
         figures.push(
             Figure::new(
-                "ledger",
+                group,
                 format!("`brood agents list` command over {listed} runs (process included, p50)"),
                 p50,
                 "ms",
@@ -259,9 +327,10 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
 
     // Opening that ledger again: nothing to recover.
     let root = ws.path().to_path_buf();
+    let options = backend.options();
     let (plain_open_ms, nothing) = tokio::task::spawn_blocking(move || {
         let t = Instant::now();
-        let l = Ledger::open(&root, LedgerOptions::default()).map_err(err("Ledger::open"))?;
+        let l = Ledger::open(&root, options).map_err(err("Ledger::open"))?;
         Ok::<_, String>((ms(t.elapsed()), l.recovery().interrupted.len()))
     })
     .await
@@ -274,11 +343,12 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
 
     // Recovery after a dead boot.
     let ws2 = crate::harness::workspace()?;
-    dead_boot(ws2.path(), sizes.runs)?;
+    dead_boot(ws2.path(), sizes.runs, backend.url())?;
     let root = ws2.path().to_path_buf();
+    let options = backend.options();
     let (open_ms, interrupted) = tokio::task::spawn_blocking(move || {
         let t = Instant::now();
-        let l = Ledger::open(&root, LedgerOptions::default()).map_err(err("Ledger::open"))?;
+        let l = Ledger::open(&root, options).map_err(err("Ledger::open"))?;
         let took = ms(t.elapsed());
         Ok::<_, String>((took, l.recovery().interrupted.len()))
     })
@@ -295,7 +365,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
     );
     figures.push(
         Figure::new(
-            "ledger",
+            group,
             format!("restart recovery, {interrupted} runs (Ledger::open)"),
             open_ms,
             "ms",
@@ -304,7 +374,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
         .detail(json!({"runs_interrupted": interrupted})),
     );
     figures.push(Figure::new(
-        "ledger",
+        group,
         format!("Ledger::open of {listed} runs, nothing to recover"),
         plain_open_ms,
         "ms",
@@ -314,7 +384,7 @@ pub async fn scenario(sizes: &Sizes) -> Result<Vec<Figure>, String> {
 
 /// The `brood` binary built next to this one, timed on `agents list` (5 runs), or
 /// `None` when it is not there.
-fn command_times(ws: &Path, expect: usize) -> Result<Option<Vec<f64>>, String> {
+fn command_times(ws: &Path, url: Option<&str>, expect: usize) -> Result<Option<Vec<f64>>, String> {
     let Some(brood) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join("brood")))
@@ -325,12 +395,17 @@ fn command_times(ws: &Path, expect: usize) -> Result<Option<Vec<f64>>, String> {
     };
     let mut samples = Vec::new();
     for _ in 0..5 {
-        let t = Instant::now();
-        let out = Command::new(&brood)
-            .args(["agents", "--workspace"])
+        let mut cmd = Command::new(&brood);
+        cmd.args(["agents", "--workspace"])
             .arg(ws)
             .arg("list")
-            .env_remove("BROOD_PROVIDER")
+            .env_remove("BROOD_PROVIDER");
+        match url {
+            Some(u) => cmd.env("BROOD_LEDGER_URL", u),
+            None => cmd.env_remove("BROOD_LEDGER_URL"),
+        };
+        let t = Instant::now();
+        let out = cmd
             .output()
             .map_err(|e| format!("cannot run {}: {e}", brood.display()))?;
         samples.push(ms(t.elapsed()));
@@ -350,9 +425,10 @@ fn command_times(ws: &Path, expect: usize) -> Result<Option<Vec<f64>>, String> {
     Ok(Some(samples))
 }
 
-async fn open_blocking(root: &Path) -> Result<Ledger, String> {
+async fn open_blocking(root: &Path, backend: &Backend) -> Result<Ledger, String> {
     let root = root.to_path_buf();
-    tokio::task::spawn_blocking(move || Ledger::open(&root, LedgerOptions::default()))
+    let options = backend.options();
+    tokio::task::spawn_blocking(move || Ledger::open(&root, options))
         .await
         .map_err(|e| format!("open task: {e}"))?
         .map_err(err("Ledger::open"))
@@ -369,7 +445,7 @@ struct ListTimes {
     full_warm: Vec<f64>,
 }
 
-fn list_times(root: &Path, expect: usize) -> Result<ListTimes, String> {
+fn list_times(root: &Path, url: Option<&str>, expect: usize) -> Result<ListTimes, String> {
     let mut times = ListTimes {
         cold: Vec::new(),
         warm: Vec::new(),
@@ -384,7 +460,7 @@ fn list_times(root: &Path, expect: usize) -> Result<ListTimes, String> {
     };
     for _ in 0..10 {
         let t = Instant::now();
-        let reader = Ledger::open_reader(root).map_err(err("open_reader"))?;
+        let reader = Ledger::open_reader_at(root, url).map_err(err("open_reader"))?;
         let runs = reader
             .list_summaries(ListFilter::default())
             .map_err(err("list_summaries"))?;
@@ -406,13 +482,14 @@ fn list_times(root: &Path, expect: usize) -> Result<ListTimes, String> {
     Ok(times)
 }
 
-/// Run `__dead-boot DIR N` in a child process and check it exited cleanly.
-fn dead_boot(dir: &Path, n: usize) -> Result<(), String> {
+/// Run `__dead-boot DIR N [URL]` in a child process and check it exited cleanly.
+fn dead_boot(dir: &Path, n: usize, url: Option<&str>) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let status = Command::new(exe)
         .arg("__dead-boot")
         .arg(dir)
         .arg(n.to_string())
+        .args(url)
         .status()
         .map_err(|e| format!("cannot start the dead-boot process: {e}"))?;
     if status.success() {
@@ -423,8 +500,9 @@ fn dead_boot(dir: &Path, n: usize) -> Result<(), String> {
 }
 
 /// The child process: record `n` running runs, then exit without closing the ledger
-/// (no destructor runs; the kernel drops the boot lock), as a crashed session would.
-pub fn serve_dead_boot(dir: &Path, n: usize) -> i32 {
+/// (no destructor runs; the kernel drops the boot lock, the server the connection's
+/// advisory lock), as a crashed session would.
+pub fn serve_dead_boot(dir: &Path, n: usize, url: Option<&str>) -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -432,7 +510,11 @@ pub fn serve_dead_boot(dir: &Path, n: usize) -> i32 {
             return 1;
         }
     };
-    let ledger = match Ledger::open(dir, LedgerOptions::default()) {
+    let options = LedgerOptions {
+        url: url.map(str::to_string),
+        ..LedgerOptions::default()
+    };
+    let ledger = match Ledger::open(dir, options) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("brood-bench dead-boot: {e}");

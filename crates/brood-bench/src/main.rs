@@ -18,6 +18,7 @@ mod fork;
 mod harness;
 mod ledger;
 mod memory;
+mod pg_server;
 mod report;
 mod requests;
 mod sandbox;
@@ -63,6 +64,10 @@ struct Args {
     /// Fan-out: only this per-request latency in ms, instead of the plan's.
     #[arg(long = "fanout-ms")]
     fanout_ms: Option<u64>,
+    /// ledger-pg: an empty PostgreSQL database to measure (postgres://…) instead of a
+    /// server started from BROOD_PG_BIN.
+    #[arg(long = "ledger-url", value_name = "URL")]
+    ledger_url: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +76,8 @@ enum Scenario {
     Spawn,
     Memory,
     Ledger,
+    /// The ledger's figures on PostgreSQL; run only when asked for (`--only ledger-pg`).
+    LedgerPg,
     Fork,
     Cap,
     Sandbox,
@@ -100,6 +107,7 @@ impl Scenario {
             Scenario::Spawn => "spawn latency",
             Scenario::Memory => "memory",
             Scenario::Ledger => "ledger",
+            Scenario::LedgerPg => "ledger on PostgreSQL",
             Scenario::Fork => "fork",
             Scenario::Cap => "cap fidelity",
             Scenario::Sandbox => "sandbox",
@@ -200,8 +208,12 @@ fn main() -> ExitCode {
         }
         Some("__dead-boot") => {
             return match (raw.get(2), n_arg(3)) {
-                (Some(dir), Some(n)) => exit(ledger::serve_dead_boot(std::path::Path::new(dir), n)),
-                _ => exit_usage("__dead-boot DIR N"),
+                (Some(dir), Some(n)) => exit(ledger::serve_dead_boot(
+                    std::path::Path::new(dir),
+                    n,
+                    raw.get(4).map(String::as_str),
+                )),
+                _ => exit_usage("__dead-boot DIR N [URL]"),
             }
         }
         _ => {}
@@ -250,11 +262,13 @@ async fn run(args: Args) -> ExitCode {
     if !machine.release_build {
         eprintln!("brood-bench: WARNING: this is a debug build; run with `cargo run --release -p brood-bench` for real figures");
     }
+    // ledger-pg needs a PostgreSQL server: only when asked for, after the others.
     let selected: Vec<Scenario> = if args.only.is_empty() {
         Scenario::ALL.to_vec()
     } else {
         Scenario::ALL
             .into_iter()
+            .chain([Scenario::LedgerPg])
             .filter(|s| args.only.contains(s))
             .collect()
     };
@@ -276,7 +290,10 @@ async fn run(args: Args) -> ExitCode {
             Scenario::Fanout => fanout::scenario(&plan.fanout_ns, &plan.fanout_ds).await,
             Scenario::Spawn => spawn::scenario(plan.spawn_opens, &plan.spawn_batches).await,
             Scenario::Memory => memory::scenario(plan.memory_children).await,
-            Scenario::Ledger => ledger::scenario(&plan.ledger).await,
+            Scenario::Ledger => ledger::scenario(&plan.ledger, &ledger::Backend::Sqlite).await,
+            Scenario::LedgerPg => {
+                ledger::scenario_pg(&plan.ledger, args.ledger_url.as_deref()).await
+            }
             Scenario::Fork => fork::scenario().await,
             Scenario::Cap => cap::scenario(plan.cap.0, plan.cap.1, plan.cap.2).await,
             Scenario::Sandbox => sandbox::scenario(plan.sandbox_calls).await,
