@@ -18,6 +18,10 @@
 //!   connection;
 //! - is opened once under a single flight: requests that find none open wait for the
 //!   one being opened (one at a time, never two), and all get its error if it fails;
+//!   the pool holds the opening only weakly, so one that every request gave up on
+//!   (each timed out or was cancelled: an endpoint that accepted and never
+//!   answered) is dropped with the last of them, and the next request opens anew
+//!   instead of waiting for that stuck one again;
 //! - is opened again by the first request that finds it closed (a `GOAWAY`, the
 //!   server hanging up, an error): the next request opens a new one;
 //! - is not HTTP/2 when the server's ALPN picks `http/1.1`: the pool remembers it and
@@ -32,7 +36,7 @@
 //! (`openai::closed_before_answer`, one implementation for both protocols).
 
 use bytes::Bytes;
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{Builder, SendRequest};
@@ -59,8 +63,12 @@ type Opening = Shared<BoxFuture<'static, Opened>>;
 enum Slot {
     /// None open: none opened yet, or the last one failed to open.
     Empty,
-    /// Being opened (`generation` tells this opening from a later one).
-    Opening { generation: u64, opening: Opening },
+    /// Being opened (`generation` tells this opening from a later one). Held weakly:
+    /// the requests waiting for it keep it alive, and once none does it is dropped.
+    Opening {
+        generation: u64,
+        opening: WeakShared<BoxFuture<'static, Opened>>,
+    },
     /// Open (until [`SendRequest::is_closed`]).
     Open(SendRequest<RequestBody>),
     /// The server chose HTTP/1.1 through ALPN: hyper-util's pooled client serves.
@@ -142,26 +150,34 @@ where
     async fn connection(&self) -> Opened {
         let (generation, opening) = {
             let mut slot = lock(&self.slot);
-            match &*slot {
+            let joined = match &*slot {
                 Slot::Open(sender) if !sender.is_closed() => return Ok(Some(sender.clone())),
                 Slot::Http1 => return Ok(None),
+                // Alive while a request waits for it; else given up on by all.
                 Slot::Opening {
                     generation,
                     opening,
-                } => (*generation, opening.clone()),
-                Slot::Open(_) | Slot::Empty => {
+                } => opening.upgrade().map(|o| (*generation, o)),
+                Slot::Open(_) | Slot::Empty => None,
+            };
+            match joined {
+                Some(joined) => joined,
+                None => {
                     let generation = self.openings.fetch_add(1, Ordering::Relaxed);
-                    let opening = open(
+                    let opening: Opening = open(
                         self.connector.clone(),
                         self.builder.clone(),
                         self.origin.clone(),
                     )
                     .boxed()
                     .shared();
-                    *slot = Slot::Opening {
-                        generation,
-                        opening: opening.clone(),
-                    };
+                    // Not yet polled, so never `None`.
+                    if let Some(weak) = opening.downgrade() {
+                        *slot = Slot::Opening {
+                            generation,
+                            opening: weak,
+                        };
+                    }
                     (generation, opening)
                 }
             }

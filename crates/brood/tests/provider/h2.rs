@@ -224,3 +224,49 @@ async fn an_https_endpoint_offering_only_http11_keeps_its_connections_alive() {
     );
     assert_eq!(server.request_count(), 24);
 }
+
+/// The first connection is accepted and never answered (a TLS handshake that never
+/// finishes: a wedged endpoint, a blackholing middlebox); the connections after it
+/// reach the server. The step that waited for the stuck opening times out; the one
+/// after it must not wait for that same opening again (nobody waits for it any
+/// more): it opens a new connection and is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opening_nobody_waits_for_any_more_is_not_waited_for_again() {
+    use tokio::net::{TcpListener, TcpStream};
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = listener.local_addr().unwrap();
+    let target = server.addr();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        // Held open, unread and unanswered, for as long as the relay runs.
+        let (_silent, _) = listener.accept().await.unwrap();
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        while let Ok((mut client, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut upstream = TcpStream::connect(target).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
+    cfg.ca_cert = Some(ca);
+    cfg.max_attempts = 1;
+    cfg.api_timeout_secs = 1;
+    let p = OpenAiProvider::new(cfg).unwrap();
+
+    let first = steps(&p, 1).await;
+    assert!(
+        matches!(first[0], Err(ModelError::Timeout { secs: 1 })),
+        "{first:?}"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    all_ok(&steps(&p, 1).await, "ok");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(server.connections(), 1);
+}
