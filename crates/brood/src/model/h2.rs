@@ -121,11 +121,20 @@ where
         }
     }
 
+    /// The open connection's sender, when one is open: the way most requests go,
+    /// without waiting for anything.
+    pub(crate) fn open_sender(&self) -> Option<SendRequest<RequestBody>> {
+        match &*lock(&self.slot) {
+            Slot::Open(sender) if !sender.is_closed() => Some(sender.clone()),
+            _ => None,
+        }
+    }
+
     /// Send `request` on the connection (opened first if none is open), unless
     /// the endpoint speaks HTTP/1.1. A request the connection closed under before
-    /// taking it is sent once more, on a new connection.
-    pub(crate) async fn send(&self, mut request: Request<RequestBody>) -> Sent {
-        let mut resent = false;
+    /// taking it is sent once more, on a new connection — unless it was `resent`
+    /// already.
+    pub(crate) async fn send(&self, mut request: Request<RequestBody>, mut resent: bool) -> Sent {
         loop {
             let mut sender = match self.connection().await {
                 Ok(Some(sender)) => sender,

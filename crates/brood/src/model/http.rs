@@ -25,6 +25,7 @@
 use super::h2::{H2Pool, Sent};
 use super::ModelError;
 use bytes::Bytes;
+use futures::future::{self, Either, FutureExt};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
@@ -141,23 +142,49 @@ impl HttpClient {
         })
     }
 
-    /// Send `request`: a future of the answer's head, its body still to read. Over
-    /// HTTP/2 the future holds the client's handle and hyper's small one for the
-    /// stream (a oneshot receiver) while the answer is awaited; over HTTP/1.1,
-    /// hyper-util's.
+    /// Send `request`: a future of the answer's head, its body still to read.
+    ///
+    /// Over HTTP/2, once the connection is open (every request but the first few),
+    /// the future holds only hyper's for the stream (a oneshot receiver, and the
+    /// request until the connection takes it) and the client's handle: the long way
+    /// — waiting for a connection being opened, sending again a request a closing
+    /// connection gave back, HTTP/1.1 — is a future of its own, boxed when taken, so
+    /// its states do not size the one a waiting child holds.
     pub(crate) fn send(&self, request: Request<RequestBody>) -> ResponseFuture {
         let clients = self.inner.clone();
-        Box::pin(async move { clients.send(request).await })
+        if let Some(mut sender) = self.inner.h2.as_ref().and_then(H2Pool::open_sender) {
+            let sending = sender.try_send_request(request);
+            // A combinator, not an `async` block: the block would keep hyper's
+            // future twice (as its capture and as the future it awaits).
+            return Box::pin(sending.then(move |sent| match sent {
+                Ok(answer) => Either::Left(future::ready(Ok(answer))),
+                Err(mut e) => match e.take_message() {
+                    Some(back) => Either::Right(Clients::resend(clients, back)),
+                    None => Either::Left(future::ready(Err(Box::new(e.into_error()) as HttpError))),
+                },
+            }));
+        }
+        Box::pin(async move { clients.send(request, false).await })
     }
 }
 
 impl Clients {
+    /// The long way for a request the open connection gave back, boxed apart: the
+    /// way most requests go keeps room for a box there, not for this future.
+    fn resend(clients: Arc<Clients>, request: Request<RequestBody>) -> ResponseFuture {
+        Box::pin(async move { clients.send(request, true).await })
+    }
+
+    /// The long way: over HTTP/2 (waiting for the connection to open if it is
+    /// being opened; `resent` when the request was given back once already), or
+    /// hyper-util's pooled client.
     async fn send(
         &self,
         mut request: Request<RequestBody>,
+        resent: bool,
     ) -> Result<Response<Incoming>, HttpError> {
         if let Some(h2) = &self.h2 {
-            match h2.send(request).await {
+            match h2.send(request, resent).await {
                 Sent::Done(answer) => return answer,
                 Sent::Http1(back) => request = back,
             }
