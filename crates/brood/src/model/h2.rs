@@ -13,9 +13,9 @@
 //! - is opened with the provider's connector ([`super::http`]: the same TLS roots and
 //!   `ca_cert`, ALPN `h2` then `http/1.1`, the 10 s TCP connect, `TCP_NODELAY`, the
 //!   `HTTPS_PROXY` tunnel and `NO_PROXY`) and hyper's HTTP/2 handshake with the
-//!   settings hyper-util gave it (hyper's defaults, Tokio's timer), its task spawned
-//!   on Tokio; the task ends once the pool and every request let go of the
-//!   connection;
+//!   settings hyper-util gave it (hyper's defaults, Tokio's timer) plus PINGs
+//!   while requests are in flight, its task spawned on Tokio; the task ends once
+//!   the pool and every request let go of the connection;
 //! - is opened once under a single flight: requests that find none open wait for the
 //!   one being opened (one at a time, never two), and all get its error if it fails;
 //!   the pool holds the opening only weakly, so one that every request gave up on
@@ -23,7 +23,8 @@
 //!   answered) is dropped with the last of them, and the next request opens anew
 //!   instead of waiting for that stuck one again;
 //! - is opened again by the first request that finds it closed (a `GOAWAY`, the
-//!   server hanging up, an error): the next request opens a new one;
+//!   server hanging up, an error, or PINGs unanswered while requests are in
+//!   flight: traffic dropped without a reset): the next request opens a new one;
 //! - is not HTTP/2 when the server's ALPN picks `http/1.1`: the pool remembers it and
 //!   every request of the provider goes to hyper-util's pooled client from then on
 //!   (keep-alive, a connection per request in flight). The probing connection is
@@ -45,6 +46,19 @@ use hyper_util::client::legacy::connect::Connection;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// While requests are in flight, the connection is PINGed when it has read nothing
+/// for this long...
+const PING_EVERY: Duration = Duration::from_secs(10);
+
+/// ...and closed when a PING is not answered within this: a network that started
+/// dropping the traffic (no reset, so the connection still looks open) would
+/// otherwise hold every request of the tree, each until the step's timeout, and
+/// be handed to every later one. A PING is answered by the server's HTTP/2 layer
+/// whatever its model is doing, so a slow answer never trips it; an idle
+/// connection is not PINGed (some servers call frequent PINGs abuse).
+const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 /// A request's body (`model::http`'s: one buffer of known length).
 type RequestBody = Full<Bytes>;
@@ -110,7 +124,10 @@ where
             origin = origin.authority(authority.clone());
         }
         let mut builder = Builder::new(TokioExecutor::new());
-        builder.timer(TokioTimer::new());
+        builder
+            .timer(TokioTimer::new())
+            .keep_alive_interval(PING_EVERY)
+            .keep_alive_timeout(PING_ANSWER_WITHIN);
         H2Pool {
             connector,
             builder,

@@ -270,3 +270,86 @@ async fn an_opening_nobody_waits_for_any_more_is_not_waited_for_again() {
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(server.connections(), 1);
 }
+
+/// A TCP relay on loopback to `target`: every connection forwarded both ways until
+/// the returned switch is thrown, after which the connections open then forward
+/// nothing more (what they are sent vanishes, nothing comes back, neither end is
+/// closed: a network that started dropping the traffic). Connections made after
+/// the switch are forwarded.
+async fn blackholing_relay(
+    target: std::net::SocketAddr,
+) -> (std::net::SocketAddr, impl Fn() + Send + Sync) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    async fn pump<R, W>(mut from: R, mut to: W, cut: Arc<AtomicBool>)
+    where
+        R: AsyncReadExt + Unpin,
+        W: AsyncWriteExt + Unpin,
+    {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if !cut.load(Ordering::SeqCst) && to.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        // Closed by its sender: hold the other end open, as a dropped route does.
+        std::future::pending::<()>().await;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cuts: Arc<Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
+    let known = cuts.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = TcpStream::connect(target).await.unwrap();
+            let cut = Arc::new(AtomicBool::new(false));
+            known.lock().unwrap().push(cut.clone());
+            let (cr, cw) = client.into_split();
+            let (ur, uw) = upstream.into_split();
+            tokio::spawn(pump(cr, uw, cut.clone()));
+            tokio::spawn(pump(ur, cw, cut));
+        }
+    });
+    let cut_all = move || {
+        for c in cuts.lock().unwrap().iter() {
+            c.store(true, Ordering::SeqCst);
+        }
+    };
+    (addr, cut_all)
+}
+
+/// The network drops the connection's traffic without closing it (the kernel of
+/// neither end sees a reset): the connection still looks open. A request sent on
+/// it must not wait for the step's whole timeout and hand the dead connection to
+/// every later request: HTTP/2 PINGs unanswered close it, the request fails and
+/// its retry opens a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_whose_traffic_vanishes_is_closed_and_opened_again() {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
+    let (relay, cut) = blackholing_relay(server.addr()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
+    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
+    cfg.ca_cert = Some(ca);
+    cfg.max_attempts = 2;
+    cfg.api_timeout_secs = 45;
+    cfg.backoff_base_ms = 10;
+    cfg.backoff_max_ms = 20;
+    let p = OpenAiProvider::new(cfg).unwrap();
+    all_ok(&steps(&p, 1).await, "ok");
+    assert_eq!(server.connections(), 1);
+
+    cut();
+    let started = std::time::Instant::now();
+    all_ok(&steps(&p, 3).await, "ok");
+    assert_eq!(server.request_count(), 4);
+    assert_eq!(server.connections(), 2);
+    // Well within the step's timeout: noticed by the PINGs, not by giving up.
+    assert!(started.elapsed() < std::time::Duration::from_secs(40));
+}
