@@ -11,6 +11,8 @@ use std::time::Duration;
 
 #[path = "../../../brood/tests/ledger/common/pg.rs"]
 pub(super) mod pg;
+#[path = "../../../brood/tests/ledger/common/proxy.rs"]
+mod proxy;
 
 /// A git repository workspace (the fleet's children run in worktrees of it) whose
 /// user config places children in the fleet.
@@ -714,4 +716,51 @@ fn doctor_reaches_a_postgres_ledger_and_names_the_setting_when_it_cannot() {
     assert!(ledger.starts_with('✗'), "{all}");
     assert!(all.contains("ledger_url"), "{all}");
     assert!(!all.contains("hunter2secret"), "{all}");
+}
+
+/// `brood doctor` against a server that answers the connect and then nothing (a
+/// stopped backend, a firewall that starts dropping): the check fails within the
+/// URL's `query_timeout`, naming the host and the timeout (without it doctor waited
+/// until killed; docs/FLEET.md "Unreachable servers").
+#[test]
+fn doctor_against_a_server_gone_silent_fails_within_query_timeout_naming_it() {
+    let Some(url) = pg::fresh_database("doctor_against_a_server_gone_silent") else {
+        return;
+    };
+    let (socket, db) = pg::socket_and_db(&url);
+    let front = proxy::Proxy::start(socket);
+    front
+        .silent_after_connect
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let f = fixture();
+    let server = MockServer::start(|_| MockReply::text("done"));
+    let asked = std::time::Instant::now();
+    let out = f
+        .command()
+        .env(
+            "BROOD_LEDGER_URL",
+            format!(
+                "postgresql://brood:hunter2secret@127.0.0.1:{}/{db}?sslmode=disable&query_timeout=1",
+                front.port
+            ),
+        )
+        .arg("doctor")
+        .args(local_flags(&server))
+        .output()
+        .unwrap();
+    let took = asked.elapsed();
+    let (stdout, stderr) = text(&out);
+    let all = stdout.clone() + &stderr;
+    let ledger = stdout
+        .lines()
+        .find(|l| l.contains(" ledger"))
+        .unwrap_or_else(|| panic!("no ledger line:\n{all}"));
+    assert!(ledger.starts_with('✗'), "{all}");
+    assert!(
+        all.contains("127.0.0.1") && all.contains("within 1 s (query_timeout)"),
+        "{all}"
+    );
+    assert!(!all.contains("hunter2secret"), "{all}");
+    assert_eq!(front.connections(), 1, "{all}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
 }
