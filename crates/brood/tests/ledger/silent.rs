@@ -303,3 +303,40 @@ async fn a_listener_whose_server_goes_silent_listens_again() {
     assert_eq!((next.runs, next.reconnected), (vec![run], false));
     parent.close().await.unwrap();
 }
+
+/// `keepalives_idle` is also how long a listener's connection may stay quiet before
+/// it is checked. tokio-postgres takes any positive number of seconds and ignores
+/// it on a Unix socket (or with `keepalives=0`), so the URL's largest value reaches
+/// the listener: its wait must neither panic (the check's time overflowing the
+/// clock) nor check; it hears what is enqueued — as a wait without end does.
+#[tokio::test]
+async fn a_listener_with_the_largest_keepalives_idle_waits_and_hears() {
+    let Some(ws) = Store::postgres("a_listener_with_the_largest_keepalives_idle") else {
+        return;
+    };
+    let url = format!("{}&keepalives_idle={}", ws.url().unwrap(), i64::MAX);
+    let parent = open(&ws, &url);
+    let queued = listening(&parent, FleetChannel::Queued).await;
+    let (quiet, mut queued) = tokio::task::spawn_blocking(move || {
+        let mut queued = queued;
+        let quiet = queued.wait(Duration::from_millis(200)).unwrap();
+        (quiet, queued)
+    })
+    .await
+    .unwrap();
+    assert_eq!((quiet.runs.len(), quiet.reconnected), (0, false));
+    let run = parent.create_run(named("q")).await.unwrap();
+    let placement = Placement {
+        repo: "/srv/repo.git".into(),
+        rev: None,
+        max_attempts: DEFAULT_MAX_ATTEMPTS,
+    };
+    parent.enqueue(&run, placement).await.unwrap();
+    // And a wait without end (past the clock's too) that hears it.
+    let next = tokio::task::spawn_blocking(move || queued.wait(Duration::MAX))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((next.runs, next.reconnected), (vec![run], false));
+    parent.close().await.unwrap();
+}

@@ -90,25 +90,33 @@ impl PgListener {
     /// The notifications within `timeout`; the connection checked with an empty
     /// statement whenever it was quiet for `keepalives_idle`.
     fn listen_checked(&mut self, timeout: Duration) -> Result<Vec<(String, String)>, LedgerError> {
-        let deadline = Instant::now() + timeout;
+        // Past the clock's end (a caller's `Duration::MAX`, or the URL's
+        // keepalives_idle, which may be any positive number of seconds and is
+        // ignored on a Unix socket): no deadline, no check.
+        let deadline = Instant::now().checked_add(timeout);
         // At least a second apart, whatever the URL says.
         let every = self.target.listen_check().max(Duration::from_secs(1));
         loop {
             let now = Instant::now();
-            let check_at = self.heard_at + every;
-            if now >= check_at {
+            let check_at = self.heard_at.checked_add(every);
+            if check_at.is_some_and(|at| now >= at) {
                 let db = self.db.as_ref().ok_or_else(closed).ctx("listening")?;
                 db.simple("")
                     .ctx("checking the fleet's listening connection")?;
                 self.heard_at = Instant::now();
                 continue;
             }
-            let notes = self.listen_once(deadline.min(check_at).saturating_duration_since(now))?;
+            let wait = match (deadline, check_at) {
+                (Some(d), Some(c)) => d.min(c).saturating_duration_since(now),
+                (Some(until), None) | (None, Some(until)) => until.saturating_duration_since(now),
+                (None, None) => timeout,
+            };
+            let notes = self.listen_once(wait)?;
             if !notes.is_empty() {
                 self.heard_at = Instant::now();
                 return Ok(notes);
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(notes);
             }
         }
