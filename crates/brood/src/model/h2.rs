@@ -208,7 +208,8 @@ where
                 }
             }
         };
-        let opened = opening.await;
+        let mut opening = opening;
+        let opened = (&mut opening).await;
         let mut slot = lock(&self.slot);
         if matches!(&*slot, Slot::Opening { generation: g, .. } if *g == generation) {
             *slot = match &opened {
@@ -217,6 +218,11 @@ where
                 Err(_) => Slot::Empty,
             };
         }
+        // Held until the slot says what it opened: a request coming between its
+        // end and the slot's update still finds it (weakly), not a reason to open
+        // a second connection.
+        drop(slot);
+        drop(opening);
         opened
     }
 }
