@@ -26,8 +26,8 @@ pub const MAX_RESULTS: usize = 60;
 /// The agent types as a delegating run sees them, made once per session.
 #[derive(Debug, Clone, Default)]
 pub struct Directory {
-    /// Appended to the `task` description.
-    pub text: String,
+    /// The `task` tool's description: what it does, then the agent types.
+    pub task_description: String,
     /// Definitions in display order, and how many of them `text` names.
     entries: Vec<Entry>,
     listed: usize,
@@ -40,6 +40,11 @@ struct Entry {
     role: Role,
     source: &'static str,
 }
+
+/// What `task` does; the agent types follow it in its description.
+const TASK_DESCRIPTION: &str = "Run sub-agents in parallel; await their reports \
+(in order; failures spare the rest): `prompts` (one self-contained task \
+each) or one `description`.";
 
 impl Directory {
     /// Build the directory of `catalog`.
@@ -60,7 +65,7 @@ impl Directory {
                 },
             })
             .collect();
-        let mut text = String::from("agent_type: ");
+        let mut text = format!("{TASK_DESCRIPTION} agent_type: ");
         let roles: Vec<String> = Role::ALL
             .iter()
             .filter(|r| **r != Role::Custom)
@@ -96,7 +101,7 @@ impl Directory {
             }
         }
         Directory {
-            text,
+            task_description: text,
             entries,
             listed,
         }

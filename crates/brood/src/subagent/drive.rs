@@ -184,6 +184,7 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
         &prompt,
         fork_from.as_deref(),
         &sup.env().project_instructions,
+        sup.system_prompts(),
     );
     // Copied into the context: not kept for the rest of the run (a local lives in
     // the task until its scope ends, through every await).

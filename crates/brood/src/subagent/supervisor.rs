@@ -85,6 +85,8 @@ struct Inner {
     specs: SpecCache,
     /// The last grant record encoded (siblings share it).
     grant_texts: super::granted::GrantTexts,
+    /// The last child system prompt made (siblings share it).
+    system_prompts: super::prompt::SharedPrompt,
     /// The agent types delegating runs are told about (made on first use).
     directory: OnceLock<Arc<Directory>>,
     board: Board,
@@ -127,6 +129,7 @@ impl Supervisor {
                 env,
                 specs: SpecCache::default(),
                 grant_texts: Default::default(),
+                system_prompts: Default::default(),
                 directory: Default::default(),
                 board,
                 recorder,
@@ -202,6 +205,11 @@ impl Supervisor {
         self.inner
             .grant_texts
             .text_for(self.call_gate(), ctx, fork_messages)
+    }
+
+    /// The last child system prompt made, which siblings share.
+    pub(crate) fn system_prompts(&self) -> &super::prompt::SharedPrompt {
+        &self.inner.system_prompts
     }
 
     /// Put every tool call of every run (after its grant checks) to `gate`: the

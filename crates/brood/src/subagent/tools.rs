@@ -7,7 +7,7 @@
 //! `agent_eval` and `agent_close` address only the caller's own children: another
 //! run's child belongs to that run, and its result is delivered there.
 
-use super::agent_types::AgentTypesTool;
+use super::agent_types::{AgentTypesTool, Directory};
 use super::board::LiveStatus;
 use super::ctx::RunCtx;
 use super::result::{render_result, ChildResult};
@@ -34,7 +34,7 @@ pub(crate) fn delegation_tools(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Vec<Arc<d
     let mut tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(TaskTool {
             b: b(),
-            description: format!("{TASK_DESCRIPTION} {}", directory.text),
+            directory: directory.clone(),
         }),
         Arc::new(OpenTool(b())),
         Arc::new(EvalTool(b())),
@@ -140,14 +140,11 @@ impl IsolationArg {
     }
 }
 
-const TASK_DESCRIPTION: &str = "Run sub-agents in parallel; await their reports \
-(in order; failures spare the rest): `prompts` (one self-contained task \
-each) or one `description`.";
-
-/// `task`; its description ends with the agent types (see `agent_types`).
+/// `task`; its description ends with the agent types (see `agent_types`), made
+/// once per session and shared by every run's `task` (not a copy per child).
 struct TaskTool {
     b: Bound,
-    description: String,
+    directory: Arc<Directory>,
 }
 
 #[async_trait]
@@ -156,7 +153,7 @@ impl Tool for TaskTool {
         "task"
     }
     fn description(&self) -> &str {
-        &self.description
+        &self.directory.task_description
     }
     fn schema(&self) -> serde_json::Value {
         schema_of::<TaskArgs>()
