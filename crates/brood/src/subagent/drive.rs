@@ -23,7 +23,7 @@ use super::report;
 use super::result::{render_result, ChildResult, Settled};
 use super::supervisor::Supervisor;
 use super::worktree::{Worktree, WorktreeReport};
-use crate::agent::{self, AgentSpec, ToolChoicePolicy};
+use crate::agent::{self, AgentHooks, AgentSpec, ToolChoicePolicy};
 use crate::model::{Message, ModelRequest};
 use crate::tool::Toolbox;
 use futures::future::BoxFuture;
@@ -144,6 +144,29 @@ pub(crate) fn start_child(sup: Supervisor, plan: ChildPlan) {
 
 async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
     let delivery = plan.delivery();
+    // Boxed: the start (a queued slot, the first context, the loop's wiring) and
+    // the plan it consumes are not live while the child waits for the model, so
+    // they do not widen every waiting child's task (BENCHMARKS.md, memory).
+    let Some(started) = Box::pin(start(&sup, &delivery, plan)).await else {
+        return;
+    };
+    run_started(&sup, &delivery, started).await;
+}
+
+/// What a started child's loop runs with, made by [`start`].
+struct Started {
+    ctx: Arc<RunCtx>,
+    spec: AgentSpec,
+    hooks: AgentHooks,
+    hold: Arc<Hold>,
+    messages: Vec<Message>,
+    cancel: CancellationToken,
+    max_turns: u32,
+}
+
+/// Take a running slot (queued meanwhile), build the first context and wire the
+/// loop; `None` when the child ended before it started (its end is recorded).
+async fn start(sup: &Supervisor, delivery: &Delivery, plan: Box<ChildPlan>) -> Option<Started> {
     let ChildPlan {
         ctx,
         prompt,
@@ -160,8 +183,8 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
     let permit = match board.try_slot() {
         Some(p) => Some(p),
         None => {
-            if !spawn_on_disk(&sup, &delivery, &mut gate).await {
-                return;
+            if !spawn_on_disk(sup, delivery, &mut gate).await {
+                return None;
             }
             board.set_status(&ctx.run_id, LiveStatus::Queued);
             sup.recorder().status(&ctx.run_id, LiveStatus::Queued).await;
@@ -169,12 +192,12 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
         }
     };
     let Some(permit) = permit else {
-        if !spawn_on_disk(&sup, &delivery, &mut gate).await {
-            return;
+        if !spawn_on_disk(sup, delivery, &mut gate).await {
+            return None;
         }
-        let result = delivery.result(&sup, Settled::Cancelled { reason: None });
-        finish(&sup, &delivery, result).await;
-        return;
+        let result = delivery.result(sup, Settled::Cancelled { reason: None });
+        finish(sup, delivery, result).await;
+        return None;
     };
     // The first context is built, and the first request sent, while the spawn
     // record commits.
@@ -186,34 +209,33 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
         &sup.env().project_instructions,
         sup.system_prompts(),
     );
-    // Copied into the context: not kept for the rest of the run (a local lives in
-    // the task until its scope ends, through every await).
+    // Copied into the context: not kept for the rest of the start.
     drop((system_prompt, prompt));
     let toolbox = match toolbox {
         Ok(t) => t,
         Err(detail) => {
             drop(permit);
-            if spawn_on_disk(&sup, &delivery, &mut gate).await {
-                let result = delivery.result(&sup, Settled::Crashed { detail });
-                finish(&sup, &delivery, result).await;
+            if spawn_on_disk(sup, delivery, &mut gate).await {
+                let result = delivery.result(sup, Settled::Crashed { detail });
+                finish(sup, delivery, result).await;
             }
-            return;
+            return None;
         }
     };
     // The tree's budget was spent while this child waited for its slot: it never
     // starts (no model request), and its record says which budget stopped it.
     if let Err(spent) = ctx.budgets.check_tree() {
         drop(permit);
-        if spawn_on_disk(&sup, &delivery, &mut gate).await {
+        if spawn_on_disk(sup, delivery, &mut gate).await {
             let reason = Some(spent.to_string());
-            let result = delivery.result(&sup, Settled::Cancelled { reason });
-            finish(&sup, &delivery, result).await;
+            let result = delivery.result(sup, Settled::Cancelled { reason });
+            finish(sup, delivery, result).await;
         }
-        return;
+        return None;
     }
     *ctx.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
     ctx.budgets.start();
-    let mut hooks = hooks_for(&sup, &ctx, None);
+    let mut hooks = hooks_for(sup, &ctx, None);
     // What the child records first, once its spawn is on disk (its first request
     // may be out already): it runs, and the transcript starts with what it was
     // told (for a fork: the tail; the parent's part is in the parent's transcript).
@@ -230,7 +252,7 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
             }
         }
     };
-    let hold = Hold::new(gate.clone(), hooks.events.take(), first);
+    let hold = Hold::new(gate, hooks.events.take(), first);
     hooks.events = Some(hold.sink());
     let env = sup.env();
     let spec = AgentSpec {
@@ -261,28 +283,44 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
         offered_tools: offered,
         tool_concurrency: env.tool_concurrency,
     };
-    let mut outcome = agent::run(&spec, messages, &hooks, &cancel).await;
+    Some(Started {
+        ctx,
+        spec,
+        hooks,
+        hold,
+        messages,
+        cancel,
+        max_turns,
+    })
+}
+
+/// Run a started child's loop, enforce its contract and record its end. Its
+/// fields are used in place (an `async fn`'s argument keeps its place in the
+/// future: destructured, it would be held twice while the child waits).
+async fn run_started(sup: &Supervisor, delivery: &Delivery, mut s: Started) {
+    let messages = std::mem::take(&mut s.messages);
+    let mut outcome = agent::run(&s.spec, messages, &s.hooks, &s.cancel).await;
     // A loop that ended before its gate opened (cancelled in flight, or its spawn
     // failed) records what it held now, or nothing at all.
-    let how = hold.settled().await;
-    if !on_settled(&sup, &delivery, how).await {
-        drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+    let how = s.hold.settled().await;
+    if !on_settled(sup, delivery, how).await {
+        drop(s.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
         return;
     }
     // Boxed: the contract check is not live while the child waits for the model,
     // so it does not widen every waiting child's task (BENCHMARKS.md, memory).
-    let enforced = report::enforce(&sup, &ctx, &spec, &hooks, &mut outcome, &cancel);
+    let enforced = report::enforce(sup, &s.ctx, &s.spec, &s.hooks, &mut outcome, &s.cancel);
     let report = Box::pin(enforced).await;
-    ctx.progress.pause(true);
+    s.ctx.progress.pause(true);
     // Give the slot back before the (durable) terminal write.
-    drop(ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+    drop(s.ctx.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
     let how = Settled::Ran {
         outcome: &outcome,
-        max_turns,
+        max_turns: s.max_turns,
     };
-    let mut result = delivery.result(&sup, how);
+    let mut result = delivery.result(sup, how);
     result.report = report;
-    finish(&sup, &delivery, result).await;
+    finish(sup, delivery, result).await;
 }
 
 /// Wait for the spawn record; `true` when the child may run. A spawn whose `open`
