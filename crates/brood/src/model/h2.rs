@@ -147,6 +147,12 @@ where
         }
     }
 
+    /// Whether the server chose HTTP/1.1 through ALPN (hyper-util's pooled client
+    /// serves every request then).
+    pub(crate) fn speaks_http1(&self) -> bool {
+        matches!(&*lock(&self.slot), Slot::Http1)
+    }
+
     /// Send `request` on the connection (opened first if none is open), unless
     /// the endpoint speaks HTTP/1.1. A request the connection closed under before
     /// taking it is sent once more, on a new connection — unless it was `resent`

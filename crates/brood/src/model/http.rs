@@ -25,7 +25,7 @@
 use super::h2::{H2Pool, Sent};
 use super::ModelError;
 use bytes::Bytes;
-use futures::future::{self, Either, FutureExt};
+use futures::future::{self, Either, FutureExt, TryFutureExt};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
@@ -151,8 +151,14 @@ impl HttpClient {
     /// connection gave back, HTTP/1.1 — is a future of its own, boxed when taken, so
     /// its states do not size the one a waiting child holds.
     pub(crate) fn send(&self, request: Request<RequestBody>) -> ResponseFuture {
+        let Some(h2) = &self.inner.h2 else {
+            return self.inner.pooled(request);
+        };
+        if h2.speaks_http1() {
+            return self.inner.pooled(request);
+        }
         let clients = self.inner.clone();
-        if let Some(mut sender) = self.inner.h2.as_ref().and_then(H2Pool::open_sender) {
+        if let Some(mut sender) = h2.open_sender() {
             let sending = sender.try_send_request(request);
             // A combinator, not an `async` block: the block would keep hyper's
             // future twice (as its capture and as the future it awaits).
@@ -189,12 +195,18 @@ impl Clients {
                 Sent::Http1(back) => request = back,
             }
         }
+        self.pooled(request).await
+    }
+
+    /// Through hyper-util's pooled client (HTTP/1.1, or an `http://` endpoint): its
+    /// own boxed future, in a box of a few bytes that maps its error.
+    fn pooled(&self, mut request: Request<RequestBody>) -> ResponseFuture {
         if let Some(auth) = &self.forward_auth {
             request
                 .headers_mut()
                 .insert(PROXY_AUTHORIZATION, auth.clone());
         }
-        Ok(self.pooled.request(request).await?)
+        Box::pin(self.pooled.request(request).map_err(HttpError::from))
     }
 }
 
