@@ -43,7 +43,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http2::{Builder, SendRequest};
 use hyper::{Request, Response, Uri};
 use hyper_util::client::legacy::connect::Connection;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -93,7 +93,7 @@ enum Slot {
 /// connector `C` (the provider's: `model::http`).
 pub(crate) struct H2Pool<C> {
     connector: C,
-    builder: Builder<TokioExecutor>,
+    builder: Builder<Spawner>,
     /// `https://host:port/`: where the connection goes.
     origin: Uri,
     slot: Mutex<Slot>,
@@ -123,7 +123,7 @@ where
         if let Some(authority) = endpoint.authority() {
             origin = origin.authority(authority.clone());
         }
-        let mut builder = Builder::new(TokioExecutor::new());
+        let mut builder = Builder::new(Spawner);
         builder
             .timer(TokioTimer::new())
             .keep_alive_interval(PING_EVERY)
@@ -236,7 +236,7 @@ where
 /// Open a connection to `origin`: TCP (or the proxy's tunnel), TLS, and — when ALPN
 /// picked `h2` — hyper's HTTP/2 handshake, the connection's task spawned. `None`
 /// when ALPN picked HTTP/1.1 (the connection is dropped).
-async fn open<C>(mut connector: C, builder: Builder<TokioExecutor>, origin: Uri) -> Opened
+async fn open<C>(mut connector: C, builder: Builder<Spawner>, origin: Uri) -> Opened
 where
     C: tower_service::Service<Uri>,
     C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,
@@ -263,6 +263,26 @@ where
         .await
         .map_err(|e| ConnectError(Arc::new(e)))?;
     Ok(Some(sender))
+}
+
+/// hyper's executor for the connection's tasks (per request: one awaiting the
+/// answer's head, one sending a body the stream has no window for yet): each
+/// task's future is boxed, then spawned on Tokio, as hyper-util's executor did.
+/// Spawned as they are, every task's cell is sized by the largest of hyper's task
+/// futures (the connection's own): two cells of ~2.6 KiB per waiting request,
+/// against ~2.8 KiB for both boxed (heaptrack, BENCHMARKS.md section 9).
+#[derive(Clone, Copy, Debug)]
+struct Spawner;
+
+impl<F> hyper::rt::Executor<F> for Spawner
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, future: F) {
+        let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(future);
+        tokio::spawn(boxed);
+    }
 }
 
 /// Why the connection could not be opened (shared by every request that waited for
