@@ -438,10 +438,28 @@ async fn a_result_refers_to_its_spilled_answer_and_reads_back_whole() {
     assert_eq!(reader.run(&other).unwrap().result, Some(lookalike));
 }
 
+/// `reconnect_for` is a library option; `Duration::MAX` ("keep trying") is a
+/// deadline far away, not an overflow: the open and its boot registration (retried
+/// within it on PostgreSQL) panicked computing it.
+async fn an_open_told_to_reconnect_for_ever_opens_and_records(ws: Store) {
+    let ledger = ws
+        .try_open_with(LedgerOptions {
+            reconnect_for: Duration::MAX,
+            ..LedgerOptions::default()
+        })
+        .unwrap();
+    let run = ledger.create_run(named("for ever")).await.unwrap();
+    ledger.mark_running(&run).await.unwrap();
+    ledger.complete(&run, json!("done")).await.unwrap();
+    ledger.close().await.unwrap();
+    assert_eq!(ws.reader().run(&run).unwrap().status, RunStatus::Completed);
+}
+
 crate::both!(
     prune_deletes_only_whole_finished_trees_past_the_cutoff,
     cancel_requests_reach_the_live_owner_once,
     two_live_ledgers_never_interrupt_each_other,
     export_is_versioned_and_carries_events,
     closing_interrupts_each_unfinished_run_with_the_event_a_transition_writes,
+    an_open_told_to_reconnect_for_ever_opens_and_records,
 );
