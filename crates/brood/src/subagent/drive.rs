@@ -153,7 +153,9 @@ async fn drive_child(sup: Supervisor, plan: Box<ChildPlan>) {
     run_started(&sup, &delivery, started).await;
 }
 
-/// What a started child's loop runs with, made by [`start`].
+/// What a started child's loop runs with, made by [`start`]; boxed, so that the
+/// binding in `drive_child` and the argument of `run_started` are a pointer each,
+/// not two copies of these fields in every waiting child's task.
 struct Started {
     ctx: Arc<RunCtx>,
     spec: AgentSpec,
@@ -166,7 +168,11 @@ struct Started {
 
 /// Take a running slot (queued meanwhile), build the first context and wire the
 /// loop; `None` when the child ended before it started (its end is recorded).
-async fn start(sup: &Supervisor, delivery: &Delivery, plan: Box<ChildPlan>) -> Option<Started> {
+async fn start(
+    sup: &Supervisor,
+    delivery: &Delivery,
+    plan: Box<ChildPlan>,
+) -> Option<Box<Started>> {
     let ChildPlan {
         ctx,
         prompt,
@@ -283,7 +289,7 @@ async fn start(sup: &Supervisor, delivery: &Delivery, plan: Box<ChildPlan>) -> O
         offered_tools: offered,
         tool_concurrency: env.tool_concurrency,
     };
-    Some(Started {
+    Some(Box::new(Started {
         ctx,
         spec,
         hooks,
@@ -291,13 +297,13 @@ async fn start(sup: &Supervisor, delivery: &Delivery, plan: Box<ChildPlan>) -> O
         messages,
         cancel,
         max_turns,
-    })
+    }))
 }
 
 /// Run a started child's loop, enforce its contract and record its end. Its
 /// fields are used in place (an `async fn`'s argument keeps its place in the
 /// future: destructured, it would be held twice while the child waits).
-async fn run_started(sup: &Supervisor, delivery: &Delivery, mut s: Started) {
+async fn run_started(sup: &Supervisor, delivery: &Delivery, mut s: Box<Started>) {
     let messages = std::mem::take(&mut s.messages);
     let mut outcome = agent::run(&s.spec, messages, &s.hooks, &s.cancel).await;
     // A loop that ended before its gate opened (cancelled in flight, or its spawn
