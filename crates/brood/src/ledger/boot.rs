@@ -49,7 +49,7 @@ pub(crate) fn start(
     session_id: &str,
     reconnect_for: Duration,
 ) -> Result<(Option<BootLock>, RecoveryReport), LedgerError> {
-    let deadline = super::store::deadline_after(reconnect_for);
+    let deadline = super::types::deadline_after(reconnect_for);
     let at = now_ms();
     let mut held: Option<Option<BootLock>> = None;
     let mut report = RecoveryReport::default();

@@ -2,7 +2,7 @@
 //! read-write connection per writer (WAL, chosen `synchronous`, busy timeout) and
 //! read-only connections for readers. Also the timestamp encoding (Unix ms).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OpenFlags};
@@ -150,14 +150,6 @@ pub(crate) fn open_reader(paths: &LedgerPaths) -> Result<Box<dyn Db + Send>, Led
     conn.busy_timeout(READ_BUSY_TIMEOUT)
         .ctx("setting the busy timeout")?;
     Ok(Box::new(SqliteDb::new(conn, paths.clone())))
-}
-
-/// The instant `within` from now, saturating: a `reconnect_for` of `Duration::MAX` (a
-/// library caller's "keep trying") is a deadline a century away, not a panic.
-pub(crate) fn deadline_after(within: Duration) -> Instant {
-    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    let now = Instant::now();
-    now.checked_add(within.min(CENTURY)).unwrap_or(now)
 }
 
 pub(crate) fn now_ms() -> i64 {

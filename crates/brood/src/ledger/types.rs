@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -695,6 +695,14 @@ pub struct LedgerOptions {
     /// fail with [`LedgerError::Disconnected`](super::LedgerError::Disconnected)
     /// (docs/LEDGER.md, "Lost connections").
     pub reconnect_for: Duration,
+}
+
+/// The instant `within` from now, saturating: a `reconnect_for` of `Duration::MAX` (a
+/// library caller's "keep trying") is a deadline a century away, not a panic.
+pub(crate) fn deadline_after(within: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = Instant::now();
+    now.checked_add(within.min(CENTURY)).unwrap_or(now)
 }
 
 impl Default for LedgerOptions {

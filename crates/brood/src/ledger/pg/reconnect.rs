@@ -166,7 +166,7 @@ pub(super) fn with_backoff_while<T>(
     retry: impl Fn() -> bool,
     mut attempt: impl FnMut(Instant) -> Result<T, LedgerError>,
 ) -> Result<T, LedgerError> {
-    let deadline = crate::ledger::store::deadline_after(within);
+    let deadline = super::super::types::deadline_after(within);
     let mut pause = Duration::from_millis(50);
     loop {
         match attempt(deadline) {
