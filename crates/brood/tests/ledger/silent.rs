@@ -13,25 +13,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use brood::ledger::{
-    EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, RunId,
-    DEFAULT_MAX_ATTEMPTS,
+    EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, DEFAULT_MAX_ATTEMPTS,
 };
 use serde_json::json;
 
 use crate::common::pg::{listening, socket_and_db};
 use crate::common::proxy::Proxy;
-use crate::common::{named, Place, Store};
-
-/// The `i` of every `warning` event of `run`, in order.
-fn progress(ws: &Store, run: &RunId) -> Vec<i64> {
-    ws.reader()
-        .events(run)
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.kind == EventKind::Warning)
-        .map(|e| e.payload["i"].as_i64().unwrap())
-        .collect()
-}
+use crate::common::{named, progress, Place, Store};
 
 /// A proxy in front of the store's database and a URL through it with `params`
 /// (after `sslmode=disable`: the proxy follows the plain protocol).
@@ -219,41 +207,11 @@ async fn a_commit_that_goes_unanswered_is_not_written_again() {
         return;
     };
     let (proxy, url, _) = proxied(&ws, "query_timeout=1");
-    let ledger = open(&ws, &url);
-    let run = ledger.create_run(named("r")).await.unwrap();
-    for i in 0..3 {
-        ledger
-            .append_event(&run, EventKind::Warning, json!({ "i": i }))
-            .unwrap();
-    }
-    proxy.eat_silently.store(true, Ordering::SeqCst);
-    proxy.armed.store(true, Ordering::SeqCst);
-    let asked = Instant::now();
-    ledger.mark_running(&run).await.unwrap();
-    let took = asked.elapsed();
-    assert!(
-        proxy.ate.load(Ordering::SeqCst),
-        "the proxy never ate a COMMIT"
-    );
+    let took = crate::reconnect::a_commit_answer_is_lost(&ws, &proxy, &url, true).await;
     assert!(
         took >= Duration::from_secs(1),
         "answered before the timeout: {took:?}"
     );
-    assert_eq!(progress(&ws, &run), [0, 1, 2], "written once, not again");
-    let kinds: Vec<EventKind> = ws
-        .reader()
-        .events(&run)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.kind)
-        .filter(|k| *k != EventKind::Warning)
-        .collect();
-    assert_eq!(kinds, [EventKind::Spawned, EventKind::Started]);
-    let stats = ledger.stats();
-    assert!(stats.reconnects >= 1, "{stats:?}");
-    assert_eq!(stats.ops_failed, 0, "{stats:?}");
-    ledger.complete(&run, json!("done")).await.unwrap();
-    ledger.close().await.unwrap();
 }
 
 /// A listener (a worker's idle wait, a parent's wait for its children) whose

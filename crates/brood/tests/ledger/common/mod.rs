@@ -179,6 +179,17 @@ pub fn open_session(ws: &impl Place, session: &str) -> Ledger {
     Ledger::open(ws.path(), opts).unwrap()
 }
 
+/// The `i` of every `warning` event of `run` (a test's progress records), in order.
+pub fn progress(ws: &Store, run: &brood::ledger::RunId) -> Vec<i64> {
+    ws.reader()
+        .events(run)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == brood::ledger::EventKind::Warning)
+        .map(|e| e.payload["i"].as_i64().unwrap())
+        .collect()
+}
+
 pub fn named(name: &str) -> NewRun {
     NewRun {
         name: Some(name.to_string()),
