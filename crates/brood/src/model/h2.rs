@@ -60,6 +60,14 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 /// connection is not PINGed (some servers call frequent PINGs abuse).
 const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
+/// A connection not open within this — TCP (bounded alone by the connector's 10 s),
+/// the proxy's tunnel, TLS, the HTTP/2 handshake — is given up on: every request
+/// waiting for it gets a `Connect` error (retried as any failed connect is) and the
+/// next one opens anew. Without it, an endpoint that accepts and never finishes the
+/// handshake kept one opening alive for as long as requests kept arriving to wait
+/// for it, each until its step's timeout.
+const OPEN_WITHIN: Duration = Duration::from_secs(20);
+
 /// A request's body (`model::http`'s: one buffer of known length).
 type RequestBody = Full<Bytes>;
 
@@ -236,7 +244,26 @@ where
 /// Open a connection to `origin`: TCP (or the proxy's tunnel), TLS, and — when ALPN
 /// picked `h2` — hyper's HTTP/2 handshake, the connection's task spawned. `None`
 /// when ALPN picked HTTP/1.1 (the connection is dropped).
-async fn open<C>(mut connector: C, builder: Builder<Spawner>, origin: Uri) -> Opened
+async fn open<C>(connector: C, builder: Builder<Spawner>, origin: Uri) -> Opened
+where
+    C: tower_service::Service<Uri>,
+    C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,
+    C::Error: Into<HttpError>,
+{
+    match tokio::time::timeout(OPEN_WITHIN, open_unbounded(connector, builder, origin)).await {
+        Ok(opened) => opened,
+        Err(_) => Err(ConnectError(Arc::new(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the connection was not open within {} s (TCP, TLS and the HTTP/2 handshake)",
+                OPEN_WITHIN.as_secs()
+            ),
+        )))),
+    }
+}
+
+/// [`open`] without its bound.
+async fn open_unbounded<C>(mut connector: C, builder: Builder<Spawner>, origin: Uri) -> Opened
 where
     C: tower_service::Service<Uri>,
     C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,

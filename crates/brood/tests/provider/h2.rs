@@ -232,8 +232,61 @@ async fn an_https_endpoint_offering_only_http11_keeps_its_connections_alive() {
 /// more): it opens a new connection and is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opening_nobody_waits_for_any_more_is_not_waited_for_again() {
-    use tokio::net::{TcpListener, TcpStream};
     let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
+    let (relay, accepted, dir) = first_connection_held_silent(&server).await;
+    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
+    cfg.ca_cert = Some(dir.path().join("ca.pem"));
+    cfg.max_attempts = 1;
+    cfg.api_timeout_secs = 1;
+    let p = OpenAiProvider::new(cfg).unwrap();
+
+    let first = steps(&p, 1).await;
+    assert!(
+        matches!(first[0], Err(ModelError::Timeout { secs: 1 })),
+        "{first:?}"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    all_ok(&steps(&p, 1).await, "ok");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(server.connections(), 1);
+}
+
+/// An opening that never finishes is given up on by itself (20 s), whoever waits
+/// for it: a step with a long timeout is not held by it until its own end — its
+/// connect fails, the step's retry opens anew and is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opening_that_never_finishes_is_given_up_within_its_own_bound() {
+    let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
+    let (relay, accepted, dir) = first_connection_held_silent(&server).await;
+    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
+    cfg.ca_cert = Some(dir.path().join("ca.pem"));
+    cfg.max_attempts = 2;
+    cfg.api_timeout_secs = 60;
+    let p = OpenAiProvider::new(cfg).unwrap();
+
+    let asked = std::time::Instant::now();
+    all_ok(&steps(&p, 1).await, "ok");
+    let took = asked.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(20) && took < std::time::Duration::from_secs(60),
+        "answered after {took:?}"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(server.connections(), 1);
+}
+
+/// A TCP relay on loopback to `server` whose first connection is accepted and held
+/// open, unread and unanswered (a wedged endpoint, a blackholing middlebox); the
+/// connections after it reach the server. Its address, the count of connections it
+/// accepted, and a directory holding the server's CA as `ca.pem`.
+async fn first_connection_held_silent(
+    server: &MockServer,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    tempfile::TempDir,
+) {
+    use tokio::net::{TcpListener, TcpStream};
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let relay = listener.local_addr().unwrap();
     let target = server.addr();
@@ -252,23 +305,8 @@ async fn an_opening_nobody_waits_for_any_more_is_not_waited_for_again() {
         }
     });
     let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
-    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
-    cfg.ca_cert = Some(ca);
-    cfg.max_attempts = 1;
-    cfg.api_timeout_secs = 1;
-    let p = OpenAiProvider::new(cfg).unwrap();
-
-    let first = steps(&p, 1).await;
-    assert!(
-        matches!(first[0], Err(ModelError::Timeout { secs: 1 })),
-        "{first:?}"
-    );
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
-    all_ok(&steps(&p, 1).await, "ok");
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
-    assert_eq!(server.connections(), 1);
+    std::fs::write(dir.path().join("ca.pem"), server.ca_cert_pem().unwrap()).unwrap();
+    (relay, accepted, dir)
 }
 
 /// A TCP relay on loopback to `target`: every connection forwarded both ways until
