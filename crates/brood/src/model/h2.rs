@@ -21,7 +21,8 @@
 //!   the pool holds the opening only weakly, so one that every request gave up on
 //!   (each timed out or was cancelled: an endpoint that accepted and never
 //!   answered) is dropped with the last of them, and the next request opens anew
-//!   instead of waiting for that stuck one again;
+//!   instead of waiting for that stuck one again; and an opening not open within
+//!   20 s ([`OPEN_WITHIN`]) fails by itself, whoever still waits for it;
 //! - is opened again by the first request that finds it closed (a `GOAWAY`, the
 //!   server hanging up, an error, or PINGs unanswered while requests are in
 //!   flight: traffic dropped without a reset): the next request opens a new one;
