@@ -13,15 +13,29 @@ use std::path::Path;
 
 /// A provider for `server`, its CA written into `dir`; `attempts` per step.
 fn provider(server: &MockServer, dir: &Path, attempts: u32) -> OpenAiProvider {
+    let cfg = config_via(server, dir, &server.base_url(), attempts, 20);
+    OpenAiProvider::new(cfg).unwrap()
+}
+
+/// The configuration of a provider reaching `server` at `base_url` (its own, or a
+/// relay's in front of it), its CA written into `dir`; `attempts` per step of at
+/// most `timeout_secs`, retried after 10–20 ms.
+fn config_via(
+    server: &MockServer,
+    dir: &Path,
+    base_url: &str,
+    attempts: u32,
+    timeout_secs: u64,
+) -> ProviderConfig {
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, server.ca_cert_pem().expect("a TLS server")).unwrap();
-    let mut cfg = ProviderConfig::new("h2", server.base_url());
+    let mut cfg = ProviderConfig::new("h2", base_url);
     cfg.ca_cert = Some(ca);
     cfg.max_attempts = attempts;
-    cfg.api_timeout_secs = 20;
+    cfg.api_timeout_secs = timeout_secs;
     cfg.backoff_base_ms = 10;
     cfg.backoff_max_ms = 20;
-    OpenAiProvider::new(cfg).unwrap()
+    cfg
 }
 
 fn request(text: &str) -> ModelRequest {
@@ -233,12 +247,10 @@ async fn an_https_endpoint_offering_only_http11_keeps_its_connections_alive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opening_nobody_waits_for_any_more_is_not_waited_for_again() {
     let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
-    let (relay, accepted, dir) = first_connection_held_silent(&server).await;
-    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
-    cfg.ca_cert = Some(dir.path().join("ca.pem"));
-    cfg.max_attempts = 1;
-    cfg.api_timeout_secs = 1;
-    let p = OpenAiProvider::new(cfg).unwrap();
+    let (relay, accepted) = first_connection_held_silent(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relayed = format!("https://{relay}/v1");
+    let p = OpenAiProvider::new(config_via(&server, dir.path(), &relayed, 1, 1)).unwrap();
 
     let first = steps(&p, 1).await;
     assert!(
@@ -257,12 +269,10 @@ async fn an_opening_nobody_waits_for_any_more_is_not_waited_for_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opening_that_never_finishes_is_given_up_within_its_own_bound() {
     let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
-    let (relay, accepted, dir) = first_connection_held_silent(&server).await;
-    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
-    cfg.ca_cert = Some(dir.path().join("ca.pem"));
-    cfg.max_attempts = 2;
-    cfg.api_timeout_secs = 60;
-    let p = OpenAiProvider::new(cfg).unwrap();
+    let (relay, accepted) = first_connection_held_silent(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    let relayed = format!("https://{relay}/v1");
+    let p = OpenAiProvider::new(config_via(&server, dir.path(), &relayed, 2, 60)).unwrap();
 
     let asked = std::time::Instant::now();
     all_ok(&steps(&p, 1).await, "ok");
@@ -277,14 +287,13 @@ async fn an_opening_that_never_finishes_is_given_up_within_its_own_bound() {
 
 /// A TCP relay on loopback to `server` whose first connection is accepted and held
 /// open, unread and unanswered (a wedged endpoint, a blackholing middlebox); the
-/// connections after it reach the server. Its address, the count of connections it
-/// accepted, and a directory holding the server's CA as `ca.pem`.
+/// connections after it reach the server. Its address and the count of
+/// connections it accepted.
 async fn first_connection_held_silent(
     server: &MockServer,
 ) -> (
     std::net::SocketAddr,
     std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    tempfile::TempDir,
 ) {
     use tokio::net::{TcpListener, TcpStream};
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -304,9 +313,7 @@ async fn first_connection_held_silent(
             });
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("ca.pem"), server.ca_cert_pem().unwrap()).unwrap();
-    (relay, accepted, dir)
+    (relay, accepted)
 }
 
 /// A TCP relay on loopback to `target`: every connection forwarded both ways until
@@ -371,15 +378,8 @@ async fn a_connection_whose_traffic_vanishes_is_closed_and_opened_again() {
     let server = MockServer::start_tls(Alpn::H2, |_| MockReply::text("ok"));
     let (relay, cut) = blackholing_relay(server.addr()).await;
     let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, server.ca_cert_pem().unwrap()).unwrap();
-    let mut cfg = ProviderConfig::new("h2", format!("https://{relay}/v1"));
-    cfg.ca_cert = Some(ca);
-    cfg.max_attempts = 2;
-    cfg.api_timeout_secs = 45;
-    cfg.backoff_base_ms = 10;
-    cfg.backoff_max_ms = 20;
-    let p = OpenAiProvider::new(cfg).unwrap();
+    let relayed = format!("https://{relay}/v1");
+    let p = OpenAiProvider::new(config_via(&server, dir.path(), &relayed, 2, 45)).unwrap();
     all_ok(&steps(&p, 1).await, "ok");
     assert_eq!(server.connections(), 1);
 
