@@ -11,13 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brood::ledger::{
-    EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, RunId,
-    DEFAULT_MAX_ATTEMPTS,
-};
+use brood::ledger::{EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, RunId};
 use serde_json::json;
 
-use crate::common::pg::{brood_backends, listening, socket_and_db, sql, terminate};
+use crate::common::pg::{
+    brood_backends, hears_an_enqueue, listening, socket_and_db, sql, terminate,
+};
 use crate::common::proxy::{forward, Proxy};
 use crate::common::{named, progress, Place, Store};
 
@@ -200,21 +199,10 @@ async fn a_listener_listens_again_after_its_connection_is_ended() {
     })
     .await
     .unwrap();
-    let (first, mut queued) = heard;
+    let (first, queued) = heard;
     assert!(first.reconnected, "{first:?}");
     // Listening again: an enqueue made now is heard.
-    let run = parent.create_run(named("q")).await.unwrap();
-    let placement = Placement {
-        repo: "/srv/repo.git".into(),
-        rev: None,
-        max_attempts: DEFAULT_MAX_ATTEMPTS,
-    };
-    parent.enqueue(&run, placement).await.unwrap();
-    let next = tokio::task::spawn_blocking(move || queued.wait(Duration::from_secs(10)))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((next.runs, next.reconnected), (vec![run], false));
+    hears_an_enqueue(&parent, queued, Duration::from_secs(10)).await;
 }
 
 #[tokio::test]

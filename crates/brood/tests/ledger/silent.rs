@@ -12,12 +12,10 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use brood::ledger::{
-    EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, DEFAULT_MAX_ATTEMPTS,
-};
+use brood::ledger::{EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions};
 use serde_json::json;
 
-use crate::common::pg::{listening, socket_and_db};
+use crate::common::pg::{hears_an_enqueue, listening, socket_and_db};
 use crate::common::proxy::Proxy;
 use crate::common::{named, progress, Place, Store};
 
@@ -233,7 +231,7 @@ async fn a_listener_whose_server_goes_silent_listens_again() {
         "the listener's own connection"
     );
     proxy.silence_last();
-    let (first, took, mut queued) = tokio::task::spawn_blocking(move || {
+    let (first, took, queued) = tokio::task::spawn_blocking(move || {
         let mut queued = queued;
         let asked = Instant::now();
         let first = queued.wait(Duration::from_secs(30)).unwrap();
@@ -247,18 +245,7 @@ async fn a_listener_whose_server_goes_silent_listens_again() {
         "noticed after 1 s quiet + 1 s unanswered, not at the wait's end: {took:?}"
     );
     assert_eq!(proxy.connections(), before + 2, "connected again");
-    let run = parent.create_run(named("q")).await.unwrap();
-    let placement = Placement {
-        repo: "/srv/repo.git".into(),
-        rev: None,
-        max_attempts: DEFAULT_MAX_ATTEMPTS,
-    };
-    parent.enqueue(&run, placement).await.unwrap();
-    let next = tokio::task::spawn_blocking(move || queued.wait(Duration::from_secs(10)))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((next.runs, next.reconnected), (vec![run], false));
+    hears_an_enqueue(&parent, queued, Duration::from_secs(10)).await;
     parent.close().await.unwrap();
 }
 
@@ -275,7 +262,7 @@ async fn a_listener_with_the_largest_keepalives_idle_waits_and_hears() {
     let url = format!("{}&keepalives_idle={}", ws.url().unwrap(), i64::MAX);
     let parent = open(&ws, &url);
     let queued = listening(&parent, FleetChannel::Queued).await;
-    let (quiet, mut queued) = tokio::task::spawn_blocking(move || {
+    let (quiet, queued) = tokio::task::spawn_blocking(move || {
         let mut queued = queued;
         let quiet = queued.wait(Duration::from_millis(200)).unwrap();
         (quiet, queued)
@@ -283,18 +270,7 @@ async fn a_listener_with_the_largest_keepalives_idle_waits_and_hears() {
     .await
     .unwrap();
     assert_eq!((quiet.runs.len(), quiet.reconnected), (0, false));
-    let run = parent.create_run(named("q")).await.unwrap();
-    let placement = Placement {
-        repo: "/srv/repo.git".into(),
-        rev: None,
-        max_attempts: DEFAULT_MAX_ATTEMPTS,
-    };
-    parent.enqueue(&run, placement).await.unwrap();
     // And a wait without end (past the clock's too) that hears it.
-    let next = tokio::task::spawn_blocking(move || queued.wait(Duration::MAX))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((next.runs, next.reconnected), (vec![run], false));
+    hears_an_enqueue(&parent, queued, Duration::MAX).await;
     parent.close().await.unwrap();
 }

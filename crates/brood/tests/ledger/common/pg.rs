@@ -273,6 +273,30 @@ pub fn sql(url: &str, statements: &[&str]) -> Vec<Vec<String>> {
     .unwrap()
 }
 
+/// Record a run in `parent` and enqueue it: `queued` hears exactly it, within
+/// `within`, on the connection it has (not reconnecting).
+pub async fn hears_an_enqueue(
+    parent: &brood::ledger::Ledger,
+    mut queued: brood::ledger::FleetListener,
+    within: Duration,
+) {
+    let run = parent
+        .create_run(brood::ledger::NewRun::new("an enqueued run"))
+        .await
+        .unwrap();
+    let placement = brood::ledger::Placement {
+        repo: "/srv/repo.git".into(),
+        rev: None,
+        max_attempts: brood::ledger::DEFAULT_MAX_ATTEMPTS,
+    };
+    parent.enqueue(&run, placement).await.unwrap();
+    let next = tokio::task::spawn_blocking(move || queued.wait(within))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((next.runs, next.reconnected), (vec![run], false));
+}
+
 /// A listener on `channel` that is listening: [`brood::ledger::Ledger::listen`]
 /// connects on the first wait, which says so (`reconnected`) — what is notified
 /// from then on is heard.
