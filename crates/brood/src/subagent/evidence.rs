@@ -218,8 +218,10 @@ fn path_like(p: &str) -> bool {
 /// file I/O: call it off the async threads (`spawn_blocking`).
 pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
     let mut check = EvidenceCheck::default();
-    // The same jail the tools use decides what is inside the workspace.
-    let root = crate::tool::Workspace::open(root);
+    // The same jail the tools use decides what is inside the workspace; opened for
+    // the first citation only (opening resolves the root and its protected
+    // directories: a dozen `readlink`s that a report citing nothing never needs).
+    let mut workspace = None;
     let mut budget = ReadBudget {
         left: MAX_BYTES_READ,
         lines: HashMap::new(),
@@ -238,7 +240,7 @@ pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
             continue;
         }
         check.checked += 1;
-        let outcome = match &root {
+        let outcome = match workspace.get_or_insert_with(|| crate::tool::Workspace::open(root)) {
             Ok(root) => verify_one(root, &path, e.start, e.end, &mut budget),
             Err(err) => Err(format!("the workspace root cannot be opened: {err}")),
         };

@@ -42,6 +42,12 @@ pub(crate) async fn enforce(
             }
         }
     }
+    // A report citing no `path:lines` reads no file: its items are marked here,
+    // without a trip to the blocking pool (a thread woken per child of a tree).
+    if parsed.evidence.iter().all(|e| e.path.is_none()) {
+        evidence::verify_all(&mut parsed.evidence, sup.env().workspace.root());
+        return Some(parsed);
+    }
     // Reading files: off the async threads (bounded inside `verify_all`).
     let root = sup.env().workspace.root().to_path_buf();
     let mut cited = parsed.evidence.clone();
