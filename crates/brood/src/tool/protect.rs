@@ -107,11 +107,20 @@ pub(crate) fn append_refusal(rel: &Path) -> Option<&'static str> {
 
 /// Where the workspace's protected directories really are, when that is not their
 /// own name: `(name, canonical directory)` for a symlinked `.brood`, `.claude` or
-/// `.git` leading inside `root`, and for the directory a `.git` file names.
+/// `.git` leading inside `root` (canonical), and for the directory a `.git` file
+/// names. Looked up afresh at every call, so a link made or swapped during a run
+/// is seen at once.
 fn redirected(root: &Path) -> Vec<(&'static str, PathBuf)> {
     let mut out = Vec::new();
     for name in [BROOD, CLAUDE, GIT] {
         let own = root.join(name);
+        // Under a canonical root only a symlink can lead elsewhere: one `lstat` for
+        // the usual real directory (or none), where resolving the whole path cost a
+        // `readlink` per component of the root, for each of the three names, at
+        // every path a tool or an evidence check resolves.
+        if !std::fs::symlink_metadata(&own).is_ok_and(|m| m.file_type().is_symlink()) {
+            continue;
+        }
         match std::fs::canonicalize(&own) {
             Ok(real) if real != own && real.starts_with(root) && real != root => {
                 out.push((name, real))
