@@ -125,6 +125,8 @@ pub(crate) struct ApplyCtx<'a> {
     /// Set when a bare op failed after writing: the batch must be rolled back and
     /// applied again with savepoints.
     pub torn: std::cell::Cell<bool>,
+    /// Set when a fleet op was applied (`super::fleet_fence` remembers claims).
+    pub fleet: std::cell::Cell<bool>,
 }
 
 impl ApplyCtx<'_> {
@@ -279,6 +281,7 @@ impl ApplyCtx<'_> {
             }
             Op::Flush { .. } => Outcome::Unit(Ok(())),
             Op::Fleet { op, at, .. } => {
+                self.fleet.set(true);
                 let r = in_savepoint(tx, |c| fleet::apply(c, &self.author, op, *at)).map(
                     |(answer, facts)| {
                         if let Some((run, facts)) = facts {

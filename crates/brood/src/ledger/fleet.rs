@@ -6,16 +6,18 @@
 //! - **Enqueue** ([`Ledger::enqueue`]): `pending → queued`, the lease row (no holder),
 //!   and `NOTIFY brood_run_queued, '<run id>'` — in one transaction.
 //! - **Claim** (`Ledger::claim`): the oldest run whose lease row has no holder (queued,
-//!   or released by a worker that stopped) or whose holder's lease expired **and**
-//!   whose holder's boot is dead by its advisory lock. A queued run goes to `running`
+//!   or released by a worker that stopped) or whose holder's lease expired — dead or
+//!   alive: a frozen holder fences itself (`super::fleet_fence`). A queued run goes to `running`
 //!   under the claiming worker's session and boot (`started`); a taken-over one is
 //!   reopened (`resumed`, as `brood agents resume` does). `attempt` counts claims; a
 //!   run found past `max_attempts` is marked `failed` ("lost its worker N times").
 //! - **Heartbeat** (`Ledger::renew_leases`): every lease of this boot gets
-//!   `expires_at = now + lease`.
+//!   `expires_at = now + lease`; the answer names the runs it still holds, so a
+//!   worker learns which of its runs were taken over and stops them.
 //! - **Exactly once.** A terminal transition of a run with a lease row locks that row
 //!   (`FOR UPDATE`) in the writer's transaction and is refused
-//!   ([`LedgerError::LeaseLost`]) when another worker holds it; otherwise it releases
+//!   ([`LedgerError::LeaseLost`]) when another worker holds it (and every other write
+//!   of a worker into a run it claimed is fenced the same way, `super::fleet_fence`); otherwise it releases
 //!   the row and, unless the run was only interrupted (it will be claimed again),
 //!   issues `NOTIFY brood_run_done, '<run id>'`, delivered if it commits. This boot's
 //!   close releases the leases it holds, so its interrupted runs are claimed at once.
@@ -31,7 +33,6 @@ use serde_json::json;
 
 use super::db::{args, query_row, query_vec, Db, Dialect, RowExt};
 use super::error::{LedgerError, SqlContext};
-use super::liveness::Liveness;
 use super::memo::RunFacts;
 use super::ops::{self, Author};
 use super::types::{EventKind, RunId, RunStatus, Transition};
@@ -100,7 +101,8 @@ pub(crate) enum FleetOp {
 pub(crate) enum FleetAnswer {
     Enqueued,
     Claimed(Option<Claimed>),
-    Renewed(u64),
+    /// The runs whose leases this boot still holds (and renewed).
+    Renewed(Vec<RunId>),
 }
 
 fn needs_postgres(db: &dyn Db, what: &str) -> Result<(), LedgerError> {
@@ -149,13 +151,16 @@ pub(crate) fn apply(
         }
         FleetOp::Renew { lease_ms } => {
             needs_postgres(db, "renewing leases")?;
-            let n = db
-                .execute(
-                    "UPDATE run_leases SET expires_at = ?2 WHERE worker_boot_id = ?1",
-                    args![author.boot_id, at.saturating_add(*lease_ms)],
-                )
-                .ctx("renewing this worker's leases")?;
-            Ok((FleetAnswer::Renewed(n), None))
+            let held = query_vec(
+                db,
+                "UPDATE run_leases SET expires_at = ?2 WHERE worker_boot_id = ?1
+                 RETURNING run_id",
+                args![author.boot_id, at.saturating_add(*lease_ms)],
+                |r| r.string(0),
+            )
+            .ctx("renewing this worker's leases")?;
+            let held = held.into_iter().map(RunId::from_string).collect();
+            Ok((FleetAnswer::Renewed(held), None))
         }
     }
 }
@@ -217,18 +222,13 @@ fn claim(
             repo,
             rev,
         };
-        if let Some(holder) = &c.holder {
-            // An expired lease of a live worker (slow, or partitioned a moment) is
-            // still its own; only a dead one's is taken. Ids from the database are
-            // untrusted: a malformed one names no lock and counts as dead.
-            if holder == author.boot_id {
-                continue;
-            }
-            let alive = ops::validate_id("boot id", holder).is_ok()
-                && matches!(db.probe_boot(holder)?, Liveness::Alive);
-            if alive {
-                continue;
-            }
+        // An expired lease is taken over whether or not its holder is alive: a
+        // worker that stopped heartbeating (killed, or frozen: SIGSTOP, hung, a
+        // suspended machine — which keeps its session and its advisory lock) has lost
+        // it, and its writer fences itself (`super::fleet_fence`). This boot's own
+        // expired lease is not taken again: it still runs the run.
+        if c.holder.as_deref() == Some(author.boot_id) {
+            continue;
         }
         if c.attempt >= c.max_attempts {
             give_up(db, &c, at)?;
@@ -269,7 +269,7 @@ fn take(
             .ctx("moving a claimed run to this worker")?;
             facts
         }
-        _ => super::reopen::reopen(db, author, &c.run, at)?.1,
+        _ => super::reopen::take_over(db, author, &c.run, at)?.1,
     };
     Ok((
         Claimed {

@@ -50,15 +50,17 @@ impl Ledger {
     }
 
     /// Heartbeat: extend every lease this boot holds to `now + lease`. Resolves with
-    /// how many it holds.
-    pub fn renew_leases(&self, lease: Duration) -> Durable<u64> {
+    /// the runs it holds: a run this boot claimed (and has not ended) missing from
+    /// them was taken over by another worker after its lease expired — stop it
+    /// (nothing more this boot writes into it is recorded).
+    pub fn renew_leases(&self, lease: Duration) -> Durable<Vec<RunId>> {
         self.durable(|reply| Op::Fleet {
             op: FleetOp::Renew {
                 lease_ms: millis(lease),
             },
             at: now_ms(),
             reply: wrap(reply, |a| match a {
-                FleetAnswer::Renewed(n) => Some(n),
+                FleetAnswer::Renewed(held) => Some(held),
                 _ => None,
             }),
         })

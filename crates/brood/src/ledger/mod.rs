@@ -24,6 +24,7 @@ mod db;
 mod error;
 mod export;
 mod fleet;
+mod fleet_fence;
 mod fleet_handle;
 mod json_text;
 mod liveness;
@@ -149,6 +150,7 @@ impl Ledger {
             counters: Arc::clone(&counters),
             gauge: Arc::clone(&gauge),
             memo: Default::default(),
+            fence: Default::default(),
         };
         let niceness = options.writer_niceness;
         let handle = std::thread::Builder::new()

@@ -2,7 +2,8 @@
 //! the same id (`brood agents resume`): the one way a run leaves a terminal status.
 //!
 //! Allowed from `interrupted`, `cancelled` and `failed`, and from an unfinished
-//! status whose boot is dead (its process died and no open has recorded that yet).
+//! status whose boot is dead (its process died and no open has recorded that yet) —
+//! or, for a fleet run taken over (`take_over`), whose lease expired.
 //! Refused ([`LedgerError::NotResumable`]) for a `completed` run and for a run still
 //! running in a live boot — another process, or this one. The run goes back to
 //! `running` under this boot and session (so this boot's close or crash marks it
@@ -26,6 +27,37 @@ pub(crate) fn reopen(
     author: &Author<'_>,
     run: &str,
     at: i64,
+) -> Result<(Reopened, RunFacts), LedgerError> {
+    reopen_as(db, author, run, at, Whose::ByLiveness)
+}
+
+/// Reopen a fleet run whose lease this boot just took over (`super::fleet`): its
+/// lease expired, which decides — its previous worker may still be alive (frozen)
+/// and is fenced (`super::fleet_fence`), so its liveness is not asked.
+pub(crate) fn take_over(
+    db: &dyn Db,
+    author: &Author<'_>,
+    run: &str,
+    at: i64,
+) -> Result<(Reopened, RunFacts), LedgerError> {
+    reopen_as(db, author, run, at, Whose::ByLease)
+}
+
+/// Who decides that an unfinished run's boot no longer has it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Whose {
+    /// Its boot's liveness: a live boot keeps it.
+    ByLiveness,
+    /// Its fleet lease, expired (checked by the claim).
+    ByLease,
+}
+
+fn reopen_as(
+    db: &dyn Db,
+    author: &Author<'_>,
+    run: &str,
+    at: i64,
+    whose: Whose,
 ) -> Result<(Reopened, RunFacts), LedgerError> {
     let row: Option<(String, Option<String>, String, String)> = query_row(
         db,
@@ -57,7 +89,8 @@ pub(crate) fn reopen(
                 return Err(refuse("it is already running in this session".into()));
             }
             // Only a well-formed id names a lock file (the database is untrusted).
-            let alive = ops::validate_id("boot id", &boot_id).is_ok()
+            let alive = whose == Whose::ByLiveness
+                && ops::validate_id("boot id", &boot_id).is_ok()
                 && matches!(db.probe_boot(&boot_id)?, Liveness::Alive);
             if alive {
                 return Err(refuse(format!(

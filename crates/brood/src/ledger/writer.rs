@@ -28,6 +28,7 @@ use super::apply::{deliver, ApplyCtx, Outcome, SpillFiles};
 use super::db::{Db, Tuning};
 use super::error::{LedgerError, SqlContext};
 use super::fleet;
+use super::fleet_fence::Fence;
 use super::maintenance;
 use super::memo::Memo;
 use super::op::{Op, Reply};
@@ -165,6 +166,8 @@ pub(crate) struct Writer {
     /// The queue's bound: ops are counted out once their batch is settled.
     pub gauge: Arc<Gauge>,
     pub memo: Memo,
+    /// The fleet runs this boot claimed and has not ended (`super::fleet_fence`).
+    pub fence: Fence,
 }
 
 impl Writer {
@@ -183,6 +186,7 @@ impl Writer {
             counters,
             gauge,
             memo,
+            fence,
         } = self;
         let held = db.hold(&ops::WRITER_STATEMENTS);
         Running {
@@ -196,6 +200,7 @@ impl Writer {
             counters,
             gauge,
             memo,
+            fence,
         }
         .run(rx);
     }
@@ -213,6 +218,7 @@ struct Running<'d> {
     counters: Arc<Counters>,
     gauge: Arc<Gauge>,
     memo: Memo,
+    fence: Fence,
 }
 
 impl Running<'_> {
@@ -293,10 +299,14 @@ impl Running<'_> {
             commit,
             ref mut tally,
             spills,
+            fleet,
             ..
         } = attempt;
         match &commit {
             Ok(()) => {
+                if fleet || !self.fence.is_empty() {
+                    self.fence.settle(&batch, &outcomes);
+                }
                 tally.batches_committed = 1;
                 maintenance::remove_spill_files(&spills.obsolete);
                 self.counters.add(tally);
@@ -379,6 +389,7 @@ impl Running<'_> {
     fn attempt_once(&mut self, batch: &[&Op], bare: bool) -> Attempt {
         let mut torn = false;
         let mut ended_at = None;
+        let mut fleet = false;
         let mut tally = LedgerStats::default();
         let mut spills = SpillFiles::default();
         let mut outcomes = Vec::with_capacity(batch.len());
@@ -390,6 +401,14 @@ impl Running<'_> {
                 other => break other.ctx("starting a group commit"),
             }
         };
+        // A worker writes into a fleet run only while it holds its lease, checked
+        // in this transaction (`super::fleet_fence`); a check that failed fails the
+        // batch as a BEGIN that failed does.
+        let begun = begun.and_then(|()| {
+            self.fence.check(db, &self.boot_id, batch).inspect_err(|_| {
+                let _ = db.rollback();
+            })
+        });
         let commit = match begun {
             Err(e) => {
                 let unanswered = batch
@@ -400,7 +419,7 @@ impl Running<'_> {
                 outcomes.extend(batch.iter().map(|_| Outcome::NotRun));
                 Err(e)
             }
-            Ok(()) => {
+            Ok(lost) => {
                 let ctx = ApplyCtx {
                     paths: &self.paths,
                     author: Author {
@@ -411,8 +430,13 @@ impl Running<'_> {
                     cap_bytes: self.cap_bytes,
                     bare,
                     torn: std::cell::Cell::new(false),
+                    fleet: std::cell::Cell::new(false),
                 };
                 for (k, op) in batch.iter().enumerate() {
+                    if let Some(refused) = lost.refuse(op, &mut tally) {
+                        outcomes.push(refused);
+                        continue;
+                    }
                     outcomes.push(ctx.apply(db, &mut self.memo, op, &mut tally, &mut spills));
                     if ctx.torn.get() {
                         torn = true;
@@ -423,6 +447,7 @@ impl Running<'_> {
                         break;
                     }
                 }
+                fleet = ctx.fleet.get();
                 if torn || ended_at.is_some() {
                     let rolled_back = db.rollback().ctx("rolling back a torn group commit");
                     wait.done();
@@ -433,6 +458,7 @@ impl Running<'_> {
                         spills,
                         torn,
                         ended_at,
+                        fleet,
                     };
                 }
                 // A COMMIT refused for a lock (or a transient I/O error) leaves the
@@ -456,6 +482,7 @@ impl Running<'_> {
             spills,
             torn,
             ended_at,
+            fleet,
         }
     }
 
@@ -531,6 +558,8 @@ struct Attempt {
     /// The database ended the transaction itself at this op (of those tried), so
     /// the try stopped there.
     ended_at: Option<usize>,
+    /// A fleet op was applied (a claim may have to be remembered by the fence).
+    fleet: bool,
 }
 
 /// Reconnections one batch may take before its ops are failed (each bounded by

@@ -1,7 +1,7 @@
 //! The fleet's leases on a real PostgreSQL (docs/FLEET.md): runs enqueued by a parent
-//! are claimed by workers with `FOR UPDATE SKIP LOCKED`, never twice; a dead worker's
-//! run is taken over under the same id; a worker that lost its lease cannot end the
-//! run; `max_attempts` ends a run that keeps losing its workers; enqueues and ends
+//! are claimed by workers with `FOR UPDATE SKIP LOCKED`, never twice; a run whose
+//! lease expired is taken over under the same id, its worker dead or alive; a worker
+//! that lost its lease cannot end the run nor write anything more into it; `max_attempts` ends a run that keeps losing its workers; enqueues and ends
 //! are notified. An SQLite ledger refuses the fleet. Spilled messages are kept in
 //! the database, so a run's full transcript and result read on any machine.
 
@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use brood::ledger::{
     EventKind, FleetChannel, Ledger, LedgerError, LedgerOptions, Placement, RunId, RunStatus,
-    DEFAULT_MAX_ATTEMPTS,
+    UsageDelta, DEFAULT_MAX_ATTEMPTS,
 };
 use serde_json::{json, Value};
 
 use crate::common::pg::{brood_backends, listening, sql, terminate};
-use crate::common::{kinds, named, Place, Store};
+use crate::common::{kinds, named, progress, Place, Store};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -129,17 +129,16 @@ async fn a_dead_workers_run_is_taken_over_under_the_same_id() {
     };
     let url = ws.url().unwrap().to_string();
     let parent = open_blocking(&ws);
-    let ids = enqueue(&parent, 1, DEFAULT_MAX_ATTEMPTS).await;
+    let ids = enqueue(&parent, 2, DEFAULT_MAX_ATTEMPTS).await;
     let before = brood_backends(&url);
     let a = open_blocking(&ws);
     let a_conns: Vec<String> = brood_backends(&url).difference(&before).cloned().collect();
     assert!(!a_conns.is_empty());
-    // A lease of zero: expired as soon as it is taken.
+    // A lease of zero: expired as soon as it is taken; the other one's runs on.
     let c = a.claim(Duration::ZERO).await.unwrap().unwrap();
     assert_eq!(c.run, ids[0]);
+    assert_eq!(a.claim(LEASE).await.unwrap().unwrap().run, ids[1]);
     let b = open_blocking(&ws);
-    // Expired, but its worker is alive: still its own.
-    assert_eq!(b.claim(LEASE).await.unwrap(), None);
     // The worker dies: the server ends its connection, and its advisory lock with it.
     terminate(&url, &a_conns);
     let taken = b
@@ -148,6 +147,8 @@ async fn a_dead_workers_run_is_taken_over_under_the_same_id() {
         .unwrap()
         .expect("the dead worker's run");
     assert_eq!(taken.run, ids[0], "the same run, not a copy");
+    // Its other run's lease has not expired: its worker's death alone frees nothing.
+    assert_eq!(b.claim(LEASE).await.unwrap(), None);
     assert_eq!((taken.attempt, taken.from), (2, RunStatus::Running));
     let run = ws.reader().run(&ids[0]).unwrap();
     assert_eq!(run.status, RunStatus::Running);
@@ -203,6 +204,83 @@ async fn a_worker_that_lost_its_lease_cannot_end_the_run() {
     assert_eq!(ended, [EventKind::Completed], "ended exactly once");
     // Released: nobody holds it, and it is not claimable (it completed).
     assert_eq!(a.claim(LEASE).await.unwrap(), None);
+}
+
+/// A worker that stopped heartbeating but is alive (frozen: SIGSTOP, hung, a suspended
+/// machine — its session and advisory lock kept) loses its run once the lease
+/// expired, and when it continues nothing it writes into that run lands: not its
+/// events, messages, usage or transitions, while its writes into the runs it still
+/// holds, and into runs outside the fleet, do — in the same batch.
+#[tokio::test]
+async fn a_live_workers_expired_lease_is_taken_over_and_it_writes_nothing_more_into_the_run() {
+    let Some(ws) = Store::postgres("a_live_workers_expired_lease") else {
+        return;
+    };
+    let parent = open_blocking(&ws);
+    let ids = enqueue(&parent, 2, DEFAULT_MAX_ATTEMPTS).await;
+    let a = open_blocking(&ws);
+    // Its first run's lease expires at once (as a frozen worker's does); not the second's.
+    let lost = a.claim(Duration::ZERO).await.unwrap().unwrap().run;
+    let kept = a.claim(LEASE).await.unwrap().unwrap().run;
+    assert_eq!([&lost, &kept], [&ids[0], &ids[1]]);
+    let local = a.create_run(named("local")).await.unwrap();
+    let note = |i: i64| json!({"i": i});
+    a.append_event(&lost, EventKind::Warning, note(1)).unwrap();
+    a.flush().await.unwrap();
+    // A is alive (its session open): its expired lease is taken over all the same.
+    let b = open_blocking(&ws);
+    let taken = b.claim(LEASE).await.unwrap().unwrap();
+    assert_eq!(taken.run, lost);
+    assert_eq!((taken.attempt, taken.from), (2, RunStatus::Running));
+    // A continues: one batch with writes into the run it lost and into the others.
+    a.append_event(&lost, EventKind::Warning, note(2)).unwrap();
+    a.append_message(&lost, "assistant", json!("stale step"))
+        .unwrap();
+    a.add_usage(
+        &lost,
+        UsageDelta {
+            steps: 1,
+            ..UsageDelta::default()
+        },
+    )
+    .unwrap();
+    a.append_event(&kept, EventKind::Warning, note(3)).unwrap();
+    a.append_event(&local, EventKind::Warning, note(4)).unwrap();
+    let err = a.complete(&lost, json!("stale answer")).await.unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::LeaseLost { holder, .. } if holder == b.boot_id()),
+        "{err:?}"
+    );
+    let err = a.mark_running(&lost).await.unwrap_err();
+    assert!(matches!(err, LedgerError::LeaseLost { .. }), "{err:?}");
+    assert_eq!(a.stats().ops_failed, 5, "{:?}", a.stats());
+    // Its heartbeat names the runs it still holds: the lost one is not among them.
+    assert_eq!(
+        a.renew_leases(LEASE).await.unwrap(),
+        std::slice::from_ref(&kept)
+    );
+    assert_eq!(progress(&ws, &kept), [3]);
+    assert_eq!(progress(&ws, &local), [4]);
+    // The run taken over holds what A wrote while it held it, then B's records only.
+    b.append_message(&lost, "assistant", json!("b's step"))
+        .unwrap();
+    b.complete(&lost, json!("the answer")).await.unwrap();
+    assert_eq!(progress(&ws, &lost), [1]);
+    let reader = ws.reader();
+    let said: Vec<Value> = reader
+        .transcript(&lost, 0, 100)
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.content)
+        .collect();
+    assert_eq!(said, [json!("b's step")]);
+    let run = reader.run(&lost).unwrap();
+    assert_eq!((run.status, run.steps), (RunStatus::Completed, 0));
+    assert_eq!(run.session_boot_id, b.boot_id());
+    // A's other run is still its own, and ends as usual.
+    a.complete(&kept, json!("kept")).await.unwrap();
+    assert_eq!(reader.run(&kept).unwrap().status, RunStatus::Completed);
 }
 
 #[tokio::test]
@@ -278,12 +356,12 @@ async fn heartbeats_renew_only_this_workers_leases() {
     enqueue(&parent, 3, DEFAULT_MAX_ATTEMPTS).await;
     let a = open_blocking(&ws);
     let b = open_blocking(&ws);
-    a.claim(Duration::ZERO).await.unwrap().unwrap();
-    a.claim(Duration::ZERO).await.unwrap().unwrap();
+    a.claim(LEASE).await.unwrap().unwrap();
+    a.claim(LEASE).await.unwrap().unwrap();
     b.claim(LEASE).await.unwrap().unwrap();
-    assert_eq!(a.renew_leases(LEASE).await.unwrap(), 2);
-    assert_eq!(b.renew_leases(LEASE).await.unwrap(), 1);
-    assert_eq!(parent.renew_leases(LEASE).await.unwrap(), 0);
+    assert_eq!(a.renew_leases(LEASE).await.unwrap().len(), 2);
+    assert_eq!(b.renew_leases(LEASE).await.unwrap().len(), 1);
+    assert_eq!(parent.renew_leases(LEASE).await.unwrap(), []);
 }
 
 #[tokio::test]

@@ -242,6 +242,11 @@ pub(crate) fn open_writer(
     )
 }
 
+/// How long the writer may sit idle inside a transaction before the server ends it:
+/// reached only by a process stopped mid-batch (SIGSTOP, hung, suspended), whose row
+/// locks would keep other workers from taking its runs over (`ledger::fleet_fence`).
+const WRITER_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
+
 /// The writer's session settings and the schema check on a new connection.
 fn set_up_writer(
     db: &mut PgDb,
@@ -262,6 +267,9 @@ fn set_up_writer(
     };
     db.setting(&format!("SET synchronous_commit = {sync}"))
         .ctx("setting synchronous_commit")?;
+    let idle = WRITER_IDLE_IN_TRANSACTION.as_millis();
+    db.setting(&format!("SET idle_in_transaction_session_timeout = {idle}"))
+        .ctx("setting idle_in_transaction_session_timeout")?;
     db.begin().ctx("starting the schema check")?;
     let setup = (|| {
         db.execute("SELECT pg_advisory_xact_lock(?1)", args![SETUP_LOCK])
