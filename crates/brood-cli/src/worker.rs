@@ -5,17 +5,23 @@
 //! from its last recorded step, its recorded grant), renews its leases from a task of
 //! its own, and wakes on `LISTEN brood_run_queued` with a slow poll as the safety net.
 //!
+//! A run whose lease another worker took over (this worker stopped heartbeating for
+//! longer than the lease: frozen, hung, suspended) is stopped here as soon as a
+//! heartbeat shows it missing; the ledger's writer already refuses whatever this
+//! worker would still write into it (docs/FLEET.md "Lease rules", fencing).
+//!
 //! SIGINT/SIGTERM/SIGHUP: no new claims; the runs in progress finish and are recorded,
 //! then the session closes (exit 0). A second signal exits at once after flushing the
 //! ledger: its unfinished runs are claimed again by another worker once their leases
 //! expire.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use brood::ledger::{Claimed, FleetChannel};
+use brood::ledger::{Claimed, FleetChannel, Ledger, RunId};
 use brood::runtime::{Session, SessionOptions};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
@@ -103,14 +109,23 @@ pub(crate) async fn run(args: WorkerArgs) -> u8 {
     let stop = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(tokio::sync::Notify::new());
     listen(&session, &wake, &stop, poll);
+    let held = Held::default();
     let heartbeat = {
-        let ledger = ledger.clone();
+        let (ledger, held) = (ledger.clone(), held.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(lease / 3);
             loop {
                 tick.tick().await;
-                if let Err(e) = ledger.renew_leases(lease).await {
-                    errln!("brood worker: warning: renewing the leases failed: {e}");
+                // The runs claimed before the renewal is queued: the writer commits
+                // their claims before it.
+                let mine = held.runs();
+                match ledger.renew_leases(lease).await {
+                    Ok(renewed) => {
+                        for run in mine.iter().filter(|r| !renewed.contains(r)) {
+                            held.lost(&ledger, run).await;
+                        }
+                    }
+                    Err(e) => errln!("brood worker: warning: renewing the leases failed: {e}"),
                 }
             }
         })
@@ -135,13 +150,14 @@ pub(crate) async fn run(args: WorkerArgs) -> u8 {
                         c.attempt,
                         c.from
                     );
-                    running.push(run_one(
-                        &session,
-                        c,
-                        &root,
-                        &args.allow_repository_dir,
-                        turn.clone(),
-                    ));
+                    let token = held.add(&c.run, &turn);
+                    let (held, allowed) = (held.clone(), &args.allow_repository_dir);
+                    let (session, root) = (&session, &root);
+                    running.push(async move {
+                        let line = run_one(session, &c, root, allowed, token).await;
+                        held.remove(&c.run);
+                        line
+                    });
                     continue;
                 }
                 Ok(None) => {}
@@ -175,15 +191,80 @@ pub(crate) async fn run(args: WorkerArgs) -> u8 {
     0
 }
 
+/// The runs this worker is running, each with the token that stops it.
+#[derive(Clone, Default)]
+struct Held(Arc<Mutex<HashMap<RunId, CancellationToken>>>);
+
+impl Held {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, CancellationToken>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A claimed run starts: its token, a child of the worker's.
+    fn add(&self, run: &RunId, turn: &CancellationToken) -> CancellationToken {
+        let token = turn.child_token();
+        self.map().insert(run.clone(), token.clone());
+        token
+    }
+
+    fn remove(&self, run: &RunId) {
+        self.map().remove(run);
+    }
+
+    fn runs(&self) -> Vec<RunId> {
+        self.map().keys().cloned().collect()
+    }
+
+    /// A heartbeat did not renew `run`'s lease: if another boot runs it now (it was
+    /// taken over after its lease expired), stop it here. A run that ended under
+    /// this boot meanwhile (its lease released with its end) is left to finish.
+    async fn lost(&self, ledger: &Ledger, run: &RunId) {
+        let Some(now) = taken_over(ledger, run).await else {
+            return;
+        };
+        if let Some(token) = self.map().get(run) {
+            errln!(
+                "brood worker: lost run {run}: worker boot {now} took it over after its lease expired (this worker stopped heartbeating: frozen, hung or suspended); stopping it here — nothing more this worker writes into it is recorded"
+            );
+            token.cancel();
+        }
+    }
+}
+
+/// The boot that runs `run` now when it is not this one (its lease was taken over).
+async fn taken_over(ledger: &Ledger, run: &RunId) -> Option<String> {
+    let id = run.clone();
+    match ledger.read(move |r| r.run(&id)).await {
+        Ok(record) if record.session_boot_id != ledger.boot_id() => Some(record.session_boot_id),
+        Ok(_) => None,
+        Err(e) => {
+            errln!("brood worker: warning: reading run {run}: {e}");
+            None
+        }
+    }
+}
+
 /// Run one claimed run to its end; the line to print about it.
 async fn run_one(
     session: &Session,
-    c: Claimed,
+    c: &Claimed,
     root: &Path,
     allowed: &[PathBuf],
     turn: CancellationToken,
 ) -> String {
-    match session.run_claimed(&c, root, allowed, None, turn).await {
+    let ran = session.run_claimed(c, root, allowed, None, turn).await;
+    if ran.is_ok() {
+        // Its end here was refused (`LeaseLost`) if another worker holds it now.
+        if let Some(now) = taken_over(session.ledger(), &c.run).await {
+            return format!(
+                "brood worker: lost run {}: worker boot {now} took it over after its lease expired (this worker stopped heartbeating: frozen, hung or suspended); its end here was not recorded",
+                c.run
+            );
+        }
+    }
+    match ran {
         Ok(report) => match &report.error {
             None => format!("brood worker: run {} ended ({} turns)", c.run, report.turns),
             Some(e) => format!("brood worker: run {} ended: {e}", c.run),

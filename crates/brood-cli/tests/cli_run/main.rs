@@ -26,6 +26,7 @@ mod exit_codes;
 mod faults;
 mod first_contact;
 mod fleet;
+mod fleet_frozen;
 mod fleet_repo;
 mod own_setup;
 mod permissions;
