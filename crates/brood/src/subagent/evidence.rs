@@ -217,10 +217,26 @@ fn path_like(p: &str) -> bool {
 /// stay unchecked, saying why), and each file's lines are counted once. Blocking
 /// file I/O: call it off the async threads (`spawn_blocking`).
 pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
+    verify_with(items, &|| crate::tool::Workspace::open(root))
+}
+
+/// [`verify_all`] in a workspace already open: the session's, whose tree its
+/// children's tools read (opening it again resolved its root once more per child).
+pub(crate) fn verify_in(
+    items: &mut [Evidence],
+    workspace: &crate::tool::Workspace,
+) -> EvidenceCheck {
+    verify_with(items, &|| Ok(workspace.clone()))
+}
+
+/// [`verify_all`] with the workspace from `open`, called for the first citation
+/// only (a report citing nothing needs none).
+fn verify_with(
+    items: &mut [Evidence],
+    open: &dyn Fn() -> std::io::Result<crate::tool::Workspace>,
+) -> EvidenceCheck {
     let mut check = EvidenceCheck::default();
-    // The same jail the tools use decides what is inside the workspace; opened for
-    // the first citation only (opening resolves the root and its protected
-    // directories: a dozen `readlink`s that a report citing nothing never needs).
+    // The same jail the tools use decides what is inside the workspace.
     let mut workspace = None;
     let mut budget = ReadBudget {
         left: MAX_BYTES_READ,
@@ -240,7 +256,7 @@ pub fn verify_all(items: &mut [Evidence], root: &Path) -> EvidenceCheck {
             continue;
         }
         check.checked += 1;
-        let outcome = match workspace.get_or_insert_with(|| crate::tool::Workspace::open(root)) {
+        let outcome = match workspace.get_or_insert_with(open) {
             Ok(root) => verify_one(root, &path, e.start, e.end, &mut budget),
             Err(err) => Err(format!("the workspace root cannot be opened: {err}")),
         };

@@ -45,14 +45,15 @@ pub(crate) async fn enforce(
     // A report citing no `path:lines` reads no file: its items are marked here,
     // without a trip to the blocking pool (a thread woken per child of a tree).
     if parsed.evidence.iter().all(|e| e.path.is_none()) {
-        evidence::verify_all(&mut parsed.evidence, sup.env().workspace.root());
+        evidence::verify_in(&mut parsed.evidence, &sup.env().workspace);
         return Some(parsed);
     }
-    // Reading files: off the async threads (bounded inside `verify_all`).
-    let root = sup.env().workspace.root().to_path_buf();
+    // Reading files: off the async threads (bounded inside `verify_in`), in the
+    // session's workspace, the tree the child's tools read.
+    let workspace = sup.env().workspace.clone();
     let mut cited = parsed.evidence.clone();
     let checked = tokio::task::spawn_blocking(move || {
-        evidence::verify_all(&mut cited, &root);
+        evidence::verify_in(&mut cited, &workspace);
         cited
     })
     .await;
