@@ -122,14 +122,15 @@ fn tree_figures(label: &str, n: usize, d: Duration, runs: &[FanoutRun]) -> Vec<F
             Goal::AtMost(1.05),
         )
         .detail(detail.clone()),
-        goal(
-            Figure::new(
-                "scale",
-                format!("N={n} ({label}): children's layer / d"),
-                layer,
-                "×",
-            ),
-            Goal::AtMost(1.05),
+        // A figure beside the goal, not a goal (BENCHMARKS.md section 9: the issue's
+        // "wall within 1.05× of 1 s" is wall / ideal, as its "within 1.2× of the
+        // model's latency" was scenario 1's): the children's start alone, with the
+        // mock's own work on the same cores.
+        Figure::new(
+            "scale",
+            format!("N={n} ({label}): children's layer / d"),
+            layer,
+            "×",
         )
         .detail(detail.clone()),
         Figure::new(
