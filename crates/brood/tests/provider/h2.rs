@@ -391,3 +391,27 @@ async fn a_connection_whose_traffic_vanishes_is_closed_and_opened_again() {
     // Well within the step's timeout: noticed by the PINGs, not by giving up.
     assert!(started.elapsed() < std::time::Duration::from_secs(40));
 }
+
+/// Requests larger than the server's windows (a long conversation: 3 MiB each,
+/// against the 64 KiB a stream may send before the server's first window update)
+/// go whole, three at once on the one connection: the client sends each body as the
+/// server's windows open, or a request stalls at its first window and the step
+/// times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_larger_than_the_windows_are_sent_whole() {
+    let server = MockServer::start_tls(Alpn::H2, |req| {
+        MockReply::text(format!("got {}", req.first_user_text().map_or(0, str::len)))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    let big: Vec<ModelRequest> = (0..3)
+        .map(|i| request(&format!("{i}").repeat(3 * 1024 * 1024)))
+        .collect();
+    let answers = join_all(big.iter().map(|r| async {
+        let (answer, _) = step(&p, r).await;
+        answer.map(|a| a.message.content)
+    }))
+    .await;
+    all_ok(&answers, &format!("got {}", 3 * 1024 * 1024));
+    assert_eq!(server.h2_connections(), 1);
+}
