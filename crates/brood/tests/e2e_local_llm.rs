@@ -109,8 +109,9 @@ fn builtin_toolbox() -> Toolbox {
 fn read_file_spec() -> ToolSpec {
     builtin_toolbox()
         .specs()
-        .into_iter()
+        .iter()
         .find(|s| &*s.name == "read_file")
+        .cloned()
         .unwrap()
 }
 
@@ -143,7 +144,7 @@ async fn a_plain_completion_streamed_and_not() {
             model: "smollm2".into(),
             system: "You are a helpful assistant.".into(),
             messages: vec![Message::user("Say hello in five words.")],
-            tools: vec![],
+            tools: Default::default(),
             tool_choice: None,
             sampling: sampling(),
         };
@@ -199,7 +200,7 @@ async fn a_forced_tool_call_is_assembled_into_exactly_one_call() {
             model: "smollm2".into(),
             system: SYSTEM.into(),
             messages: vec![Message::user("Read the file README.md")],
-            tools: vec![read_file_spec()],
+            tools: vec![read_file_spec()].into(),
             tool_choice: Some(ToolChoice::Named("read_file".into())),
             sampling: sampling(),
         };

@@ -111,7 +111,7 @@ pub struct AgentSpec {
     pub max_turns: u32,
     /// Tool specs to offer instead of the toolbox's own (a forked child is offered
     /// its parent's exact specs; its toolbox still decides what may run).
-    pub offered_tools: Option<Vec<crate::model::ToolSpec>>,
+    pub offered_tools: Option<Arc<[crate::model::ToolSpec]>>,
     /// How many tool calls of one step run at once (the rest queue; 0 counts as 1).
     pub tool_concurrency: usize,
 }
@@ -406,7 +406,7 @@ impl Loop<'_> {
                 None => self.spec.toolbox.specs(),
             }
         } else {
-            Vec::new()
+            Arc::default()
         };
         // A policy is about tools: a step that offers none (a tool-less contract
         // repair, an empty toolbox) sends no tool_choice, or a forced first tool

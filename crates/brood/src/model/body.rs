@@ -303,7 +303,8 @@ mod tests {
                 description: "search".into(),
                 parameters:
                     json!({"type": "object", "properties": {"pattern": {"type": "string"}}}).into(),
-            }],
+            }]
+            .into(),
             tool_choice: Some(ToolChoice::Named("grep".into())),
             sampling: Sampling {
                 temperature: Some(0.2),
@@ -352,7 +353,7 @@ mod tests {
         };
         let mut r = request(vec![Message::user("x")]);
         r.tool_choice = None;
-        r.tools = vec![spec("a", "says \"a\""), spec("b", "says b")];
+        r.tools = vec![spec("a", "says \"a\""), spec("b", "says b")].into();
         let expected = json!([
             {"type": "function", "function": {"name": "a", "description": "says \"a\"",
                 "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},
@@ -366,7 +367,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&second).unwrap();
         assert_eq!(v["tools"], expected);
         // A copy of `a` with another description is not given the cached entry.
-        r.tools = vec![spec("a", "changed")];
+        r.tools = vec![spec("a", "changed")].into();
         let v: serde_json::Value = serde_json::from_str(&bytes(&r, false)).unwrap();
         assert_eq!(v["tools"][0]["function"]["description"], json!("changed"));
     }
@@ -395,7 +396,7 @@ mod tests {
     #[test]
     fn no_tools_means_no_tool_choice_and_plain_choices_are_strings() {
         let mut r = request(vec![Message::user("hi")]);
-        r.tools.clear();
+        r.tools = Default::default();
         let got = bytes(&r, false);
         assert!(
             !got.contains("\"tools\"") && !got.contains("tool_choice"),

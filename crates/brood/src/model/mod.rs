@@ -174,8 +174,10 @@ pub struct ModelRequest {
     /// The conversation (after the system prompt).
     pub messages: Vec<Message>,
     #[serde(default)]
-    /// Tools offered.
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered. Shared: a run's requests, and siblings' with the same tools,
+    /// point to one list (a step copies a reference count, not the specs); build
+    /// one from a `Vec<ToolSpec>` with `.into()`.
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// `None` sends no `tool_choice` field (the provider's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,

@@ -238,7 +238,7 @@ pub(crate) fn estimate_input_tokens(request: &ModelRequest) -> u64 {
             n += estimate_tokens(&c.name) + estimate_tokens(&c.arguments);
         }
     }
-    for t in &request.tools {
+    for t in request.tools.iter() {
         n += estimate_tokens(&t.name)
             + estimate_tokens(&t.description)
             + estimate_tokens(&t.parameters.to_string());

@@ -40,7 +40,7 @@ pub(crate) fn first_context(
     fork_from: Option<&ModelRequest>,
     project_instructions: &str,
     shared: &SharedPrompt,
-) -> (Arc<str>, Vec<Message>, Option<Vec<ToolSpec>>) {
+) -> (Arc<str>, Vec<Message>, Option<Arc<[ToolSpec]>>) {
     let instructions =
         with_project_instructions(child_instructions(system_prompt), project_instructions);
     match fork_from {

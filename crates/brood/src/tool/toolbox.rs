@@ -23,12 +23,12 @@ pub struct SpecCache(Mutex<Specs>);
 struct Specs {
     by_tool: HashMap<(String, u64), ToolSpec>,
     /// The last list built, with the edition of each of its tools.
-    last: Option<(Vec<u64>, Arc<Vec<ToolSpec>>)>,
+    last: Option<(Vec<u64>, Arc<[ToolSpec]>)>,
 }
 
 impl SpecCache {
     /// The specs of `tools`, in their order.
-    fn specs_of(&self, tools: &[Arc<dyn Tool>]) -> Arc<Vec<ToolSpec>> {
+    fn specs_of(&self, tools: &[Arc<dyn Tool>]) -> Arc<[ToolSpec]> {
         let mut specs = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((editions, list)) = &specs.last {
             let same = list.len() == tools.len()
@@ -53,7 +53,7 @@ impl SpecCache {
                 .clone();
             list.push(spec);
         }
-        let list = Arc::new(list);
+        let list: Arc<[ToolSpec]> = list.into();
         specs.last = Some((editions, list.clone()));
         list
     }
@@ -95,7 +95,7 @@ pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
     /// The specs, built once: schemas never change, and deriving them is far
     /// costlier than copying them into each request.
-    specs: Arc<Vec<ToolSpec>>,
+    specs: Arc<[ToolSpec]>,
     /// Candidates the permissions refused, with why (named in call errors).
     refused: Vec<(String, ToolError)>,
     permissions: Arc<Permissions>,
@@ -137,7 +137,7 @@ impl Toolbox {
         }
         let specs = match cache {
             Some(c) => c.specs_of(&tools),
-            None => Arc::new(tools.iter().map(|t| spec_of(t.as_ref())).collect()),
+            None => tools.iter().map(|t| spec_of(t.as_ref())).collect(),
         };
         Toolbox {
             tools,
@@ -184,9 +184,11 @@ impl Toolbox {
         self.tools.is_empty()
     }
 
-    /// The specs sent to the model, in a stable order.
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.specs.as_ref().clone()
+    /// The specs sent to the model, in a stable order: one shared list (every
+    /// request of the run, and siblings' toolboxes built from one [`SpecCache`],
+    /// point to it).
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs.clone()
     }
 
     /// Run one call: find the tool, check the permissions again, parse the

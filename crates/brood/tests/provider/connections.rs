@@ -257,7 +257,7 @@ async fn an_answer_with_a_large_head_is_read_over_http1() {
             model: "m".into(),
             system: "s".into(),
             messages: vec![Message::user("hello")],
-            tools: vec![],
+            tools: Default::default(),
             tool_choice: None,
             sampling: Sampling::default(),
         };

@@ -43,7 +43,7 @@ fn request(text: &str) -> ModelRequest {
         model: "mock-model".into(),
         system: "s".into(),
         messages: vec![Message::user(text)],
-        tools: vec![],
+        tools: Default::default(),
         tool_choice: None,
         sampling: Sampling::default(),
     }

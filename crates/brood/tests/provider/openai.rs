@@ -32,7 +32,7 @@ fn request(user: &str) -> ModelRequest {
         model: "mock-model".into(),
         system: "You are terse.".into(),
         messages: vec![Message::user(user)],
-        tools: vec![],
+        tools: Default::default(),
         tool_choice: None,
         sampling: Sampling::default(),
     }
@@ -282,7 +282,8 @@ async fn history_with_tool_calls_is_sent_with_empty_content_and_call_ids() {
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}})
                 .into(),
-        }],
+        }]
+        .into(),
         tool_choice: Some(ToolChoice::Named("read_file".into())),
         sampling: Sampling {
             temperature: Some(0.5),

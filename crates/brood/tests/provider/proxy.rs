@@ -139,7 +139,7 @@ async fn proxied_step() {
         model: "mock-model".into(),
         system: "s".into(),
         messages: vec![Message::user("through the proxy?")],
-        tools: vec![],
+        tools: Default::default(),
         tool_choice: None,
         sampling: Sampling::default(),
     };

@@ -45,7 +45,7 @@ fn request(tools: Vec<ToolSpec>, tool_choice: Option<ToolChoice>) -> ModelReques
         model: "local".into(),
         system: "You are a coding agent working in a workspace. Use relative paths.".into(),
         messages: vec![Message::user("Read the file README.md")],
-        tools,
+        tools: tools.into(),
         tool_choice,
         sampling: Sampling::default(),
     }

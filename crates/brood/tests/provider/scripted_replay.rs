@@ -18,7 +18,7 @@ fn request(user: &str) -> ModelRequest {
         model: "m".into(),
         system: "sys".into(),
         messages: vec![Message::user(user)],
-        tools: vec![],
+        tools: Default::default(),
         tool_choice: None,
         sampling: Sampling::default(),
     }

@@ -90,7 +90,7 @@ async fn builtin_schemas_are_compact_and_their_tools_still_take_null_for_absent(
     let tb = env.toolbox(Permissions::full("tester"));
     let specs = tb.specs();
     assert!(specs.len() >= 9, "{specs:?}");
-    for spec in &specs {
+    for spec in specs.iter() {
         let text = spec.parameters.to_string();
         assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
         for gone in ["\"default\":null", "\"null\"", "\"format\"", "Arguments of"] {
