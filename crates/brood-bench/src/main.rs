@@ -198,10 +198,11 @@ fn main() -> ExitCode {
             };
         }
         Some("__memory-h2") => {
+            let keep = raw.get(3).is_some_and(|a| a == "keep");
             return match n_arg(2) {
-                Some(n) => exit(memory::serve_h2_measure(n)),
-                None => exit_usage("__memory-h2 N"),
-            }
+                Some(n) => exit(memory::serve_h2_measure(n, keep)),
+                None => exit_usage("__memory-h2 N [keep]"),
+            };
         }
         Some("__peak-rss") => {
             return exit(answers::serve_peak_rss(raw.get(2..).unwrap_or_default()))

@@ -104,8 +104,12 @@ fn write_ca(pem: &str) -> std::io::Result<tempfile::NamedTempFile> {
 }
 
 /// The helper process of the HTTP/2 figure: measure it, print `held BASE HELD
-/// RUNNING` (KiB, KiB, children).
-pub fn serve_h2_measure(n: usize) -> i32 {
+/// RUNNING` (KiB, KiB, children). With `keep` (`__memory-h2 N keep`), the line is
+/// printed while the children still wait, and they wait until the process is
+/// killed: a heap profiler's "leaked" bytes at a SIGKILL then are exactly what
+/// the waiting tree holds (`heaptrack brood-bench __memory-h2 1000 keep`, built
+/// with `--features system-alloc`).
+pub fn serve_h2_measure(n: usize, keep: bool) -> i32 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -116,7 +120,7 @@ pub fn serve_h2_measure(n: usize) -> i32 {
             return 1;
         }
     };
-    match rt.block_on(hold(n, true)) {
+    match rt.block_on(hold(n, true, keep)) {
         Ok((base, held, running)) => {
             println!("held {base} {held} {running}");
             0
@@ -172,7 +176,7 @@ pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
             n + 256
         ));
     }
-    let h1 = hold(n, false).await?;
+    let h1 = hold(n, false, false).await?;
     let h2 = h2_in_helper(n)?;
     Ok(vec![figure(n, "", h1), figure(n, ", HTTP/2 over TLS", h2)])
 }
@@ -217,8 +221,9 @@ fn h2_in_helper(n: usize) -> Result<(u64, u64, usize), String> {
 }
 
 /// Hold `n` children against a mock process (over TLS with HTTP/2 when `h2`):
-/// (baseline RSS, RSS with all in flight, children running).
-async fn hold(n: usize, h2: bool) -> Result<(u64, u64, usize), String> {
+/// (baseline RSS, RSS with all in flight, children running). With `keep`, print
+/// them and hold the children until the process is killed.
+async fn hold(n: usize, h2: bool, keep: bool) -> Result<(u64, u64, usize), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("__mock-hold").arg(n.to_string());
@@ -236,7 +241,7 @@ async fn hold(n: usize, h2: bool) -> Result<(u64, u64, usize), String> {
         .take()
         .ok_or("no stdout from the mock process")?;
     let mut lines = read_lines(stdout);
-    let result = measure(n, h2, &mut lines).await;
+    let result = measure(n, h2, keep, &mut lines).await;
     drop(child.stdin.take()); // the mock process exits on EOF
     let _ = child.wait();
     result
@@ -246,6 +251,7 @@ async fn hold(n: usize, h2: bool) -> Result<(u64, u64, usize), String> {
 async fn measure(
     n: usize,
     h2: bool,
+    keep: bool,
     lines: &mut mpsc::UnboundedReceiver<String>,
 ) -> Result<(u64, u64, usize), String> {
     let url = next_line(lines, "url ", Duration::from_secs(30)).await?;
@@ -283,6 +289,11 @@ async fn measure(
             let first = vm_rss_kib()?;
             tokio::time::sleep(Duration::from_millis(500)).await;
             let second = vm_rss_kib()?;
+            if keep {
+                println!("held {base} {} {running}", first.max(second));
+                let _ = std::io::stdout().flush();
+                std::future::pending::<()>().await;
+            }
             Ok::<_, String>((first.max(second), running))
         }
         .await;
