@@ -205,8 +205,16 @@ fn a_frozen_workers_run_is_taken_over_and_it_writes_nothing_more_into_it() {
     assert_eq!(report["final"], "done");
     let log_b = b.stop();
     let log_a = a.stop();
+    // Whether the first worker went on to its next step (its answer's tool result
+    // in a request) before it learnt of the loss: its records of that step were then
+    // fenced off by its writer, not only stopped by its heartbeat.
+    let stale_steps = server
+        .requests()
+        .iter()
+        .filter(|r| r.to_string().contains(FROZEN_MARK))
+        .count();
     eprintln!(
-        "frozen worker: run taken over {:.1} s after the freeze; the first worker: {noticed}",
+        "frozen worker: run taken over {:.1} s after the freeze; the first worker made {stale_steps} request(s) after it continued; {noticed}",
         taken_after.as_secs_f64()
     );
     // Completed once, by the second worker.
