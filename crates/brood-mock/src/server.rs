@@ -392,6 +392,14 @@ impl MockServer {
         let _ = rx.wait_for(|c| *c >= n).await;
     }
 
+    /// Wait until at most `n` requests are in flight (a request the client gave
+    /// up on leaves once the server drops its answer: over HTTP/2, when the
+    /// client resets the stream).
+    pub async fn wait_for_in_flight_at_most(&self, n: usize) {
+        let mut rx = self.inner.in_flight.subscribe();
+        let _ = rx.wait_for(|c| *c <= n).await;
+    }
+
     /// From now on, answer one request per connection and keep the connection open
     /// (no `Connection: close`), then close it — without a byte of answer — when a
     /// second request comes on it: what uvicorn and nginx do to a kept-alive

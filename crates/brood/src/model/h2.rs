@@ -37,29 +37,14 @@
 //! stream, or reset with `REFUSED_STREAM`) fails, and the provider retries it once
 //! (`openai::closed_before_answer`, one implementation for both protocols).
 
-use bytes::Bytes;
+use super::h2conn::{self, Conn, H2Body, Handle};
 use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http2::{Builder, SendRequest};
 use hyper::{Request, Response, Uri};
 use hyper_util::client::legacy::connect::Connection;
-use hyper_util::rt::TokioTimer;
+use hyper_util::rt::TokioIo;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-
-/// While requests are in flight, the connection is PINGed when it has read nothing
-/// for this long...
-const PING_EVERY: Duration = Duration::from_secs(10);
-
-/// ...and closed when a PING is not answered within this: a network that started
-/// dropping the traffic (no reset, so the connection still looks open) would
-/// otherwise hold every request of the tree, each until the step's timeout, and
-/// be handed to every later one. A PING is answered by the server's HTTP/2 layer
-/// whatever its model is doing, so a slow answer never trips it; an idle
-/// connection is not PINGed (some servers call frequent PINGs abuse).
-const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 /// A connection not open within this — TCP (bounded alone by the connector's 10 s),
 /// the proxy's tunnel, TLS, the HTTP/2 handshake — is given up on: every request
@@ -70,14 +55,14 @@ const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
 const OPEN_WITHIN: Duration = Duration::from_secs(20);
 
 /// A request's body (`model::http`'s: one buffer of known length).
-type RequestBody = Full<Bytes>;
+type RequestBody = bytes::Bytes;
 
 /// The error of one exchange (`model::http`'s).
 type HttpError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a request gets from the pool: the connection to send on, or word that the
 /// endpoint speaks HTTP/1.1.
-type Opened = Result<Option<SendRequest<RequestBody>>, ConnectError>;
+type Opened = Result<Option<Arc<Conn>>, ConnectError>;
 
 /// The connection being opened, awaited by every request that needs it.
 type Opening = Shared<BoxFuture<'static, Opened>>;
@@ -92,8 +77,8 @@ enum Slot {
         generation: u64,
         opening: WeakShared<BoxFuture<'static, Opened>>,
     },
-    /// Open (until [`SendRequest::is_closed`]).
-    Open(SendRequest<RequestBody>),
+    /// Open (until [`Conn::is_closed`]).
+    Open(Arc<Conn>),
     /// The server chose HTTP/1.1 through ALPN: hyper-util's pooled client serves.
     Http1,
 }
@@ -102,7 +87,6 @@ enum Slot {
 /// connector `C` (the provider's: `model::http`).
 pub(crate) struct H2Pool<C> {
     connector: C,
-    builder: Builder<Spawner>,
     /// `https://host:port/`: where the connection goes.
     origin: Uri,
     slot: Mutex<Slot>,
@@ -113,7 +97,7 @@ pub(crate) struct H2Pool<C> {
 /// What [`H2Pool::send`] did with a request.
 pub(crate) enum Sent {
     /// Sent over HTTP/2: the answer's head, or why there is none.
-    Done(Result<Response<Incoming>, HttpError>),
+    Done(Result<Response<H2Body>, HttpError>),
     /// Not sent: the endpoint speaks HTTP/1.1; the request comes back.
     Http1(Request<RequestBody>),
 }
@@ -132,14 +116,8 @@ where
         if let Some(authority) = endpoint.authority() {
             origin = origin.authority(authority.clone());
         }
-        let mut builder = Builder::new(Spawner);
-        builder
-            .timer(TokioTimer::new())
-            .keep_alive_interval(PING_EVERY)
-            .keep_alive_timeout(PING_ANSWER_WITHIN);
         H2Pool {
             connector,
-            builder,
             // An https URL's scheme and authority always make an origin.
             origin: origin.build().unwrap_or_else(|_| endpoint.clone()),
             slot: Mutex::new(Slot::Empty),
@@ -147,11 +125,11 @@ where
         }
     }
 
-    /// The open connection's sender, when one is open: the way most requests go,
+    /// The open connection's handle, when one is open: the way most requests go,
     /// without waiting for anything.
-    pub(crate) fn open_sender(&self) -> Option<SendRequest<RequestBody>> {
+    pub(crate) fn open_handle(&self) -> Option<Handle> {
         match &*lock(&self.slot) {
-            Slot::Open(sender) if !sender.is_closed() => Some(sender.clone()),
+            Slot::Open(conn) if !conn.is_closed() => Some(conn.handle()),
             _ => None,
         }
     }
@@ -163,25 +141,23 @@ where
     }
 
     /// Send `request` on the connection (opened first if none is open), unless
-    /// the endpoint speaks HTTP/1.1. A request the connection closed under before
-    /// taking it is sent once more, on a new connection — unless it was `resent`
-    /// already.
-    pub(crate) async fn send(&self, mut request: Request<RequestBody>, mut resent: bool) -> Sent {
+    /// the endpoint speaks HTTP/1.1. A request the connection did not take (it
+    /// closed, failed or went away first) is sent once more, on a new connection
+    /// — unless it was `resent` already.
+    pub(crate) async fn send(&self, request: Request<RequestBody>, mut resent: bool) -> Sent {
         loop {
-            let mut sender = match self.connection().await {
-                Ok(Some(sender)) => sender,
+            let conn = match self.connection().await {
+                Ok(Some(conn)) => conn,
                 Ok(None) => return Sent::Http1(request),
                 Err(e) => return Sent::Done(Err(Box::new(e))),
             };
-            match sender.try_send_request(request).await {
-                Ok(answer) => return Sent::Done(Ok(answer)),
-                Err(mut e) => match e.take_message() {
-                    Some(back) if !resent => {
-                        resent = true;
-                        request = back;
-                    }
-                    _ => return Sent::Done(Err(Box::new(e.into_error()))),
-                },
+            match conn.handle().start(&request) {
+                Ok(waiting) => {
+                    drop(conn);
+                    return Sent::Done(waiting.await);
+                }
+                Err(_) if !resent => resent = true,
+                Err(e) => return Sent::Done(Err(Box::new(e))),
             }
         }
     }
@@ -192,7 +168,7 @@ where
         let (generation, opening) = {
             let mut slot = lock(&self.slot);
             let joined = match &*slot {
-                Slot::Open(sender) if !sender.is_closed() => return Ok(Some(sender.clone())),
+                Slot::Open(conn) if !conn.is_closed() => return Ok(Some(conn.clone())),
                 Slot::Http1 => return Ok(None),
                 // Alive while a request waits for it; else given up on by all.
                 Slot::Opening {
@@ -205,13 +181,9 @@ where
                 Some(joined) => joined,
                 None => {
                     let generation = self.openings.fetch_add(1, Ordering::Relaxed);
-                    let opening: Opening = open(
-                        self.connector.clone(),
-                        self.builder.clone(),
-                        self.origin.clone(),
-                    )
-                    .boxed()
-                    .shared();
+                    let opening: Opening = open(self.connector.clone(), self.origin.clone())
+                        .boxed()
+                        .shared();
                     // Not yet polled, so never `None`.
                     if let Some(weak) = opening.downgrade() {
                         *slot = Slot::Opening {
@@ -228,7 +200,7 @@ where
         let mut slot = lock(&self.slot);
         if matches!(&*slot, Slot::Opening { generation: g, .. } if *g == generation) {
             *slot = match &opened {
-                Ok(Some(sender)) => Slot::Open(sender.clone()),
+                Ok(Some(conn)) => Slot::Open(conn.clone()),
                 Ok(None) => Slot::Http1,
                 Err(_) => Slot::Empty,
             };
@@ -243,15 +215,15 @@ where
 }
 
 /// Open a connection to `origin`: TCP (or the proxy's tunnel), TLS, and — when ALPN
-/// picked `h2` — hyper's HTTP/2 handshake, the connection's task spawned. `None`
-/// when ALPN picked HTTP/1.1 (the connection is dropped).
-async fn open<C>(connector: C, builder: Builder<Spawner>, origin: Uri) -> Opened
+/// picked `h2` — HTTP/2's handshake, the connection's task spawned. `None` when
+/// ALPN picked HTTP/1.1 (the connection is dropped).
+async fn open<C>(connector: C, origin: Uri) -> Opened
 where
     C: tower_service::Service<Uri>,
     C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,
     C::Error: Into<HttpError>,
 {
-    match tokio::time::timeout(OPEN_WITHIN, open_unbounded(connector, builder, origin)).await {
+    match tokio::time::timeout(OPEN_WITHIN, open_unbounded(connector, origin)).await {
         Ok(opened) => opened,
         Err(_) => Err(ConnectError(Arc::new(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
@@ -264,7 +236,7 @@ where
 }
 
 /// [`open`] without its bound.
-async fn open_unbounded<C>(mut connector: C, builder: Builder<Spawner>, origin: Uri) -> Opened
+async fn open_unbounded<C>(mut connector: C, origin: Uri) -> Opened
 where
     C: tower_service::Service<Uri>,
     C::Response: hyper::rt::Read + hyper::rt::Write + Connection + Unpin + Send + 'static,
@@ -277,40 +249,10 @@ where
     if !io.connected().is_negotiated_h2() {
         return Ok(None);
     }
-    let (mut sender, connection) = builder
-        .handshake(io)
+    let conn = h2conn::handshake(TokioIo::new(io))
         .await
         .map_err(|e| ConnectError(Arc::new(e)))?;
-    // Ends when the server closes the connection, or once every `SendRequest` is
-    // dropped (the pool's and the requests') and its streams are done.
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    sender
-        .ready()
-        .await
-        .map_err(|e| ConnectError(Arc::new(e)))?;
-    Ok(Some(sender))
-}
-
-/// hyper's executor for the connection's tasks (per request: one awaiting the
-/// answer's head, one sending a body the stream has no window for yet): each
-/// task's future is boxed, then spawned on Tokio, as hyper-util's executor did.
-/// Spawned as they are, every task's cell is sized by the largest of hyper's task
-/// futures (the connection's own): two cells of ~2.6 KiB per waiting request,
-/// against ~2.8 KiB for both boxed (heaptrack, BENCHMARKS.md section 9).
-#[derive(Clone, Copy, Debug)]
-struct Spawner;
-
-impl<F> hyper::rt::Executor<F> for Spawner
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    fn execute(&self, future: F) {
-        let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            Box::pin(future);
-        tokio::spawn(boxed);
-    }
+    Ok(Some(Arc::new(conn)))
 }
 
 /// Why the connection could not be opened (shared by every request that waited for

@@ -23,11 +23,12 @@
 //!   its connection was found closed before the request left.
 
 use super::h2::{H2Pool, Sent};
+use super::h2conn::H2Body;
 use super::ModelError;
 use bytes::Bytes;
-use futures::future::{self, Either, FutureExt, TryFutureExt};
+use futures::future::{FutureExt, TryFutureExt};
 use http_body_util::Full;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper::Response;
@@ -52,7 +53,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a request's body is: one buffer of known length, sent as `Content-Length`
 /// and dropped once written.
-pub(crate) type RequestBody = Full<Bytes>;
+pub(crate) type RequestBody = Bytes;
 
 /// The error of one exchange (its [`std::error::Error::source`] chain names the
 /// cause: a refused connect, a certificate, a closed connection).
@@ -64,7 +65,37 @@ pub(crate) type HttpsConnector = hyper_rustls::HttpsConnector<Connector>;
 
 /// The future of an answer's head ([`HttpClient::send`]).
 pub(crate) type ResponseFuture =
-    Pin<Box<dyn Future<Output = Result<Response<Incoming>, HttpError>> + Send>>;
+    Pin<Box<dyn Future<Output = Result<Response<AnswerBody>, HttpError>> + Send>>;
+
+/// An answer's body, whichever way it came: a stream of its data (trailers are
+/// skipped).
+pub(crate) enum AnswerBody {
+    /// From hyper-util's pooled client (HTTP/1.1).
+    Http1(Incoming),
+    /// From brood's HTTP/2 connection.
+    H2(H2Body),
+}
+
+impl futures::Stream for AnswerBody {
+    type Item = Result<Bytes, HttpError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.get_mut() {
+            AnswerBody::H2(body) => body.poll_chunk(cx),
+            AnswerBody::Http1(body) => loop {
+                match std::task::ready!(Pin::new(&mut *body).poll_frame(cx)) {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Poll::Ready(Some(Ok(data)));
+                        }
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(Box::new(e)))),
+                    None => return Poll::Ready(None),
+                }
+            },
+        }
+    }
+}
 
 /// A provider's HTTP client (clones share it).
 #[derive(Clone)]
@@ -75,7 +106,7 @@ pub(crate) struct HttpClient {
 /// The clients of one provider.
 struct Clients {
     /// HTTP/1.1 with keep-alive (and `http://` endpoints).
-    pooled: Client<HttpsConnector, RequestBody>,
+    pooled: Client<HttpsConnector, Full<Bytes>>,
     /// An `https://` endpoint's HTTP/2 connection (which finds out whether the
     /// endpoint takes `h2`).
     h2: Option<H2Pool<HttpsConnector>>,
@@ -145,11 +176,11 @@ impl HttpClient {
     /// Send `request`: a future of the answer's head, its body still to read.
     ///
     /// Over HTTP/2, once the connection is open (every request but the first few),
-    /// the future holds only hyper's for the stream (a oneshot receiver, and the
-    /// request until the connection takes it) and the client's handle: the long way
-    /// — waiting for a connection being opened, sending again a request a closing
-    /// connection gave back, HTTP/1.1 — is a future of its own, boxed when taken, so
-    /// its states do not size the one a waiting child holds.
+    /// the request is sent here, and the future holds only h2's handle on its
+    /// stream (`model::h2conn`): the long way — waiting for a connection being
+    /// opened, sending again a request the connection did not take, HTTP/1.1 — is
+    /// a future of its own, boxed when taken, so its states do not size the one a
+    /// waiting child holds.
     pub(crate) fn send(&self, request: Request<RequestBody>) -> ResponseFuture {
         let Some(h2) = &self.inner.h2 else {
             return self.inner.pooled(request);
@@ -158,29 +189,18 @@ impl HttpClient {
             return self.inner.pooled(request);
         }
         let clients = self.inner.clone();
-        if let Some(mut sender) = h2.open_sender() {
-            let sending = sender.try_send_request(request);
-            // A combinator, not an `async` block: the block would keep hyper's
-            // future twice (as its capture and as the future it awaits).
-            return Box::pin(sending.then(move |sent| match sent {
-                Ok(answer) => Either::Left(future::ready(Ok(answer))),
-                Err(mut e) => match e.take_message() {
-                    Some(back) => Either::Right(Clients::resend(clients, back)),
-                    None => Either::Left(future::ready(Err(Box::new(e.into_error()) as HttpError))),
-                },
-            }));
-        }
-        Box::pin(async move { clients.send(request, false).await })
+        let resent = match h2.open_handle().map(|handle| handle.start(&request)) {
+            Some(Ok(waiting)) => return Box::pin(waiting.map_ok(|a| a.map(AnswerBody::H2))),
+            // Not taken (the connection closed, failed or went away just now): once
+            // more, on a new one.
+            Some(Err(_)) => true,
+            None => false,
+        };
+        Box::pin(async move { clients.send(request, resent).await })
     }
 }
 
 impl Clients {
-    /// The long way for a request the open connection gave back, boxed apart: the
-    /// way most requests go keeps room for a box there, not for this future.
-    fn resend(clients: Arc<Clients>, request: Request<RequestBody>) -> ResponseFuture {
-        Box::pin(async move { clients.send(request, true).await })
-    }
-
     /// The long way: over HTTP/2 (waiting for the connection to open if it is
     /// being opened; `resent` when the request was given back once already), or
     /// hyper-util's pooled client.
@@ -188,10 +208,10 @@ impl Clients {
         &self,
         mut request: Request<RequestBody>,
         resent: bool,
-    ) -> Result<Response<Incoming>, HttpError> {
+    ) -> Result<Response<AnswerBody>, HttpError> {
         if let Some(h2) = &self.h2 {
             match h2.send(request, resent).await {
-                Sent::Done(answer) => return answer,
+                Sent::Done(answer) => return answer.map(|a| a.map(AnswerBody::H2)),
                 Sent::Http1(back) => request = back,
             }
         }
@@ -199,14 +219,21 @@ impl Clients {
     }
 
     /// Through hyper-util's pooled client (HTTP/1.1, or an `http://` endpoint): its
-    /// own boxed future, in a box of a few bytes that maps its error.
+    /// own boxed future, in a box of a few bytes that maps its answer and error.
     fn pooled(&self, mut request: Request<RequestBody>) -> ResponseFuture {
         if let Some(auth) = &self.forward_auth {
             request
                 .headers_mut()
                 .insert(PROXY_AUTHORIZATION, auth.clone());
         }
-        Box::pin(self.pooled.request(request).map_err(HttpError::from))
+        Box::pin(
+            self.pooled
+                .request(request.map(Full::new))
+                .map(|answer| match answer {
+                    Ok(answer) => Ok(answer.map(AnswerBody::Http1)),
+                    Err(e) => Err(HttpError::from(e)),
+                }),
+        )
     }
 }
 

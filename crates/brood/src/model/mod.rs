@@ -460,6 +460,7 @@ mod assemble;
 mod body;
 mod chunk;
 mod h2;
+mod h2conn;
 mod http;
 pub mod openai;
 pub mod preset;

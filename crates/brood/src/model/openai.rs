@@ -10,14 +10,12 @@
 //! (BENCHMARKS.md, memory per running child).
 
 use super::assemble::{parse_completion, preview, Assembler, ChunkOutcome};
-use super::http::{HttpClient, HttpError, RequestBody};
+use super::http::{AnswerBody, HttpClient, HttpError, RequestBody};
 use super::retry::{classify_status, parse_retry_after, retry, ErrorContext, RetryPolicy};
 use super::sse::SseParser;
 use super::{EventFn, Model, ModelError, ModelRequest, ModelResponse};
 use async_trait::async_trait;
 use futures::StreamExt;
-use http_body_util::BodyDataStream;
-use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use serde_json::Value;
@@ -358,7 +356,7 @@ impl OpenAiProvider {
     /// The body goes to the client as one buffer of known length
     /// (`Content-Length`, not chunked), which hyper drops once written: a child
     /// waiting for its answer holds no copy of its request.
-    async fn send(&self, request: &ModelRequest) -> Result<Response<Incoming>, ModelError> {
+    async fn send(&self, request: &ModelRequest) -> Result<Response<AnswerBody>, ModelError> {
         match self.client.send(self.post(self.encode(request)?)).await {
             Err(e) if closed_before_answer(&e) => {
                 self.client.send(self.post(self.encode(request)?)).await
@@ -370,7 +368,7 @@ impl OpenAiProvider {
 
     /// The chat-completions request carrying `body`.
     fn post(&self, body: bytes::Bytes) -> Request<RequestBody> {
-        let mut req = Request::new(RequestBody::new(body));
+        let mut req = Request::new(body);
         *req.method_mut() = Method::POST;
         *req.uri_mut() = self.endpoint.clone();
         *req.headers_mut() = self.post_headers.clone();
@@ -396,7 +394,7 @@ impl OpenAiProvider {
     /// Type an error status, or read the answer (streamed or whole).
     async fn read_answer(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<AnswerBody>,
         model: &str,
         on_event: EventFn<'_>,
     ) -> Result<ModelResponse, ModelError> {
@@ -422,7 +420,7 @@ impl OpenAiProvider {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
-        let mut body = BodyDataStream::new(resp.into_body());
+        let mut body = resp.into_body();
         if is_sse {
             // The label is a hint, the first bytes decide: a whole JSON completion
             // relabelled `text/event-stream` (by a proxy or a gateway) is read as one.
@@ -450,7 +448,7 @@ impl OpenAiProvider {
         let bytes = read_body(body, cap, "answer body").await?;
         if bytes.trim_ascii_start().starts_with(b"data:") {
             // An event stream sent without its content type.
-            let whole = futures::stream::iter([Ok::<_, hyper::Error>(bytes)]);
+            let whole = futures::stream::iter([Ok::<_, HttpError>(bytes)]);
             return read_stream(whole, on_event, &ctx, cap).await;
         }
         self.whole_answer(&bytes, on_event, &ctx, cap)
@@ -505,7 +503,7 @@ async fn read_stream<S>(
     cap: usize,
 ) -> Result<ModelResponse, ModelError>
 where
-    S: futures::Stream<Item = Result<bytes::Bytes, hyper::Error>> + Unpin,
+    S: futures::Stream<Item = Result<bytes::Bytes, HttpError>> + Unpin,
 {
     let mut parser = SseParser::with_line_cap(cap);
     let mut acc = Assembler::new();
@@ -536,7 +534,7 @@ where
                     detail: format!(
                         "connection lost after {} chunks: {}",
                         acc.chunks(),
-                        error_chain(&e)
+                        error_chain(&*e)
                     ),
                 });
             }
@@ -567,7 +565,7 @@ const DRAIN_BYTES: usize = 64 * 1024;
 /// a server that keeps the stream open after `[DONE]` only loses the reuse.
 async fn drain_after_done<S>(body: &mut S)
 where
-    S: futures::Stream<Item = Result<bytes::Bytes, hyper::Error>> + Unpin,
+    S: futures::Stream<Item = Result<bytes::Bytes, HttpError>> + Unpin,
 {
     let drain = async {
         let mut read = 0;
@@ -595,7 +593,7 @@ fn too_large(cap: usize, size: usize, what: &str) -> ModelError {
 /// `what` names the body in the error of a cut one.
 async fn read_body<S>(mut body: S, cap: usize, what: &str) -> Result<bytes::Bytes, ModelError>
 where
-    S: futures::Stream<Item = Result<bytes::Bytes, hyper::Error>> + Unpin,
+    S: futures::Stream<Item = Result<bytes::Bytes, HttpError>> + Unpin,
 {
     let limit = cap.saturating_mul(4).saturating_add(1 << 20);
     let mut whole = Vec::new();
@@ -614,7 +612,7 @@ where
             None => return Ok(bytes::Bytes::from(whole)),
             Some(Err(e)) => {
                 return Err(ModelError::StreamCut {
-                    detail: format!("{what} cut: {}", error_chain(&e)),
+                    detail: format!("{what} cut: {}", error_chain(&*e)),
                 })
             }
         }
@@ -622,8 +620,8 @@ where
 }
 
 /// A body read whole (bounded as [`read_body`]) as text, invalid UTF-8 replaced.
-async fn body_text(body: Incoming, cap: usize, what: &str) -> Result<String, ModelError> {
-    let bytes = read_body(BodyDataStream::new(body), cap, what).await?;
+async fn body_text(body: AnswerBody, cap: usize, what: &str) -> Result<String, ModelError> {
+    let bytes = read_body(body, cap, what).await?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

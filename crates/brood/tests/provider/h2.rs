@@ -415,3 +415,59 @@ async fn requests_larger_than_the_windows_are_sent_whole() {
     all_ok(&answers, &format!("got {}", 3 * 1024 * 1024));
     assert_eq!(server.h2_connections(), 1);
 }
+
+/// Steps given up on (their task dropped: a timeout, a cancelled child) reset
+/// their streams: the server stops answering them at once — it does not hold
+/// them until it would have answered — and the connection stays open for the
+/// next requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_given_up_on_reset_their_streams_and_keep_the_connection() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = MockServer::start_tls(Alpn::H2, move |req| {
+        if req.seq < 3 {
+            MockReply::text("late").until(&held)
+        } else {
+            MockReply::text("ok")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    let waiting = tokio::spawn({
+        let p = p.clone();
+        async move { steps(&p, 3).await }
+    });
+    server.wait_for_in_flight(3).await;
+    waiting.abort();
+    let reset = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        server.wait_for_in_flight_at_most(0),
+    )
+    .await;
+    assert!(reset.is_ok(), "still in flight: {}", server.in_flight());
+    all_ok(&steps(&p, 2).await, "ok");
+    assert_eq!(server.connections(), 1);
+    assert_eq!(server.request_count(), 5);
+    gate.open();
+}
+
+/// Streamed answers larger than HTTP/2's windows (2 MiB per stream, 5 MiB per
+/// connection): the client gives the window back as it reads, or the first
+/// answer stalls at 2 MiB and the connection's window runs dry for every later
+/// one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_larger_than_the_windows_are_read_whole() {
+    let big = "x".repeat(3 * 1024 * 1024);
+    let reply = big.clone();
+    let server = MockServer::start_tls(Alpn::H2, move |_| {
+        MockReply::Answer(brood_mock::Answer::text(reply.clone()).fragment(64 * 1024))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&server, dir.path(), 1);
+    for _ in 0..2 {
+        let answers = steps(&p, 1).await;
+        assert_eq!(answers[0].as_deref().map(str::len).ok(), Some(big.len()));
+    }
+    assert_eq!(server.connections(), 1);
+    assert_eq!(server.h2_connections(), 1);
+}
