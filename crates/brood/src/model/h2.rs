@@ -1,19 +1,18 @@
 //! A provider's one HTTP/2 connection (docs/ARCHITECTURE.md "Decisions": brood's own
-//! HTTP/2 pool).
+//! HTTP/2 pool, over the h2 crate).
 //!
 //! An `https://` endpoint whose server takes `h2` through ALPN carries every request
-//! of the tree as a stream of one connection. Each request goes straight to that
-//! connection's [`hyper::client::conn::http2::SendRequest`], whose future holds little
-//! more than the receiving end of a oneshot channel while the answer is awaited —
-//! hyper-util's pooled client kept ~3.6 KiB per waiting request instead (its boxed
-//! future is sized by its whole connect path and holds a clone of the client, the
-//! request and its pool key; BENCHMARKS.md section 9, fifth and sixth rounds).
+//! of the tree as a stream of one connection, driven with the `h2` crate
+//! ([`super::h2conn`]): a request is sent in its caller's task and the caller awaits
+//! h2's handle on the stream, a few words — hyper's HTTP/2 client spawned a task per
+//! request (~2.5 KiB boxed), and hyper-util's pooled client kept ~3.6 KiB per waiting
+//! request before that (BENCHMARKS.md section 9, fifth to seventh rounds).
 //!
 //! The connection:
 //! - is opened with the provider's connector ([`super::http`]: the same TLS roots and
 //!   `ca_cert`, ALPN `h2` then `http/1.1`, the 10 s TCP connect, `TCP_NODELAY`, the
-//!   `HTTPS_PROXY` tunnel and `NO_PROXY`) and hyper's HTTP/2 handshake with the
-//!   settings hyper-util gave it (hyper's defaults, Tokio's timer) plus PINGs
+//!   `HTTPS_PROXY` tunnel and `NO_PROXY`) and h2's handshake with hyper's client
+//!   settings (windows of 2 and 5 MiB, [`super::h2conn`] lists them) plus PINGs
 //!   while requests are in flight, its task spawned on Tokio; the task ends once
 //!   the pool and every request let go of the connection;
 //! - is opened once under a single flight: requests that find none open wait for the
@@ -31,11 +30,12 @@
 //!   (keep-alive, a connection per request in flight). The probing connection is
 //!   dropped; the pooled client opens its own.
 //!
-//! A request the connection never took (it closed with the request still queued) is
-//! given back by hyper and sent once more on a fresh connection, as hyper-util does;
-//! a request refused by the server unprocessed (its stream above a `GOAWAY`'s last
-//! stream, or reset with `REFUSED_STREAM`) fails, and the provider retries it once
-//! (`openai::closed_before_answer`, one implementation for both protocols).
+//! A request the connection did not take (h2 refused to open its stream: the
+//! connection had closed, failed or been told to go away) is sent once more on a
+//! fresh connection, as hyper-util did; a request refused by the server unprocessed
+//! (its stream above a `GOAWAY`'s last stream, or reset with `REFUSED_STREAM`) fails
+//! with h2's error, and the provider retries it once (`openai::closed_before_answer`,
+//! one implementation for both protocols).
 
 use super::h2conn::{self, Conn, H2Body, Handle};
 use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
