@@ -120,7 +120,8 @@ pub(crate) struct Handle {
 impl Handle {
     /// Send `request` (its head, then its body with `END_STREAM`): the answer's
     /// head to await. An error means the connection did not take the request — it
-    /// closed, failed or went away before — so it may be sent again elsewhere.
+    /// closed, failed or went away before h2 opened its stream — so it may be sent
+    /// again elsewhere.
     ///
     /// The body is handed to h2 whole without reserving window first: h2 buffers
     /// it (the one `Bytes`, no copy) and writes it as the server's windows allow,
@@ -142,7 +143,12 @@ impl Handle {
         let end = body.is_empty();
         let (answer, mut stream) = send.send_request(head, end)?;
         if !end {
-            stream.send_data(body, true)?;
+            // The head is on its way: the request was taken. The body fails only
+            // if the stream ended first — the server reset it (`REFUSED_STREAM`,
+            // retried as such), answered it whole, or the connection failed — and
+            // then the answer's future says which; a resend here would send a
+            // refused request twice.
+            let _ = stream.send_data(body, true);
         }
         Ok(Waiting {
             answer,
