@@ -174,18 +174,23 @@ impl Model for Held {
         if self.hold.open.load(Ordering::Acquire) {
             return self.inner.step(request, on_event).await;
         }
-        let step = self.inner.step(request, on_event);
-        tokio::pin!(step);
-        let mut answer = None;
-        let how = tokio::select! {
-            how = self.hold.settled() => how,
-            a = &mut step => {
-                answer = Some(a);
-                self.hold.settled().await
-            }
+        // Every waiting child holds this future, so it is sized by what it holds
+        // while it waits: the step is already a box (`async_trait`), an answer
+        // that comes before the gate settles waits in a box of its own, and the
+        // second wait for the gate is outside the `select!` (whose futures stay
+        // in place through its branches' code). BENCHMARKS.md section 9, the
+        // seventh round.
+        let mut step = self.inner.step(request, on_event);
+        let first = tokio::select! {
+            how = self.hold.settled() => Ok(how),
+            a = &mut step => Err(Box::new(a)),
+        };
+        let (how, answer) = match first {
+            Ok(how) => (how, None),
+            Err(a) => (self.hold.settled().await, Some(a)),
         };
         match (how, answer) {
-            (Settled::OnDisk, Some(a)) => a,
+            (Settled::OnDisk, Some(a)) => *a,
             (Settled::OnDisk, None) => step.await,
             // Never seen: the hold dropped the loop's events, and the child ends
             // without a record of this step (`drive`).
