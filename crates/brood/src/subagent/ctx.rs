@@ -33,7 +33,8 @@ pub(crate) struct RunCtx {
     pub worktree: Option<Arc<Worktree>>,
     /// Names of the tools this run has (a custom child may only pick among them);
     /// set once its toolbox is built.
-    pub tool_names: std::sync::OnceLock<Vec<String>>,
+    /// Shared: siblings' are one list (`Supervisor::tool_name_lists`).
+    pub tool_names: std::sync::OnceLock<Arc<[String]>>,
     pub(crate) inbox: Arc<RunInbox>,
     pub(crate) progress: Arc<Progress>,
     /// The registry and slots this run's slot comes from.
@@ -86,7 +87,7 @@ impl RunCtx {
     /// Names of the tools in this run's toolbox (borrowed: every open of a
     /// child reads its parent's).
     pub fn tool_names(&self) -> &[String] {
-        self.tool_names.get().map(Vec::as_slice).unwrap_or_default()
+        self.tool_names.get().map(|n| &**n).unwrap_or_default()
     }
 
     /// The request this run sent last (what a forked child continues from).

@@ -42,7 +42,7 @@ impl Supervisor {
             .collect();
         let tools = delegation_tools(self, &ctx);
         names.extend(tools.iter().map(|t| t.name().to_string()));
-        let _ = ctx.tool_names.set(names);
+        let _ = ctx.tool_names.set(names.into());
         self.recorder()
             .spawn(SpawnRecord {
                 id: &id,

@@ -64,6 +64,7 @@ pub(crate) mod granted;
 mod hooks;
 pub mod host;
 pub mod inbox;
+mod last_made;
 mod open;
 mod prompt;
 mod quick_models;

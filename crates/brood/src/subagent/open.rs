@@ -279,7 +279,8 @@ impl Spawner for Supervisor {
             depth,
             role,
             kind_name: kind_name.clone(),
-            permissions: Arc::new(granted.permissions.clone()),
+            // Siblings granted the same (equal in every field) share one.
+            permissions: self.grants().share(granted.permissions),
             rules: {
                 // The parent's definition rules, and this definition's: only added to.
                 let mut rules = (*parent.rules).clone();
@@ -463,20 +464,26 @@ pub(crate) async fn root_ctx(
 /// is at the depth limit (then still candidates, refused as not granted).
 pub(crate) fn build_toolbox(sup: &Supervisor, ctx: &Arc<RunCtx>) -> Toolbox {
     let mut tools: Vec<Arc<dyn Tool>> = (sup.env().tools)(&ctx.run_id);
-    let mut permissions = (*ctx.permissions).clone();
-    let can_delegate = sup.env().settings.enabled
-        && ctx.depth < sup.limits().max_depth
-        && permissions.capabilities.contains(&Capability::Delegate);
-    if !can_delegate {
-        // Still candidates, so a call to one (a forked child is offered its
-        // parent's specs) is refused as not granted, naming the tool and role.
-        permissions.capabilities.remove(&Capability::Delegate);
-    }
+    let can_delegate = sup.env().settings.enabled && ctx.depth < sup.limits().max_depth;
+    // The toolbox checks calls against the run's own grant (one `Arc`), less
+    // delegation where the run may not delegate: the delegation tools stay
+    // candidates, so a call to one (a forked child is offered its parent's specs)
+    // is refused as not granted, naming the tool and role.
+    let permissions =
+        if can_delegate || !ctx.permissions.capabilities.contains(&Capability::Delegate) {
+            ctx.permissions.clone()
+        } else {
+            let mut narrowed = (*ctx.permissions).clone();
+            narrowed.capabilities.remove(&Capability::Delegate);
+            Arc::new(narrowed)
+        };
     tools.extend(delegation_tools(sup, ctx));
     let mut toolbox = Toolbox::with_cache(tools, permissions, sup.specs());
     if let Some(gate) = sup.call_gate() {
         toolbox = toolbox.with_gate(gate.clone(), ctx.rules.clone());
     }
-    let _ = ctx.tool_names.set(toolbox.names());
+    let _ = ctx
+        .tool_names
+        .set(sup.tool_name_lists().share(toolbox.names()));
     toolbox
 }

@@ -4,30 +4,9 @@
 
 use super::ctx::RunCtx;
 use super::fork;
+use super::last_made::LastMade;
 use crate::model::{Message, ModelRequest, ToolSpec};
-use std::sync::{Arc, Mutex};
-
-/// The last child system prompt made, shared: siblings of one kind have the same
-/// one, and each waiting child held a copy of its own (~1 KiB per child of a
-/// 1,000-child tree; BENCHMARKS.md section 9, "the sixth round"). A prompt that
-/// differs is kept as the new last one.
-#[derive(Default)]
-pub(crate) struct SharedPrompt(Mutex<Option<Arc<str>>>);
-
-impl SharedPrompt {
-    /// `text` as an `Arc`: the last one's when they are equal.
-    fn share(&self, text: String) -> Arc<str> {
-        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match &*last {
-            Some(l) if **l == *text => l.clone(),
-            _ => {
-                let made: Arc<str> = text.into();
-                *last = Some(made.clone());
-                made
-            }
-        }
-    }
-}
+use std::sync::Arc;
 
 /// The child's system prompt and first messages; for a fork, also the parent's
 /// tool specs (offered byte-identical; the grant is enforced at execution). A
@@ -39,7 +18,7 @@ pub(crate) fn first_context(
     prompt: &str,
     fork_from: Option<&ModelRequest>,
     project_instructions: &str,
-    shared: &SharedPrompt,
+    shared: &LastMade<str>,
 ) -> (Arc<str>, Vec<Message>, Option<Arc<[ToolSpec]>>) {
     let instructions =
         with_project_instructions(child_instructions(system_prompt), project_instructions);

@@ -85,8 +85,13 @@ struct Inner {
     specs: SpecCache,
     /// The last grant record encoded (siblings share it).
     grant_texts: super::granted::GrantTexts,
-    /// The last child system prompt made (siblings share it).
-    system_prompts: super::prompt::SharedPrompt,
+    /// The last child system prompt made (siblings share it: the prompt is
+    /// ~1 KiB, per waiting child before).
+    system_prompts: super::last_made::LastMade<str>,
+    /// The last child grant made (siblings share it; `subagent/last_made.rs`).
+    grants: super::last_made::LastMade<Permissions>,
+    /// The last run's tool names (siblings hold the same tools).
+    tool_name_lists: super::last_made::LastMade<[String]>,
     /// The agent types delegating runs are told about (made on first use).
     directory: OnceLock<Arc<Directory>>,
     board: Board,
@@ -130,6 +135,8 @@ impl Supervisor {
                 specs: SpecCache::default(),
                 grant_texts: Default::default(),
                 system_prompts: Default::default(),
+                grants: Default::default(),
+                tool_name_lists: Default::default(),
                 directory: Default::default(),
                 board,
                 recorder,
@@ -208,8 +215,18 @@ impl Supervisor {
     }
 
     /// The last child system prompt made, which siblings share.
-    pub(crate) fn system_prompts(&self) -> &super::prompt::SharedPrompt {
+    pub(crate) fn system_prompts(&self) -> &super::last_made::LastMade<str> {
         &self.inner.system_prompts
+    }
+
+    /// The last child grant made, which siblings granted the same share.
+    pub(crate) fn grants(&self) -> &super::last_made::LastMade<Permissions> {
+        &self.inner.grants
+    }
+
+    /// The last run's tool names, which siblings holding the same tools share.
+    pub(crate) fn tool_name_lists(&self) -> &super::last_made::LastMade<[String]> {
+        &self.inner.tool_name_lists
     }
 
     /// Put every tool call of every run (after its grant checks) to `gate`: the

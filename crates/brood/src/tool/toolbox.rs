@@ -106,14 +106,15 @@ pub struct Toolbox {
 impl Toolbox {
     /// Keep the tools of `candidates` that `permissions` allow (first of a name wins).
     pub fn new(candidates: Vec<Arc<dyn Tool>>, permissions: Permissions) -> Self {
-        Self::build(candidates, permissions, None)
+        Self::build(candidates, Arc::new(permissions), None)
     }
 
-    /// As [`Toolbox::new`], taking specs from (and adding them to) `cache`. Tools
-    /// of one name must have one spec within a cache's users.
+    /// As [`Toolbox::new`], taking specs from (and adding them to) `cache`, and
+    /// `permissions` shared (a run's own grant, not a copy). Tools of one name
+    /// must have one spec within a cache's users.
     pub(crate) fn with_cache(
         candidates: Vec<Arc<dyn Tool>>,
-        permissions: Permissions,
+        permissions: Arc<Permissions>,
         cache: &SpecCache,
     ) -> Self {
         Self::build(candidates, permissions, Some(cache))
@@ -121,7 +122,7 @@ impl Toolbox {
 
     fn build(
         candidates: Vec<Arc<dyn Tool>>,
-        permissions: Permissions,
+        permissions: Arc<Permissions>,
         cache: Option<&SpecCache>,
     ) -> Self {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -143,7 +144,7 @@ impl Toolbox {
             tools,
             specs,
             refused,
-            permissions: Arc::new(permissions),
+            permissions,
             gate: None,
         }
     }
