@@ -472,7 +472,6 @@ async fn chat(
 ) -> Response {
     // A reply's latency counts from here, the moment the whole request is in.
     let arrived = Instant::now();
-    let guard = FlightGuard::new(&inner);
     let headers = headers
         .iter()
         .map(|(k, v)| {
@@ -499,6 +498,9 @@ async fn chat(
     // Checked (with the common fields parsed in the same pass) outside the lock.
     let not_json = request.check_json();
     inner.count.send_modify(|c| *c += 1);
+    // In flight once counted and captured: a test that saw N in flight sees N
+    // counted even if it then drops the connection (which drops this handler).
+    let guard = FlightGuard::new(&inner);
     if let Some(e) = not_json {
         let body = json!({"error": {"message": format!("brood-mock: body is not JSON: {e}")}});
         return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
