@@ -121,10 +121,11 @@ pub enum LedgerError {
         /// What was asked.
         what: String,
     },
-    /// This worker no longer holds the lease of a fleet run (it expired while this
-    /// worker's boot looked dead, and another worker claimed the run): its end is
-    /// not recorded, so the run ends once, by the holder.
-    #[error("run {run} is leased to another worker (boot {holder}): this worker lost its lease, so its end of the run is not recorded (the holder records it)")]
+    /// This worker no longer holds the lease of a fleet run (it expired — the worker
+    /// died, or stopped heartbeating while alive — and another worker claimed the
+    /// run): its transition of the run (its end, or any other) is not recorded, nor
+    /// anything else it writes into the run, so the run ends once, by the holder.
+    #[error("run {run} is leased to another worker (boot {holder}): this worker lost its lease, so what it writes into the run — its end included — is not recorded (the holder records the run)")]
     LeaseLost {
         /// The run.
         run: String,
