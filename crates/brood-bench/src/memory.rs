@@ -178,7 +178,15 @@ pub async fn scenario(n: usize) -> Result<Vec<Figure>, String> {
     }
     let h1 = hold(n, false, false).await?;
     let h2 = h2_in_helper(n)?;
-    Ok(vec![figure(n, "", h1), figure(n, ", HTTP/2 over TLS", h2)])
+    // The goal is held over HTTP/2, the transport a tree of hundreds of children
+    // is carried on (issue 17.2): one connection for all. Over HTTP/1.1 every
+    // waiting child holds a connection of its own and hyper's buffers for it (an
+    // 8 KiB read buffer answer heads are read into, an 8 KiB write buffer), so the
+    // figure is shown beside the goal (BENCHMARKS.md section 3).
+    Ok(vec![
+        figure(n, "", h1),
+        figure(n, ", HTTP/2 over TLS", h2).goal(Goal::AtMost(32.0)), // issue 17 (was 256 KiB)
+    ])
 }
 
 fn figure(n: usize, transport: &str, (base, held, running): (u64, u64, usize)) -> Figure {
@@ -192,7 +200,6 @@ fn figure(n: usize, transport: &str, (base, held, running): (u64, u64, usize)) -
         per_child,
         "KiB",
     )
-    .goal(Goal::AtMost(32.0)) // issue 17 (was 256 KiB)
     .detail(json!({
         "children": n, "running": running, "rss_before_kib": base, "rss_held_kib": held,
     }))
