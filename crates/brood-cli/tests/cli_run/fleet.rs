@@ -50,6 +50,18 @@ pub(super) fn fleet_fixture() -> Fixture {
     f
 }
 
+/// The parent's `brood run --json delegate` on the fleet at `url`, against `server`
+/// (the caller adds what it needs, then runs or spawns it).
+pub(super) fn fleet_parent(f: &Fixture, server: &MockServer, url: &str) -> Command {
+    let mut parent = f.command();
+    parent
+        .env("BROOD_LEDGER_URL", url)
+        .arg("run")
+        .args(local_flags(server))
+        .args(["--json", "delegate"]);
+    parent
+}
+
 /// `brood worker` on `url` with its own workspace root, against `server`; the
 /// parent's workspace (a local repository) is a directory it may use.
 fn spawn_worker(f: &Fixture, server: &MockServer, url: &str, root: &Path) -> Child {
@@ -251,12 +263,7 @@ fn a_sigkilled_workers_run_is_finished_by_another_worker_under_the_same_id() {
             _ => MockReply::text("done"),
         }
     });
-    let parent = f
-        .command()
-        .env("BROOD_LEDGER_URL", &url)
-        .arg("run")
-        .args(local_flags(&server))
-        .args(["--json", "delegate"])
+    let parent = fleet_parent(&f, &server, &url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -4,7 +4,7 @@
 //! takes its run over, and when the frozen one continues it writes nothing more into
 //! the run — the run completes once, by its new holder, with one transcript.
 
-use super::fleet::{fleet_fixture, fleet_runs, pg, spawn_worker_allowing, ANSWER};
+use super::fleet::{fleet_fixture, fleet_parent, fleet_runs, pg, spawn_worker_allowing, ANSWER};
 use super::*;
 use brood_mock::Gate;
 use std::process::Child;
@@ -142,12 +142,7 @@ fn a_frozen_workers_run_is_taken_over_and_it_writes_nothing_more_into_it() {
             _ => MockReply::text("done"),
         }
     });
-    let parent = f
-        .command()
-        .env("BROOD_LEDGER_URL", &url)
-        .arg("run")
-        .args(local_flags(&server))
-        .args(["--json", "delegate"])
+    let parent = fleet_parent(&f, &server, &url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -3,7 +3,9 @@
 //! commit that is not pushed there, and a worker that may not use the parent's
 //! directory runs the child from the remote.
 
-use super::fleet::{fleet_fixture, fleet_runs, pg, spawn_worker_allowing, stop, ANSWER};
+use super::fleet::{
+    fleet_fixture, fleet_parent, fleet_runs, pg, spawn_worker_allowing, stop, ANSWER,
+};
 use super::*;
 use std::path::PathBuf;
 use std::process::Output;
@@ -40,13 +42,7 @@ fn with_origin(f: &Fixture, remote: &Path) -> PathBuf {
 }
 
 fn run_parent(f: &Fixture, server: &MockServer, url: &str) -> Output {
-    f.command()
-        .env("BROOD_LEDGER_URL", url)
-        .arg("run")
-        .args(local_flags(server))
-        .args(["--json", "delegate"])
-        .output()
-        .unwrap()
+    fleet_parent(f, server, url).output().unwrap()
 }
 
 #[test]
@@ -95,13 +91,8 @@ fn a_parent_enqueues_its_remote_refusing_a_commit_not_pushed_there() {
     // The parent's git calls traced: it asks the remote once for its three children
     // (the check is kept per commit), not once per child.
     let trace = remote.path().join("trace.log");
-    let out = f
-        .command()
-        .env("BROOD_LEDGER_URL", &url)
+    let out = fleet_parent(&f, &server, &url)
         .env("GIT_TRACE", &trace)
-        .arg("run")
-        .args(local_flags(&server))
-        .args(["--json", "delegate"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
