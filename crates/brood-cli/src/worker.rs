@@ -226,11 +226,24 @@ impl Held {
         };
         if let Some(token) = self.map().get(run) {
             errln!(
-                "brood worker: lost run {run}: worker boot {now} took it over after its lease expired (this worker stopped heartbeating: frozen, hung or suspended); stopping it here — nothing more this worker writes into it is recorded"
+                "{}",
+                lost_line(
+                    run,
+                    &now,
+                    "stopping it here — nothing more this worker writes into it is recorded"
+                )
             );
             token.cancel();
         }
     }
+}
+
+/// What the worker says of a run that boot `now` took over from it: `then` is
+/// what became of it here.
+fn lost_line(run: &RunId, now: &str, then: &str) -> String {
+    format!(
+        "brood worker: lost run {run}: worker boot {now} took it over after its lease expired (this worker stopped heartbeating: frozen, hung or suspended); {then}"
+    )
 }
 
 /// The boot that runs `run` now when it is not this one (its lease was taken over).
@@ -258,10 +271,7 @@ async fn run_one(
     if ran.is_ok() {
         // Its end here was refused (`LeaseLost`) if another worker holds it now.
         if let Some(now) = taken_over(session.ledger(), &c.run).await {
-            return format!(
-                "brood worker: lost run {}: worker boot {now} took it over after its lease expired (this worker stopped heartbeating: frozen, hung or suspended); its end here was not recorded",
-                c.run
-            );
+            return lost_line(&c.run, &now, "its end here was not recorded");
         }
     }
     match ran {
