@@ -52,11 +52,34 @@ fn request(text: &str) -> ModelRequest {
 /// `n` steps of `provider` started together; each one's answer text.
 async fn steps(provider: &OpenAiProvider, n: usize) -> Vec<Result<String, ModelError>> {
     let reqs: Vec<ModelRequest> = (0..n).map(|i| request(&format!("request {i}"))).collect();
+    answers(provider, &reqs).await
+}
+
+/// A step of `provider` for each of `reqs`, started together; each one's answer text.
+async fn answers(
+    provider: &OpenAiProvider,
+    reqs: &[ModelRequest],
+) -> Vec<Result<String, ModelError>> {
     join_all(reqs.iter().map(|r| async move {
         let (answer, _) = step(provider, r).await;
         answer.map(|a| a.message.content)
     }))
     .await
+}
+
+/// `n` steps of `provider` in a task of their own, handed back once `server` has
+/// all `n` in flight.
+async fn in_flight(
+    provider: &OpenAiProvider,
+    server: &MockServer,
+    n: usize,
+) -> tokio::task::JoinHandle<Vec<Result<String, ModelError>>> {
+    let waiting = tokio::spawn({
+        let p = provider.clone();
+        async move { steps(&p, n).await }
+    });
+    server.wait_for_in_flight(n).await;
+    waiting
 }
 
 /// The endpoint and detail of a step's `Connect` error (its one attempt's).
@@ -90,11 +113,7 @@ async fn fifty_first_requests_at_once_open_one_connection() {
     // All fifty find no connection and wait for the one being opened: one TCP
     // connect, one TLS handshake (a connect each would be fifty accepts, even if
     // all but one were dropped once ALPN said h2). Held until all fifty are in.
-    let waiting = tokio::spawn({
-        let p = p.clone();
-        async move { steps(&p, 50).await }
-    });
-    server.wait_for_in_flight(50).await;
+    let waiting = in_flight(&p, &server, 50).await;
     gate.open();
     all_ok(&waiting.await.unwrap(), "ok");
     assert_eq!(server.request_count(), 50);
@@ -136,11 +155,7 @@ async fn requests_waiting_when_the_server_goes_away_are_answered_once() {
     let server = MockServer::start_tls(Alpn::H2, move |_| MockReply::text("late").until(&held));
     let dir = tempfile::tempdir().unwrap();
     let p = provider(&server, dir.path(), 1);
-    let waiting = tokio::spawn({
-        let p = p.clone();
-        async move { steps(&p, 10).await }
-    });
-    server.wait_for_in_flight(10).await;
+    let waiting = in_flight(&p, &server, 10).await;
     // A GOAWAY while ten streams wait: the server had them all, so they are
     // answered on the closing connection, none sent twice.
     server.go_away();
@@ -197,11 +212,7 @@ async fn requests_waiting_when_the_server_drops_the_connection_get_a_typed_error
     });
     let dir = tempfile::tempdir().unwrap();
     let p = provider(&server, dir.path(), 1);
-    let waiting = tokio::spawn({
-        let p = p.clone();
-        async move { steps(&p, 5).await }
-    });
-    server.wait_for_in_flight(5).await;
+    let waiting = in_flight(&p, &server, 5).await;
     server.drop_connections();
     for answer in waiting.await.unwrap() {
         let (url, detail) = connect_error(&answer);
@@ -407,12 +418,10 @@ async fn requests_larger_than_the_windows_are_sent_whole() {
     let big: Vec<ModelRequest> = (0..3)
         .map(|i| request(&format!("{i}").repeat(3 * 1024 * 1024)))
         .collect();
-    let answers = join_all(big.iter().map(|r| async {
-        let (answer, _) = step(&p, r).await;
-        answer.map(|a| a.message.content)
-    }))
-    .await;
-    all_ok(&answers, &format!("got {}", 3 * 1024 * 1024));
+    all_ok(
+        &answers(&p, &big).await,
+        &format!("got {}", 3 * 1024 * 1024),
+    );
     assert_eq!(server.h2_connections(), 1);
 }
 
@@ -433,11 +442,7 @@ async fn requests_given_up_on_reset_their_streams_and_keep_the_connection() {
     });
     let dir = tempfile::tempdir().unwrap();
     let p = provider(&server, dir.path(), 1);
-    let waiting = tokio::spawn({
-        let p = p.clone();
-        async move { steps(&p, 3).await }
-    });
-    server.wait_for_in_flight(3).await;
+    let waiting = in_flight(&p, &server, 3).await;
     waiting.abort();
     let reset = tokio::time::timeout(
         std::time::Duration::from_secs(10),
